@@ -1,0 +1,1 @@
+"""One module per CLI subcommand, plus the arguments they share (``common``)."""

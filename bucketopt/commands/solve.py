@@ -1,0 +1,38 @@
+"""``bucketopt solve``: the optimal boundaries and their statistics."""
+
+from __future__ import annotations
+
+from .common import add_lens_args, add_output_args, add_solver_args, emit_json, read_lengths
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("solve", help="optimal bucket boundaries",
+                       description="Exact optimal bucket boundaries for a length distribution.")
+    add_lens_args(p)
+    add_solver_args(p)
+    add_output_args(p)
+    p.set_defaults(run=run)
+
+
+def solver_kwargs(args) -> dict:
+    """The solve()/sweep() keyword arguments given on the command line."""
+    kwargs = dict(token_budget=args.token_budget, pad=args.pad, objective=args.objective,
+                  min_share=args.min_share, max_share=args.max_share, align=args.align,
+                  profile=args.profile, epochs=args.epochs)
+    if args.gpus is not None:
+        kwargs["world_size"] = args.gpus
+    return kwargs
+
+
+def run(args) -> int:
+    from ..report import solution_table
+    from ..solver import solve
+
+    lengths, source = read_lengths(args)
+    solution = solve(lengths, args.k, **solver_kwargs(args))
+    if args.json:
+        emit_json({"source": source, **solution.to_dict()})
+    else:
+        print(f"source: {source}")
+        print(solution_table(solution))
+    return 0

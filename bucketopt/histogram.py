@@ -1,0 +1,261 @@
+"""Lengths and their histogram: the one choke point that turns user input into clean data.
+
+Every solver works on a :class:`Histogram` (distinct lengths + counts), so the cost grows with the
+number of distinct lengths ``m``, never with the number of samples ``n``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import BucketoptError
+
+# Padding and token totals are exact int64 sums. Every total is bounded by n * max_length, and the
+# DP adds an "unreachable" sentinel of 2**61 on top of a cost, so we keep the bound below 2**60.
+TOKEN_LIMIT = 2**60
+# Dense counting (np.bincount) is used only below this maximum length; above it np.unique is used,
+# so a length of 10**12 never allocates a dense array.
+_DENSE_MAX = 1 << 24
+
+
+@dataclass(frozen=True, eq=False)
+class Histogram:
+    """Distinct sequence lengths and how many samples have each.
+
+    Parameters
+    ----------
+    values : array of int64, strictly increasing, all >= 1
+    counts : array of int64, same size, all >= 1
+
+    Examples
+    --------
+    >>> h = Histogram.from_lengths([5, 3, 5, 9])
+    >>> h.values.tolist(), h.counts.tolist()
+    ([3, 5, 9], [1, 2, 1])
+    """
+
+    values: np.ndarray
+    counts: np.ndarray
+
+    def __post_init__(self):
+        values = _as_int_array(self.values, "histogram values")
+        counts = _as_int_array(self.counts, "histogram counts")
+        if values.shape != counts.shape:
+            raise BucketoptError(
+                f"histogram values and counts must have the same size; got {values.size} and "
+                f"{counts.size}."
+            )
+        if values.size == 0:
+            raise BucketoptError("the histogram is empty: at least one length is required.")
+        if values.min() <= 0:
+            raise BucketoptError(
+                f"lengths must be positive integers; got {int(values.min())}."
+            )
+        if counts.min() < 0:
+            raise BucketoptError(f"histogram counts must be >= 0; got {int(counts.min())}.")
+        if values.size > 1 and np.any(np.diff(values) <= 0):
+            order = np.argsort(values, kind="stable")
+            values, counts = values[order], counts[order]
+            uniq, start = np.unique(values, return_index=True)
+            counts = np.add.reduceat(counts, start)
+            values = uniq
+        keep = counts > 0
+        if not keep.all():
+            values, counts = values[keep], counts[keep]
+            if values.size == 0:
+                raise BucketoptError("the histogram is empty: every count is 0.")
+        _check_token_total(values, counts)
+        values.setflags(write=False)
+        counts.setflags(write=False)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "counts", counts)
+
+    @classmethod
+    def from_lengths(cls, lengths) -> Histogram:
+        """Build the histogram of raw lengths (validated by :func:`validate_lengths`)."""
+        lengths = validate_lengths(lengths)
+        top = int(lengths.max())
+        if top <= _DENSE_MAX and top <= 8 * lengths.size + 1024:
+            dense = np.bincount(lengths, minlength=top + 1)
+            values = np.flatnonzero(dense).astype(np.int64)
+            counts = dense[values].astype(np.int64)
+        else:
+            values, counts = np.unique(lengths, return_counts=True)
+        return cls(values.astype(np.int64), counts.astype(np.int64))
+
+    @property
+    def n(self) -> int:
+        """Number of samples."""
+        return int(self.counts.sum())
+
+    @property
+    def m(self) -> int:
+        """Number of distinct lengths."""
+        return int(self.values.size)
+
+    @property
+    def real_tokens(self) -> int:
+        """Sum of all lengths."""
+        return int(np.dot(self.values, self.counts))
+
+    @property
+    def max_length(self) -> int:
+        return int(self.values[-1])
+
+    @property
+    def min_length(self) -> int:
+        return int(self.values[0])
+
+    def merge(self, *others: Histogram) -> Histogram:
+        """Sum this histogram with others (e.g. one per shard)."""
+        parts = [self, *others]
+        for other in parts:
+            if not isinstance(other, Histogram):
+                raise BucketoptError(
+                    f"can only merge Histogram objects; got {type(other).__name__}."
+                )
+        values = np.concatenate([p.values for p in parts])
+        counts = np.concatenate([p.counts for p in parts])
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return Histogram(uniq, _sum_by(inverse, counts, uniq.size))
+
+    def __add__(self, other):
+        if not isinstance(other, Histogram):
+            return NotImplemented
+        return self.merge(other)
+
+    def to_lengths(self) -> np.ndarray:
+        """Expand back to one length per sample (sorted)."""
+        return np.repeat(self.values, self.counts)
+
+    def percentile(self, q) -> np.ndarray:
+        """Percentiles with numpy's default (linear) rule, without expanding the samples."""
+        q = np.atleast_1d(np.asarray(q, dtype=float))
+        pos = q / 100.0 * (self.n - 1)
+        cum = np.cumsum(self.counts)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.ceil(pos).astype(np.int64)
+        v_lo = self.values[np.searchsorted(cum, lo, side="right")]
+        v_hi = self.values[np.searchsorted(cum, hi, side="right")]
+        return v_lo + (pos - lo) * (v_hi - v_lo)
+
+    def __eq__(self, other):
+        if not isinstance(other, Histogram):
+            return NotImplemented
+        return np.array_equal(self.values, other.values) and np.array_equal(
+            self.counts, other.counts
+        )
+
+    def __repr__(self):
+        return (
+            f"Histogram(n={self.n:,}, distinct={self.m:,}, min={self.min_length}, "
+            f"max={self.max_length})"
+        )
+
+    def to_dict(self) -> dict:
+        return {"values": self.values.tolist(), "counts": self.counts.tolist()}
+
+
+def _sum_by(inverse: np.ndarray, counts: np.ndarray, size: int) -> np.ndarray:
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, inverse, counts)
+    return out
+
+
+def _as_int_array(x, what: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype == object or arr.dtype.kind not in "iu":
+        arr = validate_lengths(arr, name=what, positive=False) if arr.size else arr
+    if arr.ndim != 1:
+        raise BucketoptError(f"{what} must be 1-D; got shape {arr.shape}.")
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise BucketoptError(f"{what} exceed the int64 range.")
+    return np.array(arr, dtype=np.int64, copy=True)
+
+
+def _check_token_total(values: np.ndarray, counts: np.ndarray) -> None:
+    n = int(counts.sum()) if counts.size < 2**20 else float(counts.sum(dtype=np.float64))
+    bound = float(n) * float(values[-1])
+    if bound >= TOKEN_LIMIT:
+        raise BucketoptError(
+            f"n x longest length = {n:,} x {int(values[-1]):,} exceeds 2**60 tokens: padding "
+            "totals could not be computed exactly in int64; split the data or cap the lengths."
+        )
+
+
+def validate_lengths(lengths, *, name: str = "lengths", positive: bool = True) -> np.ndarray:
+    """Turn any array-like of sequence lengths into a clean 1-D int64 array.
+
+    Rejects empty input, NaN/inf, non-integer floats, values <= 0, non-numeric or object data
+    and anything that is not 1-D, with a :class:`BucketoptError` naming the problem.
+    """
+    if isinstance(lengths, Histogram):
+        return lengths.to_lengths()
+    if isinstance(lengths, (str, bytes)):
+        raise BucketoptError(
+            f"{name} must be an array of integers; got a string (use load_lengths() for a path)."
+        )
+    if isinstance(lengths, Iterable) and not hasattr(lengths, "__array__") and not isinstance(
+        lengths, (list, tuple)
+    ):
+        lengths = list(lengths)
+    try:
+        arr = np.asarray(lengths)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise BucketoptError(f"{name} could not be read as an array of integers: {exc}") from None
+    if arr.dtype == object:
+        try:
+            arr = np.asarray(arr.tolist(), dtype=np.float64 if _has_float(arr) else np.int64)
+        except (ValueError, TypeError, OverflowError):
+            raise BucketoptError(
+                f"{name} must be numeric integers; got Python objects that are not."
+            ) from None
+    if arr.ndim != 1:
+        raise BucketoptError(f"{name} must be 1-D; got an array of shape {arr.shape}.")
+    if arr.size == 0:
+        raise BucketoptError(f"{name} is empty: at least one length is required.")
+    kind = arr.dtype.kind
+    if kind == "b":
+        raise BucketoptError(f"{name} must be integers; got booleans.")
+    if kind == "f":
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise BucketoptError(f"{name} must be finite integers; got {arr[i]} at index {i}.")
+        frac = arr != np.floor(arr)
+        if frac.any():
+            i = int(np.flatnonzero(frac)[0])
+            raise BucketoptError(f"{name} must be integers; got {arr[i]} at index {i}.")
+        if arr.max() >= 2.0**63:
+            raise BucketoptError(f"{name} exceed the int64 range; got {arr.max():.6g}.")
+        arr = arr.astype(np.int64)
+    elif kind == "u":
+        if int(arr.max()) > np.iinfo(np.int64).max:
+            raise BucketoptError(f"{name} exceed the int64 range.")
+        arr = arr.astype(np.int64)
+    elif kind == "i":
+        arr = arr.astype(np.int64, copy=False)
+    else:
+        raise BucketoptError(f"{name} must be integers; got dtype {arr.dtype}.")
+    if positive:
+        low = int(arr.min())
+        if low <= 0:
+            i = int(np.argmin(arr))
+            raise BucketoptError(
+                f"{name} must be positive integers (>= 1); got {low} at index {i}."
+            )
+    return arr
+
+
+def _has_float(arr: np.ndarray) -> bool:
+    return any(isinstance(x, float) for x in arr.ravel()[:1000])
+
+
+def as_histogram(data, *, name: str = "lengths") -> Histogram:
+    """Accept raw lengths or a :class:`Histogram` and return a histogram."""
+    if isinstance(data, Histogram):
+        return data
+    return Histogram.from_lengths(validate_lengths(data, name=name))

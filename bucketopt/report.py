@@ -1,0 +1,57 @@
+"""Plain-text tables for people (the CLI without --json)."""
+
+from __future__ import annotations
+
+from .solution import Solution
+
+
+def _fmt_int(x) -> str:
+    return f"{round(x):,}"
+
+
+def table(headers, rows, align=None) -> str:
+    """A fixed-width text table; ``align`` is a string of 'l'/'r' per column."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    align = align or "l" + "r" * (len(headers) - 1)
+    lines = []
+    for n, row in enumerate(cells):
+        parts = [c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(row, widths, align)]
+        lines.append("  ".join(parts).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def solution_table(sol: Solution) -> str:
+    headers = ["bucket", "samples", "share", "tokens", "batch size", "padded tokens", "padding"]
+    rows = []
+    lo = 0
+    for i, edge in enumerate(sol.boundaries):
+        real = sol.bucket_real_tokens[i]
+        padded = sol.bucket_padded_tokens[i]
+        frac = padded / (real + padded) if real + padded else 0.0
+        rows.append([
+            f"({lo}, {edge}]",
+            _fmt_int(sol.counts[i]),
+            f"{sol.shares[i] * 100:.1f}%",
+            _fmt_int(real),
+            "-" if sol.batch_sizes is None else _fmt_int(sol.batch_sizes[i]),
+            _fmt_int(padded),
+            f"{frac * 100:.1f}%",
+        ])
+        lo = edge
+    rows.append(["total", _fmt_int(sol.n_samples), "100.0%", _fmt_int(sol.real_tokens), "",
+                 _fmt_int(sol.padded_tokens), f"{sol.padding_fraction * 100:.2f}%"])
+    kind = "expected dynamic padding" if sol.pad == "batch" else "edge padding"
+    head = f"{len(sol.boundaries)} bucket(s), {kind}"
+    if sol.k is not None:
+        head += f", optimal over at most k={sol.k} ({sol.objective})"
+    if sol.token_budget is not None:
+        head += f", token budget {sol.token_budget:,}"
+    lines = [head, table(headers, rows)]
+    lines.append("boundaries (inclusive upper edges): " + ", ".join(map(str, sol.boundaries)))
+    if sol.ktok_per_s is not None:
+        lines.append(f"predicted throughput: {sol.ktok_per_s:.1f} Ktok/s"
+                     + ("" if sol.eta_days is None else f", ETA {sol.eta_days:.2f} days"))
+    return "\n".join(lines)

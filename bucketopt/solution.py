@@ -1,0 +1,177 @@
+"""The result type shared by solve(), evaluate() and sweep(), and the per-bucket statistics."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .errors import BucketoptError
+from .histogram import Histogram
+
+PADS = ("edge", "batch")
+
+
+@dataclass(frozen=True)
+class Solution:
+    """Bucket boundaries and what they cost.
+
+    ``boundaries`` are inclusive upper edges: bucket k holds lengths in (b_{k-1}, b_k], b_0 = 0.
+    ``padded_tokens`` is exact (int) for ``pad="edge"`` and an expectation (float) for
+    ``pad="batch"``. ``padding_fraction = padded / (real + padded)``.
+    """
+
+    boundaries: tuple
+    counts: tuple
+    batch_sizes: tuple | None
+    real_tokens: int
+    padded_tokens: int | float
+    padding_fraction: float
+    bucket_real_tokens: tuple = ()
+    bucket_padded_tokens: tuple = ()
+    n_samples: int = 0
+    pad: str = "edge"
+    objective: str = "padding"
+    token_budget: int | None = None
+    k: int | None = None
+    align: int = 1
+    min_share: float = 0.0
+    max_share: float = 1.0
+    ktok_per_s: float | None = None
+    eta_days: float | None = None
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def shares(self) -> tuple:
+        """Fraction of samples in each bucket."""
+        n = self.n_samples or 1
+        return tuple(c / n for c in self.counts)
+
+    def to_dict(self) -> dict:
+        """JSON-ready dictionary (plain Python types only)."""
+        out = asdict(self)
+        out["boundaries"] = list(self.boundaries)
+        out["counts"] = list(self.counts)
+        out["batch_sizes"] = None if self.batch_sizes is None else list(self.batch_sizes)
+        out["bucket_real_tokens"] = list(self.bucket_real_tokens)
+        out["bucket_padded_tokens"] = list(self.bucket_padded_tokens)
+        out["shares"] = list(self.shares)
+        extra = out.pop("extra")
+        for key in ("ktok_per_s", "eta_days"):
+            if out[key] is None:
+                del out[key]
+        out.update(extra)
+        return out
+
+    def __repr__(self):
+        edges = ", ".join(str(b) for b in self.boundaries)
+        rate = "" if self.ktok_per_s is None else f", ktok_per_s={self.ktok_per_s:.1f}"
+        return (
+            f"Solution(boundaries=({edges}), padding_fraction={self.padding_fraction:.4f}, "
+            f"pad={self.pad!r}{rate})"
+        )
+
+
+def check_token_budget(token_budget, hist: Histogram | None = None):
+    """Validate the per-micro-batch token budget (None means "no budget")."""
+    if token_budget is None:
+        return None
+    if isinstance(token_budget, bool) or not isinstance(token_budget, (int, np.integer)):
+        if isinstance(token_budget, float) and token_budget.is_integer():
+            token_budget = int(token_budget)
+        else:
+            raise BucketoptError(
+                f"token_budget must be an integer >= 1; got {token_budget!r}."
+            )
+    token_budget = int(token_budget)
+    if token_budget < 1:
+        raise BucketoptError(f"token_budget must be an integer >= 1; got {token_budget}.")
+    if hist is not None and hist.max_length > token_budget:
+        raise BucketoptError(
+            f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length})."
+        )
+    return token_budget
+
+
+def check_boundaries(boundaries, hist: Histogram) -> np.ndarray:
+    """Validate user boundaries: strictly increasing positive integers covering the longest length."""
+    from .histogram import validate_lengths
+
+    edges = validate_lengths(boundaries, name="boundaries")
+    if edges.size > 1 and np.any(np.diff(edges) <= 0):
+        i = int(np.flatnonzero(np.diff(edges) <= 0)[0])
+        raise BucketoptError(
+            f"boundaries must be strictly increasing; got {int(edges[i])} then {int(edges[i + 1])}."
+        )
+    if edges[-1] < hist.max_length:
+        raise BucketoptError(
+            f"boundaries end at {int(edges[-1])}, below the longest sample ({hist.max_length}); "
+            "the last boundary must be >= every length."
+        )
+    return edges
+
+
+def batch_sizes_for(edges: np.ndarray, token_budget: int | None):
+    """B_k = floor(T / b_k); an edge above the budget is an error."""
+    if token_budget is None:
+        return None
+    over = edges > token_budget
+    if over.any():
+        b = int(edges[np.flatnonzero(over)[0]])
+        raise BucketoptError(
+            f"bucket edge {b} exceeds token_budget={token_budget}: a batch of that bucket cannot "
+            "hold even one sample."
+        )
+    return token_budget // edges
+
+
+def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str):
+    """Per-bucket counts, real tokens and padded tokens for the given edges.
+
+    Returns (counts, real, padded, batch_sizes) as numpy arrays (batch_sizes may be None).
+    """
+    sizes = batch_sizes_for(edges, token_budget)
+    idx = np.searchsorted(edges, hist.values, side="left")  # bucket of each distinct length
+    k = edges.size
+    counts = np.zeros(k, dtype=np.int64)
+    np.add.at(counts, idx, hist.counts)
+    real = np.zeros(k, dtype=np.int64)
+    np.add.at(real, idx, hist.values * hist.counts)
+    if pad == "edge":
+        padded = edges * counts - real
+    elif pad == "batch":
+        if sizes is None:
+            raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
+        from .batchpad import expected_padding_per_bucket
+
+        padded = expected_padding_per_bucket(hist, edges, sizes)
+    else:
+        raise BucketoptError(f"pad must be one of {PADS}; got {pad!r}.")
+    return counts, real, padded, sizes
+
+
+def make_solution(hist: Histogram, edges, *, token_budget, pad, **meta) -> Solution:
+    """Compute the statistics of ``edges`` on ``hist`` and wrap them in a :class:`Solution`."""
+    edges = np.asarray(edges, dtype=np.int64)
+    counts, real, padded, sizes = bucket_statistics(hist, edges, token_budget, pad)
+    real_total = int(real.sum())
+    if pad == "edge":
+        padded_total = int(padded.sum())
+        bucket_padded = tuple(int(p) for p in padded)
+    else:
+        padded_total = float(np.sum(padded))
+        bucket_padded = tuple(float(p) for p in padded)
+    return Solution(
+        boundaries=tuple(int(b) for b in edges),
+        counts=tuple(int(c) for c in counts),
+        batch_sizes=None if sizes is None else tuple(int(s) for s in sizes),
+        real_tokens=real_total,
+        padded_tokens=padded_total,
+        padding_fraction=float(padded_total / (real_total + padded_total)),
+        bucket_real_tokens=tuple(int(r) for r in real),
+        bucket_padded_tokens=bucket_padded,
+        n_samples=hist.n,
+        pad=pad,
+        token_budget=token_budget,
+        **meta,
+    )
