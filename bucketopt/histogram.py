@@ -186,11 +186,14 @@ def _check_token_total(values: np.ndarray, counts: np.ndarray) -> None:
         )
 
 
-def validate_lengths(lengths, *, name: str = "lengths", positive: bool = True) -> np.ndarray:
+def validate_lengths(
+    lengths, *, name: str = "lengths", positive: bool = True, start: int = 0
+) -> np.ndarray:
     """Turn any array-like of sequence lengths into a clean 1-D int64 array.
 
     Rejects empty input, NaN/inf, non-integer floats, values <= 0, non-numeric or object data
-    and anything that is not 1-D, with a :class:`BucketoptError` naming the problem.
+    and anything that is not 1-D, with a :class:`BucketoptError` naming the problem. ``start`` is
+    added to the index quoted in messages (a chunk that begins at row ``start`` of a larger table).
     """
     if isinstance(lengths, Histogram):
         return lengths.to_lengths()
@@ -209,7 +212,9 @@ def validate_lengths(lengths, *, name: str = "lengths", positive: bool = True) -
     if arr.dtype == object:
         try:
             arr = np.asarray(arr.tolist(), dtype=np.float64 if _has_float(arr) else np.int64)
-        except (ValueError, TypeError, OverflowError):
+        except OverflowError:
+            raise BucketoptError(f"{name} exceed the int64 range.") from None
+        except (ValueError, TypeError):
             raise BucketoptError(
                 f"{name} must be numeric integers; got Python objects that are not."
             ) from None
@@ -224,11 +229,13 @@ def validate_lengths(lengths, *, name: str = "lengths", positive: bool = True) -
         bad = ~np.isfinite(arr)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise BucketoptError(f"{name} must be finite integers; got {arr[i]} at index {i}.")
+            raise BucketoptError(
+                f"{name} must be finite integers; got {arr[i]} at index {start + i}."
+            )
         frac = arr != np.floor(arr)
         if frac.any():
             i = int(np.flatnonzero(frac)[0])
-            raise BucketoptError(f"{name} must be integers; got {arr[i]} at index {i}.")
+            raise BucketoptError(f"{name} must be integers; got {arr[i]} at index {start + i}.")
         if arr.max() >= 2.0**63:
             raise BucketoptError(f"{name} exceed the int64 range; got {arr.max():.6g}.")
         arr = arr.astype(np.int64)
@@ -245,7 +252,7 @@ def validate_lengths(lengths, *, name: str = "lengths", positive: bool = True) -
         if low <= 0:
             i = int(np.argmin(arr))
             raise BucketoptError(
-                f"{name} must be positive integers (>= 1); got {low} at index {i}."
+                f"{name} must be positive integers (>= 1); got {low} at index {start + i}."
             )
     return arr
 
@@ -259,3 +266,91 @@ def as_histogram(data, *, name: str = "lengths") -> Histogram:
     if isinstance(data, Histogram):
         return data
     return Histogram.from_lengths(validate_lengths(data, name=name))
+
+
+class HistogramBuilder:
+    """Fold lengths into a histogram chunk by chunk: memory grows with the distinct lengths only.
+
+    Every chunk goes through :func:`validate_lengths` (``start`` keeps row numbers in messages
+    global), so streaming readers share the one choke point.
+
+    Examples
+    --------
+    >>> builder = HistogramBuilder()
+    >>> builder.add([3, 5]); builder.add([5, 9])
+    >>> builder.result().counts.tolist()
+    [1, 2, 1]
+    """
+
+    def __init__(self, *, name: str = "lengths"):
+        self.name = name
+        self.rows = 0
+        self._dense = np.zeros(0, dtype=np.int64)  # counts by length while lengths are small
+        self._sparse: list[tuple[np.ndarray, np.ndarray]] = []  # (values, counts) otherwise
+        self._sparse_size = 0
+
+    def add(self, lengths) -> None:
+        """Count one chunk of raw lengths (an empty chunk is allowed and adds nothing)."""
+        arr = np.asarray(lengths)
+        if arr.ndim == 1 and arr.size == 0:
+            return
+        arr = validate_lengths(arr, name=self.name, start=self.rows)
+        self.rows += arr.size
+        top = int(arr.max())
+        if top <= _DENSE_MAX:
+            counts = np.bincount(arr, minlength=0)
+            if counts.size > self._dense.size:
+                grown = np.zeros(counts.size, dtype=np.int64)
+                grown[: self._dense.size] = self._dense
+                self._dense = grown
+            self._dense[: counts.size] += counts
+        else:
+            values, counts = np.unique(arr, return_counts=True)
+            self._add_sparse(values, counts.astype(np.int64))
+
+    def add_counts(self, values, counts) -> None:
+        """Add a chunk of (length, count) pairs, e.g. rows of a histogram file."""
+        values = np.asarray(values)
+        if values.ndim == 1 and values.size == 0:
+            return
+        values = validate_lengths(values, name=f"{self.name} (length column)", start=self.rows)
+        counts = validate_lengths(counts, name=f"{self.name} (count column)", positive=False,
+                                  start=self.rows)
+        if counts.size != values.size:
+            raise BucketoptError(f"{self.name}: length and count columns differ in size.")
+        if counts.min() < 0:
+            i = int(np.argmin(counts))
+            raise BucketoptError(
+                f"{self.name}: counts must be >= 0; got {int(counts[i])} at row {self.rows + i}."
+            )
+        self.rows += values.size
+        self._add_sparse(values, counts)
+
+    def _add_sparse(self, values: np.ndarray, counts: np.ndarray) -> None:
+        self._sparse.append((values, counts))
+        self._sparse_size += values.size
+        if len(self._sparse) > 64 or self._sparse_size > (1 << 22):
+            self._sparse = [self._collapse()]
+            self._sparse_size = self._sparse[0][0].size
+
+    def _collapse(self) -> tuple[np.ndarray, np.ndarray]:
+        values = np.concatenate([v for v, _ in self._sparse])
+        counts = np.concatenate([c for _, c in self._sparse])
+        uniq, inverse = np.unique(values, return_inverse=True)
+        total = _sum_by(inverse, counts, uniq.size)
+        if total.size and (total.max() >= TOKEN_LIMIT):
+            raise BucketoptError(f"{self.name}: a count exceeds 2**60.")
+        return uniq, total
+
+    def result(self) -> Histogram:
+        """The histogram of everything added (an error if nothing was)."""
+        dense_values = np.flatnonzero(self._dense).astype(np.int64)
+        parts = [(dense_values, self._dense[dense_values])]
+        if self._sparse:
+            parts.append(self._collapse())
+        values = np.concatenate([v for v, _ in parts])
+        counts = np.concatenate([c for _, c in parts])
+        if values.size == 0 or int(counts.sum()) == 0:
+            raise BucketoptError(f"{self.name} is empty: at least one length is required.")
+        order = np.argsort(values, kind="stable")
+        return Histogram(values[order], counts[order])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -44,14 +45,14 @@ def _int(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise BucketoptError(f"expected an integer; got {text!r}.") from None
+        raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
 
 
 def _float(text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise BucketoptError(f"expected a number; got {text!r}.") from None
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
 
 
 def note(args, message: str) -> None:
