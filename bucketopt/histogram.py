@@ -288,6 +288,7 @@ class HistogramBuilder:
         self._dense = np.zeros(0, dtype=np.int64)  # counts by length while lengths are small
         self._sparse: list[tuple[np.ndarray, np.ndarray]] = []  # (values, counts) otherwise
         self._sparse_size = 0
+        self._count_total = 0.0  # keeps every int64 sum of counts far from overflow
 
     def add(self, lengths) -> None:
         """Count one chunk of raw lengths (an empty chunk is allowed and adds nothing)."""
@@ -323,6 +324,12 @@ class HistogramBuilder:
             raise BucketoptError(
                 f"{self.name}: counts must be >= 0; got {int(counts[i])} at row {self.rows + i}."
             )
+        self._count_total += float(counts.sum(dtype=np.float64))
+        if self._count_total >= TOKEN_LIMIT:
+            raise BucketoptError(
+                f"{self.name}: the counts add up to more than 2**60 samples; that is not a real "
+                "data set (check the count column)."
+            )
         self.rows += values.size
         self._add_sparse(values, counts)
 
@@ -337,10 +344,7 @@ class HistogramBuilder:
         values = np.concatenate([v for v, _ in self._sparse])
         counts = np.concatenate([c for _, c in self._sparse])
         uniq, inverse = np.unique(values, return_inverse=True)
-        total = _sum_by(inverse, counts, uniq.size)
-        if total.size and (total.max() >= TOKEN_LIMIT):
-            raise BucketoptError(f"{self.name}: a count exceeds 2**60.")
-        return uniq, total
+        return uniq, _sum_by(inverse, counts, uniq.size)
 
     def result(self) -> Histogram:
         """The histogram of everything added (an error if nothing was)."""

@@ -1,22 +1,123 @@
-"""load_lengths(): read sequence lengths from where they live.
+"""Read sequence lengths where they live.
 
-Supported here: .npy / .npz (never unpickled) and text/CSV with one length per line or a named
-column. Every reader ends in :func:`bucketopt.histogram.validate_lengths`, the one choke point.
+Sources: ``.npy`` / ``.npz`` (never unpickled), text / CSV (one length per line or a named column),
+Parquet files, Arrow IPC / Feather files, Hugging Face ``save_to_disk`` directories (read with
+pyarrow; ``datasets`` is not needed), and directories or globs of shards. A table may also be a
+*histogram* (columns ``length,count``): the sufficient statistic any engine can produce with
+``SELECT len, count(*) ... GROUP BY len``.
+
+:func:`load_lengths` returns one length per sample; :func:`load_histogram` folds the source batch
+by batch into a :class:`~bucketopt.histogram.Histogram`, so its memory does not grow with the row
+count. :func:`open_source` resolves a source and its column without reading the data, for callers
+that want to say which column was used. Every path ends in the one choke point of
+:mod:`bucketopt.histogram`.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .errors import BucketoptError
-from .histogram import validate_lengths
+from .histogram import Histogram, HistogramBuilder, validate_lengths
 
 LENGTH_COLUMN_NAMES = ("seq_len", "length", "lengths", "len", "num_tokens", "n_tokens",
                        "token_count", "seq_length", "sequence_length")
+COUNT_COLUMN_NAMES = ("count", "counts", "count_star()", "frequency", "freq", "n_samples",
+                      "num_samples")
+TOKEN_LIST_NAMES = ("input_ids", "token_ids", "tokens")
+# load_lengths() expands a histogram input to one length per sample only up to this many samples
+# (a tiny file of counts must not allocate gigabytes); load_histogram() has no such limit.
+EXPAND_LIMIT = 1 << 28
+
+_TABLE_FORMATS = ("parquet", "arrow")
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class Column:
+    """The column a source's lengths come from, and why it was chosen."""
+
+    name: str
+    kind: str  # "integer" | "list" | "histogram"
+    type: str
+    reason: str
+    count_column: str | None = None
+
+    def describe(self) -> str:
+        if not self.name:
+            return f"one length per {'line' if self.type == 'text' else 'element'}"
+        if self.kind == "histogram":
+            return (f"histogram: lengths in {self.name!r}, counts in {self.count_column!r} "
+                    f"({self.reason})")
+        what = "list lengths of" if self.kind == "list" else "column"
+        return f"{what} {self.name!r} ({self.type}; {self.reason})"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A resolved source of lengths: where it is, its schema and the column used.
+
+    Build it with :func:`open_source`; read it with :meth:`histogram` (streaming) or
+    :meth:`lengths` (one length per sample).
+    """
+
+    label: str
+    format: str  # "npy" | "npz" | "text" | "parquet" | "arrow" | "huggingface"
+    files: tuple[Path, ...]
+    schema: tuple[tuple[str, str], ...]  # (column name, type) pairs
+    column: Column
+    num_rows: int | None
+    note: str | None
+    _chunks: Callable[[], Iterator[tuple[np.ndarray, np.ndarray | None]]] = field(repr=False)
+
+    @property
+    def _name(self) -> str:
+        return f"{self.label}[{self.column.name}]" if self.column.name else self.label
+
+    def describe(self) -> str:
+        """One line: which column was used and why (for a note on stderr)."""
+        text = f"{self.label}: {self.column.describe()}"
+        return text + (f"; {self.note}" if self.note else "")
+
+    def histogram(self, *, progress: bool | None = None) -> Histogram:
+        """Fold the source into a histogram, batch by batch."""
+        from .progress import Progress
+
+        builder = HistogramBuilder(name=self._name)
+        with Progress(self.label, self.num_rows, enabled=progress) as bar:
+            for values, counts in self._chunks():
+                if counts is None:
+                    builder.add(values)
+                else:
+                    builder.add_counts(values, counts)
+                bar.update(len(values))
+        return builder.result()
+
+    def lengths(self) -> np.ndarray:
+        """One validated int64 length per sample, in the source's row order."""
+        name = self._name
+        if self.column.kind == "histogram":
+            hist = self.histogram(progress=False)
+            if hist.n > EXPAND_LIMIT:
+                raise BucketoptError(
+                    f"{self.label}: a histogram of {hist.n:,} samples is too large to expand to "
+                    "one length per sample; use load_histogram() (the solver only needs that)."
+                )
+            return hist.to_lengths()
+        parts, rows = [], 0
+        for values, _ in self._chunks():
+            parts.append(validate_lengths(values, name=name, start=rows))
+            rows += len(values)
+        if not parts:
+            raise BucketoptError(f"{name} is empty: at least one length is required.")
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
 def load_lengths(source, *, column: str | None = None) -> np.ndarray:
@@ -25,9 +126,12 @@ def load_lengths(source, *, column: str | None = None) -> np.ndarray:
     Parameters
     ----------
     source : str or path-like
-        A ``.npy`` / ``.npz`` file, or a text / CSV file.
+        A ``.npy`` / ``.npz`` file, a text / CSV file, a Parquet or Arrow IPC / Feather file, a
+        Hugging Face ``save_to_disk`` directory, or a directory or glob of Parquet / Arrow shards.
     column : str, optional
-        Column (CSV header name, or array name inside a ``.npz``) to read.
+        The column to read. An integer column is used as is; a list column (``input_ids``) gives
+        the length of each list. Without it: an integer column named like ``seq_len`` / ``length``
+        / ``num_tokens``, else the one list column; ambiguity is an error listing the candidates.
 
     Examples
     --------
@@ -37,22 +141,271 @@ def load_lengths(source, *, column: str | None = None) -> np.ndarray:
     >>> load_lengths(path).tolist()
     [5, 7, 9]
     """
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-    else:
+    return open_source(source, column=column).lengths()
+
+
+def load_histogram(source, *, column: str | None = None,
+                   progress: bool | None = None) -> Histogram:
+    """Read a source's length histogram, streaming: memory does not grow with the row count.
+
+    Takes everything :func:`load_lengths` takes, plus histogram tables (``length,count``).
+    ``progress``: ``None`` shows a progress line on stderr for reads over about 2 s when stderr is
+    a terminal; ``False`` never; ``True`` always (after the same delay).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "hist.csv")
+    >>> _ = open(path, "w").write("length,count\\n512,3\\n1024,2\\n")
+    >>> load_histogram(path).counts.tolist()
+    [3, 2]
+    """
+    return open_source(source, column=column).histogram(progress=progress)
+
+
+# --- resolving a source -------------------------------------------------------------------------
+
+def open_source(source, *, column: str | None = None) -> Source:
+    """Resolve ``source`` (file, directory or glob) and choose its column; reads no rows of
+    Parquet / Arrow data (``.npy`` / ``.npz`` / text are read here: they are loaded whole)."""
+    if not isinstance(source, (str, os.PathLike)):
         raise BucketoptError(
             f"source must be a path; got {type(source).__name__} (pass arrays to solve() directly)."
         )
-    if not path.exists():
-        raise BucketoptError(f"no such file or directory: {str(path)!r}.")
+    if column is not None and (not isinstance(column, str) or not column):
+        raise BucketoptError(f"column must be a non-empty string; got {column!r}.")
+    text = os.fspath(source)
+    path = Path(text)
     if path.is_dir():
-        raise BucketoptError(f"{str(path)!r} is a directory; give a file of lengths.")
+        from .arrow_tables import is_huggingface_dir, open_huggingface
+
+        if is_huggingface_dir(path):
+            return _table_source(open_huggingface(path, text), column)
+        return _multi_source(_files_under(path), text, column)
+    if path.is_file():
+        return _file_source(path, column)
+    if path.exists():
+        raise BucketoptError(f"{text!r} is not a regular file (a device or a pipe?).")
+    if _GLOB_CHARS & set(text):
+        files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
+        if not files:
+            raise BucketoptError(f"no files match {text!r}.")
+        return _multi_source(files, text, column)
+    raise BucketoptError(f"no such file or directory: {text!r}.")
+
+
+def sniff_format(path: Path) -> str:
+    """'npy', 'npz', 'parquet', 'arrow' or 'text', from the magic bytes, else the suffix."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+    except OSError as exc:
+        raise BucketoptError(f"{path.name}: could not be read ({exc.strerror}).") from None
+    from .arrow_tables import IPC_SUFFIXES, PARQUET_SUFFIXES
+
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return "npz"
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.startswith(b"ARROW1") or head.startswith(b"\xff\xff\xff\xff"):
+        return "arrow"
     suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return _load_npy(path)
-    if suffix == ".npz":
-        return _load_npz(path, column)
-    return _load_text(path, column)
+    if suffix in (".npy", ".npz"):
+        return suffix[1:]
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    if suffix in IPC_SUFFIXES:
+        return "arrow"
+    return "text"
+
+
+def _file_source(path: Path, column: str | None) -> Source:
+    fmt = sniff_format(path)
+    if fmt == "npy":
+        return _array_source(path, "npy", [("", "array")], _load_npy(path), column=None,
+                             given=column)
+    if fmt == "npz":
+        return _npz_source(path, column)
+    if fmt == "text":
+        return _text_source(path, column)
+    return _table_source(_open_tables([path], fmt, path.name), column)
+
+
+def _files_under(directory: Path) -> list[Path]:
+    files = []
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        files.extend(Path(root) / n for n in sorted(names)
+                     if not n.startswith((".", "_")) and (Path(root) / n).is_file())
+    if not files:
+        raise BucketoptError(f"{str(directory)!r} is an empty directory: no files to read.")
+    return files
+
+
+def _multi_source(files: list[Path], label: str, column: str | None) -> Source:
+    if len(files) == 1:
+        return _file_source(files[0], column)
+    formats = {f: sniff_format(f) for f in files}
+    kinds = set(formats.values())
+    if len(kinds) > 1:
+        listing = ", ".join(f"{f.name} ({k})" for f, k in list(formats.items())[:6])
+        raise BucketoptError(
+            f"{label}: mixes file formats ({listing}); point at files of one format."
+        )
+    fmt = kinds.pop()
+    if fmt in _TABLE_FORMATS:
+        return _table_source(_open_tables(files, fmt, label), column)
+    parts = [_file_source(f, column) for f in files]
+    first = parts[0]
+
+    def chunks():
+        for part in parts:
+            yield from part._chunks()
+
+    return Source(label, first.format, tuple(files), first.schema, first.column, None,
+                  f"{len(files)} files", chunks)
+
+
+def _open_tables(files: list[Path], fmt: str, label: str):
+    from .arrow_tables import open_ipc, open_parquet
+
+    return open_parquet(files, label) if fmt == "parquet" else open_ipc(files, label)
+
+
+def _table_source(table, column: str | None) -> Source:
+    from .arrow_tables import (
+        BATCH_ROWS,
+        LIST_BATCH_ROWS,
+        arrow_errors,
+        column_values,
+        field_kind,
+        nested_list,
+    )
+
+    fields = [(f.name, field_kind(f.type), str(f.type), nested_list(f.type))
+              for f in table.schema]
+    chosen = choose_column(fields, column, table.label)
+    names = [chosen.name] + ([chosen.count_column] if chosen.count_column else [])
+    kind = "integer" if chosen.kind == "histogram" else chosen.kind
+
+    batch_rows = LIST_BATCH_ROWS if kind == "list" else BATCH_ROWS
+
+    def chunks():
+
+        rows = 0
+        with arrow_errors(table.label, table.what):
+            for batch in table.batches(names, batch_rows=batch_rows):
+                values = column_values(batch.column(chosen.name), kind=kind, label=table.label,
+                                       column=chosen.name, start=rows)
+                counts = None
+                if chosen.count_column:
+                    counts = column_values(batch.column(chosen.count_column), kind="integer",
+                                           label=table.label, column=chosen.count_column,
+                                           start=rows)
+                rows += len(values)
+                yield values, counts
+
+    schema = tuple((name, type_) for name, _, type_, _ in fields)
+    note = table.note
+    if len(table.files) > 1:
+        note = f"{len(table.files)} files" + (f", {note}" if note else "")
+    return Source(table.label, table.format, table.files, schema, chosen, table.num_rows, note,
+                  chunks)
+
+
+# --- choosing the column ------------------------------------------------------------------------
+
+def choose_column(fields, column: str | None, label: str) -> Column:
+    """Pick the lengths column from ``fields`` = [(name, kind, type, nested_list), ...].
+
+    Rules: a given ``column`` must exist and be an integer or list column. Without one: a table of
+    exactly two integer columns, one named like a count (``count``), is a histogram; else an
+    integer column named like a length (``seq_len``, ``length``, ``num_tokens``, ...); else the
+    token list column (``input_ids`` / ``token_ids`` / ``tokens``, or the only list column); else
+    the table's only column. Anything else is an error that lists the candidates.
+    """
+    by_name = {name: (kind, type_, nested) for name, kind, type_, nested in fields}
+    listing = ", ".join(f"{name} ({type_})" for name, _, type_, _ in fields)
+    hist = _histogram_layout(fields)
+    if column is not None:
+        if column not in by_name:
+            raise BucketoptError(f"{label}: no column {column!r}; columns are {listing}.")
+        kind, type_, _ = by_name[column]
+        if hist and column == hist[0]:
+            return Column(column, "histogram", type_, "given; the table is a histogram",
+                          hist[1])
+        _check_usable(label, column, kind, type_)
+        return Column(column, kind, type_, "given")
+    if hist:
+        return Column(hist[0], "histogram", by_name[hist[0]][1],
+                      "a table of length,count pairs", hist[1])
+    named = [n for n, k, _, _ in fields if k == "integer" and n.lower() in LENGTH_COLUMN_NAMES]
+    if len(named) == 1:
+        return Column(named[0], "integer", by_name[named[0]][1], "named like a length column")
+    if len(named) > 1:
+        raise BucketoptError(
+            f"{label}: several length columns ({', '.join(named)}); choose one with "
+            "column=/--column."
+        )
+    lists = [n for n, k, _, nested in fields if k == "list" and not nested]
+    tokens = [n for n in lists if n.lower() in TOKEN_LIST_NAMES]
+    if len(tokens) == 1:
+        reason = "the only list column" if len(lists) == 1 else "the token list column"
+        return Column(tokens[0], "list", by_name[tokens[0]][1], reason)
+    if len(lists) == 1:
+        return Column(lists[0], "list", by_name[lists[0]][1], "the only list column")
+    if len(lists) > 1:
+        raise BucketoptError(
+            f"{label}: no length column and several list columns ({', '.join(lists)}); choose "
+            "one with column=/--column."
+        )
+    if len(fields) == 1:
+        name, kind, type_, _ = fields[0]
+        _check_usable(label, name, kind, type_)
+        return Column(name, kind, type_, "the only column")
+    raise BucketoptError(
+        f"{label}: no column named like a length ({', '.join(LENGTH_COLUMN_NAMES[:4])}, ...) and "
+        f"no list column; columns are {listing}; choose one with column=/--column."
+    )
+
+
+def _histogram_layout(fields) -> tuple[str, str] | None:
+    """(length column, count column) if the table is a histogram, else None."""
+    if len(fields) != 2 or any(kind != "integer" for _, kind, _, _ in fields):
+        return None
+    (a, *_), (b, *_) = fields
+    a_count, b_count = a.lower() in COUNT_COLUMN_NAMES, b.lower() in COUNT_COLUMN_NAMES
+    if a_count == b_count:
+        return None
+    return (b, a) if a_count else (a, b)
+
+
+def _check_usable(label: str, name: str, kind: str, type_: str) -> None:
+    if kind in ("integer", "list"):
+        return
+    hint = {
+        "float": "lengths must be integers; cast the column to an integer type",
+        "string": "lengths must be integers (a string's character count is not a token count)",
+    }.get(kind, "lengths must be an integer column or a list column")
+    raise BucketoptError(f"{label}: column {name!r} has type {type_}; {hint}.")
+
+
+# --- in-memory formats: .npy, .npz, text / CSV --------------------------------------------------
+
+def _array_source(path, fmt, schema, data, *, column, given=None, reason="the only array",
+                  count_column=None, counts=None) -> Source:
+    if given is not None:
+        raise BucketoptError(f"{path.name}: a .npy file holds one array; column={given!r} "
+                             "does not apply.")
+    kind = "histogram" if counts is not None else "integer"
+    chosen = Column(column or "", kind, schema[0][1] if schema else "", reason, count_column)
+
+    def chunks():
+        yield data, counts
+
+    return Source(path.name, fmt, (path,), tuple(schema), chosen, len(data), None, chunks)
 
 
 def _load_npy(path: Path) -> np.ndarray:
@@ -70,7 +423,7 @@ def _load_npy(path: Path) -> np.ndarray:
     return validate_lengths(arr, name=f"{path.name}")
 
 
-def _load_npz(path: Path, column: str | None) -> np.ndarray:
+def _npz_source(path: Path, column: str | None) -> Source:
     try:
         with np.load(path, allow_pickle=False) as archive:
             names = list(archive.files)
@@ -79,17 +432,17 @@ def _load_npz(path: Path, column: str | None) -> np.ndarray:
                     raise BucketoptError(
                         f"{path.name}: no array named {column!r}; it holds {', '.join(names)}."
                     )
-                name = column
+                name, reason = column, "given"
             elif len(names) == 1:
-                name = names[0]
+                name, reason = names[0], "the only array"
             else:
-                preferred = [n for n in names if n in LENGTH_COLUMN_NAMES]
+                preferred = [n for n in names if n.lower() in LENGTH_COLUMN_NAMES]
                 if len(preferred) != 1:
                     raise BucketoptError(
                         f"{path.name}: holds several arrays ({', '.join(names)}); choose one "
                         "with column=/--column."
                     )
-                name = preferred[0]
+                name, reason = preferred[0], "named like a length column"
             arr = archive[name]
     except BucketoptError:
         raise
@@ -101,76 +454,86 @@ def _load_npz(path: Path, column: str | None) -> np.ndarray:
         raise BucketoptError(f"{path.name}: not a valid .npz file ({exc}).") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
         raise BucketoptError(f"{path.name}: not a valid .npz file ({exc}).") from None
-    return validate_lengths(arr, name=f"{path.name}[{name}]")
+    data = validate_lengths(arr, name=f"{path.name}[{name}]")
+    schema = [(n, "array") for n in names]
+    return _array_source(path, "npz", schema, data, column=name, reason=reason)
 
 
-def _load_text(path: Path, column: str | None) -> np.ndarray:
+def _text_source(path: Path, column: str | None) -> Source:
+    header, rows, first_line = _read_text(path)
+    if header is None:
+        if column is not None and len(rows[0][1]) > 1:
+            raise BucketoptError(f"{path.name}: has no header, so column={column!r} is unknown.")
+        if len(rows[0][1]) > 1:
+            raise BucketoptError(
+                f"{path.name}: {len(rows[0][1])} values per line and no header; give one length "
+                "per line or a header row and column=/--column."
+            )
+        data = _text_column(path, rows, 0, first_line, path.name)
+        return _array_source(path, "text", [("", "text")], data, column=None,
+                             reason="one length per line")
+    fields = [(h, "integer", "text", False) for h in header]
+    chosen = choose_column(fields, column, path.name)
+    values = _text_column(path, rows, header.index(chosen.name), first_line,
+                          f"{path.name}[{chosen.name}]")
+    counts = None
+    if chosen.count_column:
+        counts = _text_column(path, rows, header.index(chosen.count_column), first_line,
+                              f"{path.name}[{chosen.count_column}]", positive=False)
+    return _array_source(path, "text", [(h, "text") for h in header], values,
+                         column=chosen.name, reason=chosen.reason,
+                         count_column=chosen.count_column, counts=counts)
+
+
+def _read_text(path: Path):
+    """(header or None, rows of cells, line number of the first row) of a text / CSV file."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise BucketoptError(f"{path.name}: could not be read ({exc.strerror}).") from None
     if b"\x00" in raw[:4096]:
         raise BucketoptError(
-            f"{path.name}: looks binary, not text; supported: .npy, .npz, text/CSV."
+            f"{path.name}: looks binary, not text; supported: .npy, .npz, Parquet, Arrow IPC / "
+            "Feather, text/CSV."
         )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise BucketoptError(f"{path.name}: is not UTF-8 text.") from None
-    lines = [line.strip() for line in text.splitlines()]
-    lines = [line for line in lines if line and not line.startswith("#")]
-    if not lines:
+    numbered = [(i, line.strip()) for i, line in enumerate(text.splitlines(), start=1)]
+    numbered = [(i, line) for i, line in numbered if line and not line.startswith("#")]
+    if not numbered:
         raise BucketoptError(f"{path.name}: is empty: at least one length is required.")
-    delimiter = "," if "," in lines[0] else ("\t" if "\t" in lines[0] else None)
-    first = _split(lines[0], delimiter)
-    has_header = not all(_is_number(cell) for cell in first)
-    rows = lines[1:] if has_header else lines
-    width = len(first)
-    if has_header:
-        header = [h.strip().strip('"') for h in first]
-        if column is not None:
-            if column not in header:
-                raise BucketoptError(
-                    f"{path.name}: no column {column!r}; columns are {', '.join(header)}."
-                )
-            col = header.index(column)
-        elif width == 1:
-            col = 0
-        else:
-            preferred = [i for i, h in enumerate(header) if h.lower() in LENGTH_COLUMN_NAMES]
-            if len(preferred) != 1:
-                raise BucketoptError(
-                    f"{path.name}: several columns ({', '.join(header)}); choose one with "
-                    "column=/--column."
-                )
-            col = preferred[0]
-        name = f"{path.name}[{header[col]}]"
-    else:
-        if column is not None and width > 1:
-            raise BucketoptError(f"{path.name}: has no header, so column={column!r} is unknown.")
-        if width > 1:
+    first = numbered[0][1]
+    delimiter = "," if "," in first else ("\t" if "\t" in first else None)
+    cells = [(i, [c.strip().strip('"') for c in _split(line, delimiter)]) for i, line in numbered]
+    width = len(cells[0][1])
+    for lineno, row in cells:
+        if len(row) != width:
             raise BucketoptError(
-                f"{path.name}: {width} values per line and no header; give one length per line "
-                "or a header row and column=/--column."
+                f"{path.name}: line {lineno} has {len(row)} fields, expected {width}."
             )
-        col = 0
-        name = path.name
-    values = []
-    for lineno, line in enumerate(rows, start=2 if has_header else 1):
-        cells = _split(line, delimiter)
-        if len(cells) != width:
-            raise BucketoptError(
-                f"{path.name}: line {lineno} has {len(cells)} fields, expected {width}."
-            )
-        cell = cells[col].strip().strip('"')
-        if not _is_number(cell):
-            raise BucketoptError(f"{path.name}: line {lineno}: {cell!r} is not a number.")
-        values.append(cell)
+    header = None
+    if not all(_is_number(c) for c in cells[0][1]):
+        header = cells[0][1]
+        cells = cells[1:]
+        if not cells:
+            raise BucketoptError(f"{path.name}: has a header but no rows.")
+    return header, cells, cells[0][0]
+
+
+def _text_column(path, rows, col, first_line, name, *, positive=True) -> np.ndarray:
+    cells = [row[col] for _, row in rows]
     try:
-        arr = np.array(values, dtype=np.int64)
+        arr = np.array(cells, dtype=np.int64)
     except (ValueError, OverflowError):
-        arr = np.array(values, dtype=np.float64)
-    return validate_lengths(arr, name=name)
+        for lineno, row in rows:
+            if not _is_number(row[col]):
+                raise BucketoptError(
+                    f"{path.name}: line {lineno}: {row[col]!r} is not a number."
+                ) from None
+        arr = np.array(cells, dtype=np.float64)
+    return validate_lengths(arr, name=name, positive=positive)
 
 
 def _split(line: str, delimiter):

@@ -11,7 +11,9 @@ from ..errors import BucketoptError
 
 def add_lens_args(parser, *, required: bool = False) -> None:
     parser.add_argument("--lens", metavar="PATH", required=required,
-                        help="lengths file (.npy/.npz/text/CSV); default: the embedded example")
+                        help="lengths: .npy/.npz, text/CSV, Parquet, Arrow/Feather, a Hugging Face "
+                             "save_to_disk dir, a dir or glob of shards, or a length,count "
+                             "histogram; default: the embedded example")
     parser.add_argument("--column", metavar="NAME", help="column holding the lengths")
     parser.add_argument("--quiet", "-q", action="store_true", help="no notes on stderr")
 
@@ -61,8 +63,13 @@ def note(args, message: str) -> None:
         print(message, file=sys.stderr)
 
 
-def read_lengths(args):
-    """Lengths (or a Histogram) from --lens/--column, or the embedded example; and a label."""
+def read_lengths(args, *, per_sample: bool = False):
+    """Lengths (or a Histogram) from --lens/--column, or the embedded example; and a label.
+
+    Parquet / Arrow / Hugging Face / directory / glob sources and histogram tables are folded,
+    streaming, into a Histogram (memory does not grow with the row count); .npy/.npz/text give
+    the array. ``per_sample=True`` always gives one length per sample, in file order.
+    """
     if args.lens is None:
         if args.column is not None:
             raise BucketoptError("--column needs --lens.")
@@ -71,9 +78,17 @@ def read_lengths(args):
         note(args, "no --lens given: using the embedded example bucketopt.datasets.seed_like() "
                    "(902,087 lengths reconstructed from the published distribution).")
         return seed_like(), "embedded example (seed_like)"
-    from ..io import load_lengths
+    from ..io import open_source
 
-    return load_lengths(args.lens, column=args.column), str(args.lens)
+    source = open_source(args.lens, column=args.column)
+    if len(source.schema) > 1 or source.column.kind != "integer" or source.note:
+        note(args, "reading " + source.describe())
+    if per_sample:
+        return source.lengths(), str(args.lens)
+    if source.format in ("npy", "npz", "text") and source.column.kind != "histogram":
+        return source.lengths(), str(args.lens)
+    progress = False if getattr(args, "quiet", False) else None
+    return source.histogram(progress=progress), str(args.lens)
 
 
 def emit_json(obj) -> None:
