@@ -5,23 +5,39 @@ Nothing runs at import: heavy modules (numba kernels, pyarrow, matplotlib) load 
 
 from __future__ import annotations
 
+from .calibration import Calibration, calibrate
+from .comparison import Comparison, compare
+from .costmodel import CostModel, Profile, load_profile, time_epoch
 from .errors import BucketoptError
 from .histogram import Histogram
+from .sampler import BucketBatchSampler
+from .simulate import simulate
 from .solution import Solution
 from .solver import Sweep, evaluate, solve, sweep
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BucketBatchSampler",
     "BucketoptError",
+    "Calibration",
+    "Comparison",
+    "CostModel",
     "Histogram",
+    "Profile",
     "Solution",
     "Sweep",
     "__version__",
+    "calibrate",
+    "compare",
     "evaluate",
+    "load_histogram",
     "load_lengths",
+    "load_profile",
+    "simulate",
     "solve",
     "sweep",
+    "time_epoch",
 ]
 
 
@@ -30,3 +46,10 @@ def load_lengths(source, *, column=None):
     from .io import load_lengths as _load
 
     return _load(source, column=column)
+
+
+def load_histogram(source, *, column=None, progress=None):
+    """Fold a source's lengths into a Histogram (streaming); see :func:`.io.load_histogram`."""
+    from .io import load_histogram as _load
+
+    return _load(source, column=column, progress=progress)

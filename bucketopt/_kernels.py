@@ -118,3 +118,373 @@ def edge_layers_quadratic(edges, prefix_count, prefix_tokens, win_lo, win_hi, km
         best[k] = cur[g]
         prev, cur = cur, prev
     return opt, best
+
+
+# --- cost model (bucketopt.costmodel): float DPs over the separable estimated time ---------------
+
+
+@njit(cache=True)
+def _edge_bucket_time(n, edge, token_budget, alpha, beta, gamma):
+    # n samples padded to `edge`, cut into batches of B = T // edge (the last one partial):
+    # ceil(n / B) micro-batches; every sample costs beta * edge + gamma * edge**2.
+    size = token_budget // edge
+    batches = (n + size - 1) // size
+    e = float(edge)
+    return batches * alpha + n * (beta * e + gamma * e * e)
+
+
+@njit(cache=True)
+def time_edge_layers(edges, prefix_count, win_lo, win_hi, kmax, token_budget, alpha, beta, gamma):
+    """Textbook O(k g^2) DP minimising the summed micro-batch time of edge-padded buckets.
+
+    Same contract as :func:`edge_layers` (``opt`` int32, smallest best start; ``best`` float64,
+    ``np.inf`` when infeasible). The time cost is not Monge (the batch count is a ceiling), so
+    every start is scanned.
+    """
+    g = edges.size - 1
+    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
+    best = np.empty(kmax, dtype=np.float64)
+    prev = np.full(g + 1, np.inf)
+    prev[0] = 0.0
+    cur = np.empty(g + 1, dtype=np.float64)
+    for k in range(kmax):
+        cur[:] = np.inf
+        cur[0] = 0.0
+        for j in range(1, g + 1):
+            best_v = np.inf
+            best_i = -1
+            for i in range(win_lo[j], min(win_hi[j], j - 1) + 1):
+                if prev[i] == np.inf:
+                    continue
+                v = prev[i] + _edge_bucket_time(prefix_count[j] - prefix_count[i], edges[j],
+                                                token_budget, alpha, beta, gamma)
+                if v < best_v:
+                    best_v = v
+                    best_i = i
+            if best_i >= 0:
+                cur[j] = best_v
+                opt[k, j] = best_i
+        best[k] = cur[g]
+        prev, cur = cur, prev
+    return opt, best
+
+
+@njit(cache=True)
+def _expected_max_powers(values, counts, lo, hi, total, draws, log_fact):
+    # E[M] and E[M^2] of the longest of `draws` samples drawn without replacement from the
+    # values[lo:hi] with their counts (total samples): P(M <= x) = C(F(x), draws) / C(total, draws).
+    log_all = log_fact[total] - log_fact[draws] - log_fact[total - draws]
+    below = 0
+    cdf_prev = 0.0
+    m1 = 0.0
+    m2 = 0.0
+    for v in range(lo, hi):
+        below += counts[v]
+        if below < draws:
+            continue
+        cdf = np.exp(log_fact[below] - log_fact[draws] - log_fact[below - draws] - log_all)
+        x = float(values[v])
+        m1 += x * (cdf - cdf_prev)
+        m2 += x * x * (cdf - cdf_prev)
+        cdf_prev = cdf
+    return m1, m2
+
+
+@njit(cache=True)
+def batch_time_matrix(values, counts, first_value, edges, prefix_count, token_budget, alpha,
+                      beta, gamma, log_fact):
+    """Expected summed micro-batch time of every bucket (i, j] under dynamic padding.
+
+    A bucket of N samples is shuffled and cut into q batches of B = T // edge_j and one of r
+    (q, r = divmod(N, B)); a batch of s rows padded to its longest member M costs
+    alpha + beta * s * E[M] + gamma * s * E[M^2]. Returns a (g + 1, g + 1) matrix, inf where
+    i >= j. ``log_fact[n]`` = log(n!).
+    """
+    g = edges.size - 1
+    m = values.size
+    cost = np.full((g + 1, g + 1), np.inf)
+    for i in range(g):
+        lo = first_value[i]
+        for j in range(i + 1, g + 1):
+            hi = first_value[j] if j < g else m
+            n = prefix_count[j] - prefix_count[i]
+            size = token_budget // edges[j]
+            if size > n:
+                size = n
+            q = n // size
+            r = n - q * size
+            m1, m2 = _expected_max_powers(values, counts, lo, hi, n, size, log_fact)
+            total = q * (alpha + size * (beta * m1 + gamma * m2))
+            if r > 0:
+                m1, m2 = _expected_max_powers(values, counts, lo, hi, n, r, log_fact)
+                total += alpha + r * (beta * m1 + gamma * m2)
+            cost[i, j] = total
+    return cost
+
+
+@njit(cache=True)
+def matrix_layers(cost, win_lo, win_hi, kmax):
+    """Textbook O(k g^2) DP over a precomputed bucket cost matrix (contract of time_edge_layers)."""
+    g = cost.shape[0] - 1
+    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
+    best = np.empty(kmax, dtype=np.float64)
+    prev = np.full(g + 1, np.inf)
+    prev[0] = 0.0
+    cur = np.empty(g + 1, dtype=np.float64)
+    for k in range(kmax):
+        cur[:] = np.inf
+        cur[0] = 0.0
+        for j in range(1, g + 1):
+            best_v = np.inf
+            best_i = -1
+            for i in range(win_lo[j], min(win_hi[j], j - 1) + 1):
+                v = prev[i] + cost[i, j]
+                if v < best_v:
+                    best_v = v
+                    best_i = i
+            if best_i >= 0:
+                cur[j] = best_v
+                opt[k, j] = best_i
+        best[k] = cur[g]
+        prev, cur = cur, prev
+    return opt, best
+
+
+# --- dynamic padding (pad="batch"): exact expected padding and its DP -------------------------
+# log(a!) is tabulated as a double-double (hi + lo, accumulated with TwoSum), so that
+# log C(a, b) - log C(N, b) = (L[a] - L[a-b]) - (L[N] - L[N-b]) keeps ~1e-13 relative accuracy:
+# the table's rounding cancels in every difference.
+
+
+@njit(cache=True)
+def log_factorial_table(n):
+    """hi, lo with hi[a] + lo[a] = log(a!) for a = 0..n, to about 1e-16 relative."""
+    hi = np.zeros(n + 1)
+    lo = np.zeros(n + 1)
+    s = 0.0
+    c = 0.0
+    for a in range(2, n + 1):
+        x = np.log(a)
+        t = s + x
+        bp = t - s
+        err = (s - (t - bp)) + (x - bp)
+        c += err
+        s = t + c
+        c = c - (s - t)
+        hi[a] = s
+        lo[a] = c
+    return hi, lo
+
+
+@njit(cache=True)
+def _log_falling(hi, lo, a, b):
+    # log(a! / (a-b)!) for 0 <= b <= a, from the double-double table.
+    return (hi[a] - hi[a - b]) + (lo[a] - lo[a - b])
+
+
+@njit(cache=True)
+def batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo, lo, hi, size, cap):
+    """Expected dynamic padding of the bucket made of distinct lengths ``values[lo:hi]``.
+
+    The bucket's N samples are shuffled and cut into q = N // size batches of ``size`` and one of
+    r = N % size; every batch is padded to its longest member. With c(v) the samples <= v,
+    E[max of s draws] = top - sum_{v < top} gap(v) C(c(v), s) / C(N, s) (gap(v) = next length - v).
+    The sum runs from the top down and stops once the rest is provably below 1e-15 of N x top.
+    ``prefix_count`` / ``prefix_tokens`` are prefix sums over ``values`` (index 0 empty).
+
+    Returns the expectation, or a lower bound of it that is > ``cap`` (then the walk stopped early:
+    the bucket cannot beat ``cap``).
+    """
+    n = prefix_count[hi] - prefix_count[lo]
+    tokens = float(prefix_tokens[hi] - prefix_tokens[lo])
+    top = float(values[hi - 1])
+    if size >= n:
+        return n * top - tokens
+    if size == 1:
+        return 0.0  # every batch is one sample
+    q = n // size
+    r = n - q * size
+    wb = float(q * size)
+    wr = float(r) if r >= 2 else 0.0
+    const = wb * top + wr * top - tokens
+    if r == 1:
+        const += tokens / n
+    norm_b = _log_falling(lf_hi, lf_lo, n, size)
+    norm_r = _log_falling(lf_hi, lf_lo, n, r) if r >= 2 else 0.0
+    bottom = float(values[lo])
+    tol = 1e-15 * n * top
+    sb = 0.0
+    sr = 0.0
+    pb = 1.0
+    pr = 1.0 if r >= 2 else 0.0
+    base = prefix_count[lo]
+    steps = 0
+    for t in range(hi - 2, lo - 1, -1):
+        v = float(values[t])
+        gap = float(values[t + 1]) - v
+        a = prefix_count[t + 1] - base
+        if pb > 0.0:
+            pb = np.exp(_log_falling(lf_hi, lf_lo, a, size) - norm_b) if a >= size else 0.0
+            sb += gap * pb
+        if pr > 0.0:
+            pr = np.exp(_log_falling(lf_hi, lf_lo, a, r) - norm_r) if a >= r else 0.0
+            sr += gap * pr
+        rest = (v - bottom) * (wb * pb + wr * pr)
+        if rest <= tol:
+            break
+        steps += 1
+        if steps >= 16:
+            steps = 0
+            if const - wb * sb - wr * sr - rest > cap:
+                return const - wb * sb - wr * sr - rest
+    return const - wb * sb - wr * sr
+
+
+@njit(cache=True)
+def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_group, cand_end,
+                        cand_size, win_lo, win_hi, g, kmax):
+    """Exact DP for expected dynamic padding over candidate edges, same contract as edge_layers.
+
+    Candidate c (c = 0..C-1, increasing) closes group ``cand_group[c]`` (cand_group[0] = 0 is the
+    empty prefix); the lengths up to it are ``values[:cand_end[c]]`` and its batch size is
+    ``cand_size[c]``. A bucket from candidate i to candidate j (i < j) is allowed when
+    ``win_lo[gj] <= gi <= win_hi[gj]`` in group indices. Every allowed pair is considered
+    (the cost is not Monge); a pair is skipped only when a proven lower bound of its cost cannot
+    improve any layer. Returns opt (kmax, g + 1) int32 indexed by group (-1 where no candidate
+    closes there) and best (kmax,) float64 (inf when infeasible).
+    """
+    C = cand_group.size
+    inf = np.inf
+    F = np.full((kmax + 1, C), inf)
+    F[:, 0] = 0.0
+    arg = np.full((kmax + 1, C), -1, dtype=np.int64)
+    for j in range(1, C):
+        gj = cand_group[j]
+        for i in range(j - 1, -1, -1):
+            gi = cand_group[i]
+            if gi < win_lo[gj] or gi > win_hi[gj]:
+                continue
+            cap = -inf
+            for k in range(1, kmax + 1):
+                if F[k - 1, i] < inf:
+                    room = F[k, j] - F[k - 1, i]
+                    if room > cap:
+                        cap = room
+            if cap == -inf:
+                continue
+            cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
+                                     cand_end[i], cand_end[j], cand_size[j], cap)
+            for k in range(1, kmax + 1):
+                v = F[k - 1, i] + cost
+                if v < F[k, j] or (v == F[k, j] and v < inf):
+                    F[k, j] = v
+                    arg[k, j] = i
+    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
+    best = np.empty(kmax)
+    for k in range(1, kmax + 1):
+        for j in range(1, C):
+            if arg[k, j] >= 0:
+                opt[k - 1, cand_group[j]] = cand_group[arg[k, j]]
+        best[k - 1] = F[k, C - 1]
+    return opt, best
+
+
+@njit(cache=True)
+def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_end, group_size,
+                       win_lo, win_hi, windows, offsets):
+    """Best chain of buckets whose t-th boundary lies in window t (pad="batch").
+
+    Window t holds the group indices ``windows[offsets[t]:offsets[t + 1]]`` (increasing); window 0
+    is the empty prefix {0} and the last window the last group {g}. A bucket closes group j and
+    starts after group i; its lengths are ``values[group_end[i]:group_end[j]]`` and its batch size
+    ``group_size[j]``. Returns (chain of group indices, one per window, and its cost), with
+    chain[0] = -1 when no chain satisfies the share windows.
+    """
+    nw = offsets.size - 1
+    inf = np.inf
+    F = np.full(windows.size, inf)
+    arg = np.full(windows.size, -1, dtype=np.int64)
+    F[0] = 0.0
+    for t in range(1, nw):
+        for jj in range(offsets[t], offsets[t + 1]):
+            j = windows[jj]
+            for ii in range(offsets[t], offsets[t - 1], -1):
+                i = windows[ii - 1]
+                if i >= j or F[ii - 1] == inf or i < win_lo[j] or i > win_hi[j]:
+                    continue
+                cap = F[jj] - F[ii - 1]
+                cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
+                                         group_end[i], group_end[j], group_size[j], cap)
+                v = F[ii - 1] + cost
+                if v < F[jj] or (v == F[jj] and v < inf):
+                    F[jj] = v
+                    arg[jj] = ii - 1
+    chain = np.full(nw, -1, dtype=np.int64)
+    last = offsets[nw - 1]
+    if F[last] == inf:
+        return chain, inf
+    pos = last
+    for t in range(nw - 1, -1, -1):
+        chain[t] = windows[pos]
+        pos = arg[pos]
+    return chain, F[last]
+
+
+# --- sequence packing for simulate("packed") ------------------------------------------------
+
+
+@njit(cache=True)
+def best_fit_decreasing(lengths_desc, capacity):
+    """Best-fit-decreasing bin packing of lengths (sorted decreasing) into rows of ``capacity``.
+
+    Each length goes to the open row with the least room that still fits it (ties: the row that
+    reached that room last), else to a new row. A segment tree over the room values finds that
+    row in O(log capacity). Returns the row of every length, in input order.
+    """
+    n = lengths_desc.size
+    size = 1
+    while size < capacity + 1:
+        size *= 2
+    tree = np.zeros(2 * size, dtype=np.int64)  # rows with room r live in leaf size + r
+    head = np.full(capacity + 1, -1, dtype=np.int64)  # rows per room value, a linked stack
+    nxt = np.full(n, -1, dtype=np.int64)
+    row_of = np.empty(n, dtype=np.int64)
+    rows = 0
+    for t in range(n):
+        x = lengths_desc[t]
+        # smallest room r >= x with a row in it
+        r = -1
+        node = x + size
+        if tree[node] > 0:
+            r = x
+        else:
+            while node > 1:
+                if node % 2 == 0 and tree[node + 1] > 0:
+                    node = node + 1
+                    break
+                node //= 2
+            if node > 1:
+                while node < size:
+                    node = 2 * node if tree[2 * node] > 0 else 2 * node + 1
+                r = node - size
+        if r < 0:
+            b = rows
+            rows += 1
+            left = capacity - x
+        else:
+            # take the row that reached room r last (the head of its stack)
+            b = head[r]
+            head[r] = nxt[b]
+            node = r + size
+            while node >= 1:
+                tree[node] -= 1
+                node //= 2
+            left = r - x
+        row_of[t] = b
+        nxt[b] = head[left]
+        head[left] = b
+        node = left + size
+        while node >= 1:
+            tree[node] += 1
+            node //= 2
+    return row_of

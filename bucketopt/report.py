@@ -54,4 +54,8 @@ def solution_table(sol: Solution) -> str:
     if sol.ktok_per_s is not None:
         lines.append(f"predicted throughput: {sol.ktok_per_s:.1f} Ktok/s"
                      + ("" if sol.eta_days is None else f", ETA {sol.eta_days:.2f} days"))
+        if "profile" in sol.extra:
+            x = sol.extra
+            lines.append(f"(profile {x['profile']}, {x['world_size']} GPU(s), {x['epochs']} "
+                         "epoch(s), each step waits for the slowest rank)")
     return "\n".join(lines)

@@ -206,13 +206,13 @@ def _solve_all(lengths, kmax_request, *, token_budget, pad, objective, min_share
     hist, kmax, align, min_share, max_share, token_budget, groups = _prepare(
         lengths, kmax_request, token_budget, pad, objective, min_share, max_share, align
     )
-    if pad == "batch" and token_budget is None:
-        raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
     cost_model = None
     if objective == "time" or profile is not None:
         from .costmodel import resolve_cost_model
 
         cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
+    if pad == "batch" and token_budget is None:
+        raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
     kmax_eff = min(kmax, groups.g)
     if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES:
         raise BucketoptError(
@@ -241,8 +241,10 @@ def _solution_for(k, hist, groups, kmax_eff, opt, best, token_budget, pad, cost_
     if pad == "edge" and meta["objective"] == "padding" and sol.padded_tokens != best[layer - 1]:
         raise AssertionError("DP optimum and evaluated padding disagree")
     if cost_model is not None:
-        from .costmodel import annotate
+        from .costmodel import annotate, refine_time
 
+        if meta["objective"] == "time":  # add the slowest-rank wait the DP cannot see
+            sol = refine_time(sol, groups, cost_model)
         sol = annotate(sol, hist, cost_model)
     return sol
 
@@ -270,8 +272,9 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective="padding", min
         Every edge is a multiple of ``align`` (the last one is the longest length rounded up).
     profile : str or path, optional
         Hardware profile; adds ``ktok_per_s`` and ``eta_days``.
-    world_size : int
-        GPUs in data parallel.
+    world_size : int or None
+        GPUs in data parallel; every step waits for the slowest (default 1; ``None``: the
+        profile's world size).
     epochs : int
         Epochs for the ETA.
 
@@ -304,12 +307,14 @@ class Sweep:
     recommended_k: int
     tolerance: float
     reason: str
+    criterion: str = "padding"
 
     def to_dict(self) -> dict:
         return {
             "ks": list(self.ks),
             "recommended_k": self.recommended_k,
             "tolerance": self.tolerance,
+            "criterion": self.criterion,
             "reason": self.reason,
             "rows": [s.to_dict() for s in self.solutions],
         }
@@ -318,8 +323,32 @@ class Sweep:
         return self.solutions[self.ks.index(k)]
 
 
-def recommend_k(ks, solutions, tolerance=0.01):
-    """Smallest k whose padding fraction is within ``tolerance`` (absolute) of the best."""
+def recommend_k(ks, solutions, tolerance=0.01, *, criterion=None):
+    """Smallest k within ``tolerance`` of the best in the range; returns (k, one-line reason).
+
+    ``criterion="padding"``: padding fraction within ``tolerance`` (absolute, 0.01 = 1 percentage
+    point) of the lowest. ``criterion="throughput"``: predicted Ktok/s within ``tolerance``
+    (relative, 0.01 = 1%) of the highest. Default: throughput when every solution has a
+    ``ktok_per_s`` (a profile was given), padding otherwise.
+    """
+    if criterion is None:
+        has_rate = all(s.ktok_per_s is not None for s in solutions)
+        criterion = "throughput" if has_rate else "padding"
+    if criterion == "throughput":
+        rates = [s.ktok_per_s for s in solutions]
+        if any(r is None for r in rates):
+            raise BucketoptError('criterion="throughput" needs a profile (Ktok/s per k).')
+        top = max(rates)
+        for k, r in zip(ks, rates):
+            if r >= top * (1.0 - tolerance) - 1e-12:
+                reason = (
+                    f"k={k} is the smallest k within {tolerance * 100:g}% of the best predicted "
+                    f"throughput in the range ({r:.1f} vs {top:.1f} Ktok/s)."
+                )
+                return k, reason
+        raise AssertionError("unreachable")
+    if criterion != "padding":
+        raise BucketoptError(f"`criterion` must be 'padding' or 'throughput'; got {criterion!r}.")
     fractions = [s.padding_fraction for s in solutions]
     best = min(fractions)
     for k, f in zip(ks, fractions):
@@ -333,16 +362,27 @@ def recommend_k(ks, solutions, tolerance=0.01):
 
 
 def sweep(lengths, ks, *, token_budget=None, pad="edge", objective="padding", min_share=0.0,
-          max_share=1.0, align=1, profile=None, world_size=1, epochs=1, tolerance=0.01) -> Sweep:
+          max_share=1.0, align=1, profile=None, world_size=1, epochs=1, tolerance=0.01,
+          criterion=None) -> Sweep:
     """The optimum for every k in ``ks`` from a single DP run up to ``max(ks)``.
+
+    ``recommended_k`` is the smallest k within ``tolerance`` of the best in the range: padding
+    fraction within ``tolerance`` absolute (0.01 = 1 percentage point), or, with a ``profile``
+    (``criterion="throughput"``), predicted Ktok/s within ``tolerance`` relative (0.01 = 1%).
 
     Examples
     --------
     >>> import bucketopt
     >>> s = bucketopt.sweep([3, 4, 10, 11, 12], ks=[1, 2, 3])
     >>> [sol.padded_tokens for sol in s.solutions]
-    [25, 3, 1]
+    [20, 4, 2]
     """
+    try:
+        tolerance = float(tolerance)
+    except (TypeError, ValueError):
+        raise BucketoptError(f"`tolerance` must be a number >= 0; got {tolerance!r}.") from None
+    if not (tolerance >= 0.0):
+        raise BucketoptError(f"`tolerance` must be a number >= 0; got {tolerance}.")
     if isinstance(ks, (int, np.integer)) and not isinstance(ks, bool):
         ks = range(1, int(ks) + 1)
     try:
@@ -368,8 +408,10 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective="padding", mi
                       meta["min_share"], meta["max_share"], meta["align"])
         for k in feasible
     )
-    k_rec, reason = recommend_k(feasible, solutions, tolerance)
-    return Sweep(tuple(feasible), solutions, k_rec, tolerance, reason)
+    if criterion is None:
+        criterion = "throughput" if cost_model is not None else "padding"
+    k_rec, reason = recommend_k(feasible, solutions, tolerance, criterion=criterion)
+    return Sweep(tuple(feasible), solutions, k_rec, tolerance, reason, criterion)
 
 
 def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None, world_size=1,
@@ -380,7 +422,7 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None
     --------
     >>> import bucketopt
     >>> bucketopt.evaluate([3, 4, 10, 11, 12], [4, 12]).padded_tokens
-    3
+    4
     """
     hist = as_histogram(lengths)
     edges = check_boundaries(boundaries, hist)

@@ -97,3 +97,225 @@ def textbook_dp_edge(lengths, k, *, min_share=0.0, max_share=1.0, align=1):
         prev = cur
         best = min(best, cur[m])
     return None if best == inf else best
+
+
+# --- sampler and diversity oracles (tests/test_sampler.py) ---------------------------------------
+def greedy_pack(lengths, token_budget):
+    """Greedy batches of lengths taken in order: join while (count + 1) * max_len <= budget."""
+    batches, current, longest = [], [], 0
+    for i, x in enumerate(lengths):
+        if current and (len(current) + 1) * max(longest, x) <= token_budget:
+            current.append(i)
+            longest = max(longest, x)
+        else:
+            if current:
+                batches.append(current)
+            current, longest = [i], x
+    if current:
+        batches.append(current)
+    return batches
+
+
+def step_mix_gap(lengths, steps):
+    """Mean TV distance between each step's share of samples per length decile and the dataset's
+    (cuts at the 10th..90th percentiles, a length equal to a cut counts above it)."""
+    ordered = sorted(lengths)
+    n = len(ordered)
+    cuts = []
+    for p in range(10, 100, 10):  # numpy's linear percentile rule, written out
+        pos = p / 100 * (n - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, n - 1)
+        cuts.append(ordered[lo] + (pos - lo) * (ordered[hi] - ordered[lo]))
+
+    def bin_of(x):
+        return sum(1 for c in cuts if x >= c)
+
+    dataset = [0.0] * 10
+    for x in lengths:
+        dataset[bin_of(x)] += 1 / n
+    total = 0.0
+    for step in steps:
+        share = [0.0] * 10
+        for i in step:
+            share[bin_of(lengths[i])] += 1 / len(step)
+        total += 0.5 * sum(abs(a - b) for a, b in zip(share, dataset))
+    return total / len(steps)
+
+
+def epoch_churn(batches_e, batches_e1):
+    """Share of the batches of epoch e+1 equal (as sets) to some batch of epoch e."""
+    same = 0
+    for b in batches_e1:
+        if any(sorted(b) == sorted(a) for a in batches_e):
+            same += 1
+    return same / len(batches_e1)
+
+
+# --- cost model oracles (tests/test_costmodel.py) ------------------------------------------------
+def micro_batch_seconds(rows, padded_len, alpha, beta, gamma):
+    return alpha + beta * rows * padded_len + gamma * rows * padded_len * padded_len
+
+
+def epoch_seconds(sizes, padded_lens, world_size, alpha, beta, gamma):
+    """Loop over steps: batches i*G .. i*G+G-1 run together; a step lasts as long as its slowest
+    batch."""
+    total = 0.0
+    for start in range(0, len(sizes), world_size):
+        total += max(micro_batch_seconds(sizes[i], padded_lens[i], alpha, beta, gamma)
+                     for i in range(start, min(start + world_size, len(sizes))))
+    return total
+
+
+def _bucket_members(lengths, boundaries):
+    members = [[] for _ in boundaries]
+    for x in lengths:
+        for i, b in enumerate(boundaries):
+            if x <= b:
+                members[i].append(x)
+                break
+    return members
+
+
+def edge_time(lengths, boundaries, token_budget, alpha, beta, gamma):
+    """Summed micro-batch seconds of edge-padded buckets cut into batches of T // edge."""
+    total = 0.0
+    for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
+        size = token_budget // edge
+        for start in range(0, len(xs), size):
+            rows = len(xs[start:start + size])
+            total += micro_batch_seconds(rows, edge, alpha, beta, gamma)
+    return total
+
+
+def batch_time(lengths, boundaries, token_budget, alpha, beta, gamma):
+    """Expected summed seconds under dynamic padding, by enumerating every subset of a bucket.
+
+    A bucket of N samples cut into q batches of B = T // edge and one of r: by symmetry each
+    batch of s rows is a uniformly random s-subset, padded to its longest member.
+    """
+    total = 0.0
+    for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
+        if not xs:
+            continue
+        size = min(token_budget // edge, len(xs))
+        q, r = divmod(len(xs), size)
+        for rows, batches in ((size, q), (r, 1)):
+            if rows == 0:
+                continue
+            subsets = list(itertools.combinations(xs, rows))
+            mean = sum(micro_batch_seconds(rows, max(c), alpha, beta, gamma)
+                       for c in subsets) / len(subsets)
+            total += batches * mean
+    return total
+
+
+def brute_force_time(lengths, k, token_budget, alpha, beta, gamma, *, pad="edge",
+                     min_share=0.0, max_share=1.0):
+    """Minimum summed micro-batch time over every set of at most k edges.
+
+    ``pad="edge"``: every integer edge (lowering an edge to its bucket's longest length never
+    adds time, so the solver's candidates, the distinct lengths, must reach the same minimum).
+    ``pad="batch"``: edges among the distinct lengths, the solver's candidates (there the edge
+    only sets the batch size T // edge). Returns (seconds, boundaries) or None if infeasible.
+    """
+    cost = edge_time if pad == "edge" else batch_time
+    last = max(lengths)
+    inner = range(1, last) if pad == "edge" else sorted(set(lengths) - {last})
+    best = None
+    for size in range(0, k):
+        for combo in itertools.combinations(inner, size):
+            edges = (*combo, last)
+            if not shares_ok(lengths, edges, min_share, max_share):
+                continue
+            seconds = cost(lengths, edges, token_budget, alpha, beta, gamma)
+            if best is None or seconds < best[0] - 1e-12 * abs(seconds):
+                best = (seconds, edges)
+    return best
+
+
+# --- dynamic padding oracles (tests/test_batchpad.py, tests/test_simulate.py) --------------------
+def expected_max_exact(xs, m):
+    """E[max of m draws without replacement from xs] as a Fraction, from DESIGN.md's formula:
+    sum_x x (C(#<=x, m) - C(#<x, m)) / C(N, m)."""
+    from fractions import Fraction
+
+    n = len(xs)
+    total = 0
+    for x in sorted(set(xs)):
+        le = sum(1 for y in xs if y <= x)
+        lt = sum(1 for y in xs if y < x)
+        total += x * (math.comb(le, m) - math.comb(lt, m))
+    return Fraction(total, math.comb(n, m))
+
+
+def expected_bucket_padding_exact(xs, size):
+    """Expected padded tokens of one bucket shuffled and cut into batches of ``size`` (the last
+    one partial), each padded to its longest member: q*B*E[max_B] + r*E[max_r] - sum (Fraction)."""
+    n = len(xs)
+    size = min(size, n)
+    q, r = divmod(n, size)
+    total = q * size * expected_max_exact(xs, size) - sum(xs)
+    if r:
+        total += r * expected_max_exact(xs, r)
+    return total
+
+
+def expected_bucket_padding_enumerated(xs, size):
+    """The same expectation by walking every permutation of the bucket (tiny buckets only)."""
+    from fractions import Fraction
+
+    total = 0
+    count = 0
+    for perm in itertools.permutations(xs):
+        for start in range(0, len(perm), size):
+            batch = perm[start:start + size]
+            total += sum(max(batch) - x for x in batch)
+        count += 1
+    return Fraction(total, count)
+
+
+def batch_padding_exact(lengths, boundaries, token_budget):
+    """Expected dynamic padding of every bucket summed (Fraction), B_k = T // b_k."""
+    total = 0
+    for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
+        if xs:
+            total += expected_bucket_padding_exact(xs, token_budget // edge)
+    return total
+
+
+def brute_force_batch(lengths, k, token_budget, *, min_share=0.0, max_share=1.0):
+    """Minimum expected dynamic padding over every set of at most k edges drawn from the distinct
+    lengths (the solver's candidates). Returns (padding as a Fraction, boundaries) or None."""
+    last = max(lengths)
+    inner = sorted(set(lengths) - {last})
+    best = None
+    for size in range(0, k):
+        for combo in itertools.combinations(inner, size):
+            edges = (*combo, last)
+            if not shares_ok(lengths, edges, min_share, max_share):
+                continue
+            cost = batch_padding_exact(lengths, edges, token_budget)
+            if best is None or cost < best[0]:
+                best = (cost, edges)
+    return best
+
+
+def best_fit_decreasing(lengths, capacity):
+    """Rows of best-fit-decreasing packing: each length (longest first) goes to the row with the
+    least room that fits it (ties: the row whose room changed last), else to a new row. Returns
+    the list of rows, each a list of lengths."""
+    rows, rooms, touched = [], [], []
+    for clock, x in enumerate(sorted(lengths, reverse=True), start=1):
+        fits = [i for i, room in enumerate(rooms) if room >= x]
+        if fits:
+            i = min(fits, key=lambda i: (rooms[i], -touched[i]))
+        else:
+            rows.append([])
+            rooms.append(capacity)
+            touched.append(0)
+            i = len(rows) - 1
+        rows[i].append(x)
+        rooms[i] -= x
+        touched[i] = clock
+    return rows

@@ -10,6 +10,9 @@ def add_parser(sub) -> None:
                        description="Exact optimal bucket boundaries for a length distribution.")
     add_lens_args(p)
     add_solver_args(p)
+    p.add_argument("--plot", metavar="FILE",
+                   help="write the length histogram with the edges and batch sizes to FILE "
+                        "(.png, .svg or .pdf)")
     add_output_args(p)
     p.set_defaults(run=run)
 
@@ -19,8 +22,8 @@ def solver_kwargs(args) -> dict:
     kwargs = dict(token_budget=args.token_budget, pad=args.pad, objective=args.objective,
                   min_share=args.min_share, max_share=args.max_share, align=args.align,
                   profile=args.profile, epochs=args.epochs)
-    if args.gpus is not None:
-        kwargs["world_size"] = args.gpus
+    # Without --gpus the profile's world size applies (world_size=None).
+    kwargs["world_size"] = args.gpus
     return kwargs
 
 
@@ -28,8 +31,18 @@ def run(args) -> int:
     from ..report import solution_table
     from ..solver import solve
 
+    if getattr(args, "plot", None):
+        from ..plots import check_figure_path
+
+        check_figure_path(args.plot)  # before the work, not after
     lengths, source = read_lengths(args)
     solution = solve(lengths, args.k, **solver_kwargs(args))
+    if getattr(args, "plot", None):
+        from ..plots import plot_histogram, save_figure
+        from .common import note
+
+        save_figure(plot_histogram(lengths, solution), args.plot)
+        note(args, f"wrote {args.plot}")
     if args.json:
         emit_json({"source": source, **solution.to_dict()})
     else:

@@ -1,0 +1,61 @@
+"""``bucketopt calibrate``: fit the cost model to measured micro-batch times, write a profile."""
+
+from __future__ import annotations
+
+from .common import _int, add_output_args, emit_json, note
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "calibrate", help="fit the GPU cost model to measured step times",
+        description="Fit alpha, beta, gamma >= 0 of t = alpha + beta*s*L + gamma*s*L^2 to measured "
+                    "micro-batch times (CSV columns batch_size,padded_len,seconds) by least "
+                    "squares on relative error; optionally write a profile for --profile.")
+    p.add_argument("--measurements", metavar="CSV", required=True,
+                   help="CSV with a header and columns batch_size, padded_len, seconds")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the profile JSON to FILE")
+    p.add_argument("--name", default="calibrated", help="profile name (default: calibrated)")
+    p.add_argument("--description", default="", help="profile description")
+    p.add_argument("--gpus", type=_int, default=1, metavar="G",
+                   help="data-parallel GPUs stored in the profile (default: 1)")
+    p.add_argument("--token-budget", type=_int, metavar="T",
+                   help="token budget stored in the profile (default: the largest measured "
+                        "batch_size x padded_len)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no notes on stderr")
+    add_output_args(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..calibration import calibrate, read_measurements
+    from ..costmodel import _positive_int
+    from ..report import table
+
+    sizes, lens, seconds = read_measurements(args.measurements)
+    fit = calibrate(sizes, lens, seconds)
+    gpus = _positive_int(args.gpus, "--gpus")
+    budget = args.token_budget
+    if budget is None:
+        budget = int((sizes * lens).max())
+    budget = _positive_int(budget, "--token-budget")
+    out = fit.to_dict()
+    if args.output:
+        profile = fit.to_profile(name=args.name, description=args.description, world_size=gpus,
+                                 token_budget=budget, source=args.measurements)
+        out["profile"] = str(profile.save(args.output))
+        note(args, f"wrote profile {args.output} (use it with --profile {args.output})")
+    if args.json:
+        emit_json(out)
+        return 0
+    rows = [
+        ["alpha", f"{fit.alpha:.6g}", "s per micro-batch"],
+        ["beta", f"{fit.beta:.6g}", "s per padded token"],
+        ["gamma", f"{fit.gamma:.6g}", "s per padded token x padded length"],
+    ]
+    print(f"fit on {fit.n_measurements} measurements from {args.measurements}")
+    print(table(["coefficient", "value", "unit"], rows, align="lrl"))
+    print(f"R^2 {fit.r2:.4f}; relative error: median {fit.median_rel_error * 100:.2f}%, "
+          f"max {fit.max_rel_error * 100:.2f}%, rms {fit.rms_rel_error * 100:.2f}%")
+    if "profile" in out:
+        print(f"profile: {out['profile']}")
+    return 0

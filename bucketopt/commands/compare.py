@@ -1,0 +1,112 @@
+"""``bucketopt compare``: sorted, shuffle, bucketed (bucketopt and rules of thumb) and packing,
+side by side on one dataset."""
+
+from __future__ import annotations
+
+from .common import _int, add_lens_args, add_output_args, add_solver_args, emit_json, read_lengths
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "compare", help="padding of every batching strategy side by side",
+        description="Padding fraction of sorted, shuffled, bucketed (bucketopt's boundaries and "
+                    "the rules of thumb) and packed batches: analytic where it exists, and "
+                    "simulated epochs.")
+    add_lens_args(p)
+    add_solver_args(p)
+    p.set_defaults(pad="batch")
+    p.add_argument("--seed", type=_int, default=0, metavar="S", help="seed of the simulations")
+    p.add_argument("--simulations", type=_int, default=1, metavar="N",
+                   help="simulated epochs per strategy (default 1)")
+    p.add_argument("--plot", metavar="FILE",
+                   help="write padding (and Ktok/s, ETA) per strategy to FILE (.png, .svg or .pdf)")
+    p.add_argument("--grad-accum", type=_int, default=1, metavar="A",
+                   help="micro-steps per optimizer step, for the step mix gap (default 1)")
+    p.add_argument("--no-diversity", dest="diversity", action="store_false",
+                   help="skip the step mix gap and epoch churn of sorted, shuffle and bucketed")
+    p.add_argument("--sampler", action="store_true",
+                   help="add BucketBatchSampler's real batch order (one bucket per micro-step)")
+    add_output_args(p)
+    p.set_defaults(run=run)
+
+
+def comparison_kwargs(args) -> dict:
+    """The compare() keyword arguments given on the command line."""
+    return dict(token_budget=args.token_budget, pad=args.pad, seed=args.seed,
+                simulations=args.simulations, min_share=args.min_share,
+                max_share=args.max_share, align=args.align, profile=args.profile,
+                world_size=args.gpus, epochs=args.epochs, objective=args.objective,
+                grad_accum=args.grad_accum, diversity=args.diversity, sampler=args.sampler)
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x * 100:.2f}%"
+
+
+def comparison_table(comparison) -> str:
+    from ..report import table
+
+    headers = ["strategy", "boundaries", "padding (analytic)", "padding (simulated)", "batches"]
+    timed = bool(comparison.timing)
+    if timed:
+        headers += ["Ktok/s", "ETA (days)"]
+    diverse = any("step_mix_gap" in row for row in comparison.strategies.values())
+    if diverse:
+        headers += ["step mix gap", "epoch churn"]
+    rows = []
+    for name, row in comparison.strategies.items():
+        edges = "-" if row["boundaries"] is None else ",".join(map(str, row["boundaries"]))
+        rows.append([name, edges, _pct(row["padding_fraction_analytic"]),
+                     _pct(row["padding_fraction_simulated"]), f"{row['batches']:,.0f}"])
+        if timed:
+            rate, eta = row.get("ktok_per_s"), row.get("eta_days")
+            rows[-1] += ["-" if rate is None else f"{rate:.1f}",
+                         "-" if eta is None else f"{eta:.2f}"]
+        if diverse:
+            gap = row.get("step_mix_gap")
+            rows[-1] += ["-" if gap is None else f"{gap:.3f}", _pct(row.get("epoch_churn"))]
+    head = (f"k={comparison.k}, token budget {comparison.token_budget:,}, pad={comparison.pad}, "
+            f"{comparison.simulations} simulated epoch(s) per strategy (seed {comparison.seed})")
+    if timed:
+        t = comparison.timing
+        head += (f"\nprofile {t['profile']}, {t['world_size']} GPU(s), ETA for {t['epochs']} "
+                 "epoch(s); each step waits for the slowest rank")
+    if diverse:
+        row = next(r for r in comparison.strategies.values() if "step_mix_gap" in r)
+        head += (f"\nstep mix gap: optimizer steps of {row['diversity_ranks']} rank(s) x "
+                 f"{row['grad_accum']} micro-step(s) (--gpus, --grad-accum); epoch churn: "
+                 "batches of epoch 1 repeating one of epoch 0")
+    return head + "\n" + table(headers, rows, align="llrrr" + "rr" * timed + "rr" * diverse)
+
+
+def run(args) -> int:
+    from ..comparison import compare
+    from ..errors import BucketoptError
+
+    if args.token_budget is None and args.profile is None:
+        raise BucketoptError("compare needs --token-budget T (or a --profile, whose calibrated "
+                             "budget is the default): batches are built under it.")
+    if getattr(args, "plot", None):
+        from ..plots import check_figure_path
+
+        check_figure_path(args.plot)  # before the work, not after
+    lengths, source = read_lengths(args, per_sample=True)
+    comparison = compare(lengths, args.k, **comparison_kwargs(args))
+    if getattr(args, "plot", None):
+        from ..plots import plot_comparison, save_figure
+        from .common import note
+
+        title = (f"k={comparison.k}, token budget {comparison.token_budget:,}, "
+                 f"pad={comparison.pad}; blue: bucketopt's boundaries")
+        if comparison.timing:
+            title += (f"; profile {comparison.timing['profile']}, "
+                      f"{comparison.timing['world_size']} GPU(s), ETA for "
+                      f"{comparison.timing['epochs']} epoch(s)")
+        save_figure(plot_comparison(comparison.strategies, title=title), args.plot)
+        note(args, f"wrote {args.plot}")
+    if args.json:
+        emit_json({"source": source, **comparison.to_dict()})
+    else:
+        print(f"source: {source}")
+        print(comparison_table(comparison))
+    return 0

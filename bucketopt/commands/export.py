@@ -1,0 +1,72 @@
+"""``bucketopt export``: boundaries as JSON for the sampler, Lhotse, NeMo or tf.data."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..errors import BucketoptError
+from .common import _int, add_lens_args, add_solver_args, note, read_lengths
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "export", help="boundaries in the form another tool takes",
+        description="Solve (or take --boundaries) and write the boundaries in the form the "
+                    "sampler, Lhotse, NeMo or tf.data takes, as one JSON object.")
+    add_lens_args(p)
+    p.add_argument("-k", type=_int, metavar="K", help="maximum number of buckets (solve)")
+    p.add_argument("--boundaries", metavar="B1,B2,...",
+                   help="export these inclusive upper edges instead of solving")
+    add_solver_args(p, k_required=False)
+    p.add_argument("--format", "-f", dest="fmt", required=True,
+                   choices=("sampler", "lhotse", "nemo", "tf"),
+                   help="sampler: bucketopt's BucketBatchSampler; lhotse: DynamicBucketingSampler "
+                        "duration_bins; nemo: bucket_duration_bins + bucket_batch_size; tf: "
+                        "bucket_by_sequence_length arguments")
+    p.add_argument("--pad-to-bucket-boundary", action="store_true",
+                   help="tf only: boundaries for pad_to_bucket_boundary=True (static shapes)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the JSON here (default: stdout)")
+    p.set_defaults(run=run)
+
+
+def parse_boundaries(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise BucketoptError(
+            f"--boundaries must be comma-separated integers like 512,1024,8191; got {text!r}."
+        ) from None
+
+
+def run(args) -> int:
+    from ..export import export
+    from ..solver import evaluate, solve
+    from .solve import solver_kwargs
+
+    if (args.k is None) == (args.boundaries is None):
+        raise BucketoptError("give exactly one of -k K (solve) or --boundaries B1,B2,... (export "
+                             "given edges).")
+    if args.pad_to_bucket_boundary and args.fmt != "tf":
+        raise BucketoptError("--pad-to-bucket-boundary applies to --format tf only.")
+    lengths, _source = read_lengths(args)
+    kwargs = solver_kwargs(args)
+    if args.boundaries is not None:
+        for key in ("objective", "min_share", "max_share", "align"):
+            kwargs.pop(key)
+        solution = evaluate(lengths, parse_boundaries(args.boundaries), **kwargs)
+    else:
+        solution = solve(lengths, args.k, **kwargs)
+    options = {"pad_to_bucket_boundary": True} if args.pad_to_bucket_boundary else {}
+    text = json.dumps(export(solution, args.fmt, **options), indent=2) + "\n"
+    if args.output:
+        try:
+            with open(args.output, "w") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise BucketoptError(f"cannot write {args.output!r}: {exc.strerror}.") from None
+        note(args, f"wrote {args.fmt} export of boundaries {list(solution.boundaries)} to "
+                   f"{args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,108 @@
+"""``bucketopt sweep``: the optimum for every k in a range, and the recommended k."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import BucketoptError
+from .common import (
+    _float,
+    add_lens_args,
+    add_output_args,
+    add_solver_args,
+    emit_json,
+    note,
+    read_lengths,
+)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "sweep", help="padding (and Ktok/s, ETA) for every k, and the recommended k",
+        description="Solve for every k in a range from one DP run and recommend the smallest k "
+                    "within a tolerance of the best in the range.")
+    add_lens_args(p)
+    p.add_argument("-k", dest="k_range", required=True, metavar="A:B",
+                   help="range of k, inclusive (e.g. 1:32); a single K means 1:K")
+    add_solver_args(p, k_required=False)
+    p.add_argument("--tolerance", type=_float, default=0.01, metavar="F",
+                   help="recommend the smallest k within F of the best: absolute padding fraction "
+                        "(0.01 = 1 percentage point), or relative Ktok/s with --profile "
+                        "(0.01 = 1%%); default 0.01")
+    p.add_argument("--plot", metavar="FILE", help="write padding (and Ktok/s) vs K to FILE "
+                                                  "(.png, .svg or .pdf)")
+    add_output_args(p)
+    p.set_defaults(run=run)
+
+
+def parse_k_range(text: str) -> list[int]:
+    """'A:B' -> [A..B] (inclusive); 'K' -> [1..K]. One clear error for anything else."""
+    text = str(text).strip()
+    m = re.fullmatch(r"(\d+)\s*:\s*(\d+)", text)
+    if m:
+        lo, hi = int(m.group(1)), int(m.group(2))
+    elif re.fullmatch(r"\d+", text):
+        lo, hi = 1, int(text)
+    else:
+        raise BucketoptError(f"-k must be a range A:B of integers like 1:32 (or one K for 1:K); "
+                             f"got {text!r}.")
+    if lo < 1 or hi < 1:
+        raise BucketoptError(f"-k range must start at 1 or more; got {text!r}.")
+    if lo > hi:
+        raise BucketoptError(f"-k range {text!r} is empty: A must be <= B (e.g. {hi}:{lo}).")
+    if hi - lo > 4096:
+        raise BucketoptError(f"-k range {text!r} spans more than 4,097 values.")
+    return list(range(lo, hi + 1))
+
+
+def sweep_table(result) -> str:
+    from ..report import table
+
+    has_rate = all(s.ktok_per_s is not None for s in result.solutions)
+    has_eta = all(s.eta_days is not None for s in result.solutions)
+    headers = ["k", "buckets", "padding"]
+    if has_rate:
+        headers.append("Ktok/s")
+    if has_eta:
+        headers.append("ETA days")
+    headers.append("boundaries")
+    rows = []
+    for k, s in zip(result.ks, result.solutions):
+        row = [f"{k}{'*' if k == result.recommended_k else ' '}", str(len(s.boundaries)),
+               f"{100 * s.padding_fraction:.2f}%"]
+        if has_rate:
+            row.append(f"{s.ktok_per_s:.1f}")
+        if has_eta:
+            row.append(f"{s.eta_days:.2f}")
+        edges = ", ".join(map(str, s.boundaries))
+        row.append(edges if len(edges) <= 60 else edges[:57] + "...")
+        rows.append(row)
+    align = "rrr" + "r" * (has_rate + has_eta) + "l"
+    return table(headers, rows, align)
+
+
+def run(args) -> int:
+    from ..solver import sweep
+    from .solve import solver_kwargs
+
+    ks = parse_k_range(args.k_range)
+    if args.plot:
+        from ..plots import check_figure_path
+
+        check_figure_path(args.plot)  # before the work, not after
+    lengths, source = read_lengths(args)
+    result = sweep(lengths, ks, tolerance=args.tolerance, **solver_kwargs(args))
+    if args.plot:
+        from ..plots import plot_sweep, save_figure
+
+        save_figure(plot_sweep(result, lengths, profile=args.profile, world_size=args.gpus,
+                               epochs=args.epochs), args.plot)
+        note(args, f"wrote {args.plot}")
+    if args.json:
+        out = {"source": source, **result.to_dict()}
+        emit_json(out)
+        return 0
+    print(f"source: {source}")
+    print(sweep_table(result))
+    print(f"recommended: k={result.recommended_k} (* above). {result.reason}")
+    return 0

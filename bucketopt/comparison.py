@@ -1,0 +1,165 @@
+"""compare(): batching strategies side by side on one dataset (``bucketopt compare``).
+
+Every strategy gets one row, a plain dict built by :func:`strategy_row` from its boundaries (if
+any), its analytic expectation (if one exists) and its simulated epochs; extend a row there (or
+from ``Comparison.epochs``, which keeps the simulated :class:`~bucketopt.epoch.Epoch` objects).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import BucketoptError
+from .heuristics import RULES, rule_of_thumb
+from .histogram import as_histogram, validate_lengths
+from .simulate import simulate
+from .solution import check_token_budget
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Rows per strategy (name -> dict) and the simulated epochs behind them."""
+
+    k: int
+    token_budget: int
+    pad: str
+    simulations: int
+    seed: int
+    strategies: dict
+    epochs: dict = field(default_factory=dict, repr=False)
+    timing: dict = field(default_factory=dict)  # profile, world_size, epochs (with a profile)
+
+    def to_dict(self) -> dict:
+        return {"k": self.k, "token_budget": self.token_budget, "pad": self.pad,
+                "simulations": self.simulations, "seed": self.seed, **self.timing,
+                "strategies": self.strategies}
+
+
+def strategy_row(name: str, kind: str, epochs, *, boundaries=None, analytic=None) -> dict:
+    """One row: ``padding_fraction`` is the analytic expectation where it exists, else the mean
+    of the simulated epochs; both are kept (``padding_fraction_analytic`` is None without one)."""
+    fractions = [e.padding_fraction for e in epochs]
+    simulated = float(np.mean(fractions))
+    row = {
+        "kind": kind,
+        "boundaries": None if boundaries is None else [int(b) for b in boundaries],
+        "padding_fraction": simulated if analytic is None else float(analytic.padding_fraction),
+        "padding_fraction_analytic": None if analytic is None
+        else float(analytic.padding_fraction),
+        "padding_fraction_simulated": simulated,
+        "padded_tokens_simulated": float(np.mean([e.padded_tokens for e in epochs])),
+        "real_tokens": int(epochs[0].total_real_tokens),
+        "batches": float(np.mean([e.n_batches for e in epochs])),
+    }
+    if analytic is not None:
+        row["padded_tokens_analytic"] = float(analytic.padded_tokens)
+        row["batch_sizes"] = None if analytic.batch_sizes is None else list(analytic.batch_sizes)
+    return row
+
+
+def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1, rules=RULES,
+            profile=None, world_size=None, epochs=1, grad_accum=1, diversity=True,
+            sampler=False, **solver_kwargs) -> Comparison:
+    """Padding of every strategy on ``lengths``: sorted, shuffle, bucketed with bucketopt's
+    boundaries (pad-optimal; the edge-optimal ones too when ``pad="batch"``), each rule of thumb
+    (bucketed), and best-fit-decreasing packing.
+
+    ``diversity`` adds ``step_mix_gap`` and ``epoch_churn`` (:mod:`bucketopt.diversity`, over
+    ``world_size`` ranks x ``grad_accum`` micro-steps) to the sorted, shuffle and bucketed rows;
+    ``sampler=True`` adds a "sampler" row: :class:`~bucketopt.BucketBatchSampler`'s real batch
+    order (one bucket per micro-step on every rank), timed like the others.
+
+    Bucketed strategies use fixed batch sizes B_k = floor(T / b_k), so their simulated padding
+    estimates the same quantity as the analytic one. ``solver_kwargs`` go to :func:`solve`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bucketopt.comparison import compare
+    >>> lengths = np.random.default_rng(0).integers(10, 500, size=2_000)
+    >>> c = compare(lengths, 3, token_budget=2_000)
+    >>> c.strategies["packed"]["padding_fraction"] < c.strategies["shuffle"]["padding_fraction"]
+    True
+    """
+    from .solver import check_k, evaluate, solve
+
+    k = check_k(k)
+    lengths = validate_lengths(lengths)
+    hist = as_histogram(lengths)
+    cost_model = None
+    if profile is not None:  # rows gain ktok_per_s / eta_days; budget defaults to the profile's
+        from .costmodel import resolve_cost_model
+
+        cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
+        cost_model = cost_model.with_epochs(epochs)
+        if solver_kwargs.get("objective") == "time":
+            solver_kwargs.update(profile=profile, world_size=cost_model.world_size)
+    elif solver_kwargs.get("objective") == "time":
+        raise BucketoptError('objective="time" needs a profile (--profile).')
+    token_budget = check_token_budget(token_budget, hist)
+    if token_budget is None:
+        raise BucketoptError("compare needs a token_budget (--token-budget): batches are built "
+                             "under it.")
+    if pad not in ("batch", "edge"):
+        raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {pad!r}.")
+    if isinstance(simulations, bool) or not isinstance(simulations, (int, np.integer)) \
+            or simulations < 1:
+        raise BucketoptError(f"`simulations` must be an integer >= 1; got {simulations!r}.")
+
+    def run(strategy, **kw):
+        return [simulate(lengths, strategy, token_budget=token_budget, seed=seed, epoch=e, **kw)
+                for e in range(simulations)]
+
+    rows, epochs = {}, {}
+
+    def add(name, kind, eps, boundaries=None, analytic=None):
+        rows[name] = strategy_row(name, kind, eps, boundaries=boundaries, analytic=analytic)
+        epochs[name] = eps
+
+    add("sorted", "sorted", run("sorted"))
+    add("shuffle", "shuffle", run("shuffle"))
+    bucket_sets = [("bucketed", solve(hist, k, token_budget=token_budget, pad=pad,
+                                      **solver_kwargs).boundaries)]
+    if pad == "batch":
+        bucket_sets.append(("edge_optimal", solve(hist, k, token_budget=token_budget,
+                                                  pad="edge").boundaries))
+    for name in rules:
+        bucket_sets.append((name, rule_of_thumb(name, hist, k, token_budget=token_budget)))
+    for name, boundaries in bucket_sets:
+        analytic = evaluate(hist, boundaries, token_budget=token_budget, pad=pad)
+        eps = run("bucketed", boundaries=boundaries, packing="fixed", pad=pad)
+        add(name, "bucketed" if name == "bucketed" else "bucketed:" + name, eps, boundaries,
+            analytic)
+    if diversity or sampler:  # bucketopt.diversity; the sampler's real batch order
+        from .diversity import comparison_diversity, sampler_epochs
+
+        ranks = cost_model.world_size if cost_model is not None else (world_size or 1)
+        edges = rows["bucketed"]["boundaries"]
+        if sampler:
+            add("sampler", "bucketed:sampler", sampler_epochs(
+                lengths, edges, token_budget=token_budget, world_size=ranks,
+                grad_accum=grad_accum, seed=seed, epochs=simulations, pad=pad), edges)
+        if diversity:
+            for name, fields in comparison_diversity(
+                    lengths, edges, token_budget=token_budget, world_size=ranks,
+                    grad_accum=grad_accum, seed=seed).items():
+                if name in rows:
+                    rows[name].update(fields, diversity_ranks=ranks, grad_accum=grad_accum)
+    add("packed", "packed", run("packed"))
+    timing = {}
+    if cost_model is not None:
+        from .costmodel import annotate, timing_fields
+
+        for name, eps in epochs.items():
+            if name == "packed":  # rows of many documents: gamma * s * L^2 would charge
+                rows[name].update(ktok_per_s=None, eta_days=None, wait_fraction=None)
+                continue  # attention across the whole row; not modelled
+            rows[name].update(timing_fields(eps, cost_model))
+        for name, boundaries in bucket_sets:  # the analytic fast path, next to the simulation
+            analytic = evaluate(hist, boundaries, token_budget=token_budget, pad=pad)
+            rows[name]["ktok_per_s_analytic"] = annotate(analytic, hist, cost_model).ktok_per_s
+        timing = {"profile": cost_model.name, "world_size": cost_model.world_size,
+                  "epochs": cost_model.epochs}
+    return Comparison(k, token_budget, pad, simulations, seed, rows, epochs, timing)

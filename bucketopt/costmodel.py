@@ -1,0 +1,559 @@
+"""The GPU cost model: micro-batch time, data-parallel steps, Ktok/s and ETA; hardware profiles.
+
+One micro-batch of ``s`` rows padded to length ``L`` takes
+``t = alpha + beta * s * L + gamma * s * L**2`` seconds on one GPU. With data parallelism over
+``G`` GPUs the batches ``i*G .. i*G + G - 1`` of an epoch run at once and the step waits for the
+slowest of them. Throughput counts real tokens only, over all GPUs; the ETA is
+``epochs x epoch time``. See docs/cost_model.md for the fit and its residuals.
+
+Two ways to evaluate a batching:
+
+- :func:`time_epoch` on any :class:`~bucketopt.epoch.Epoch` (simulated or from a real sampler):
+  the real batch order, step time = max over ranks, the last partial step included.
+- :func:`annotate` on a :class:`~bucketopt.solution.Solution` (the analytic fast path): the
+  batch-time distribution of the buckets in closed form, and the expected slowest of ``G``
+  batches drawn from it (batches of all buckets in random order, as a shuffled bucketed epoch
+  interleaves them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from .errors import BucketoptError
+
+SECONDS_PER_DAY = 86_400.0
+PROFILE_KEYS = ("name", "description", "alpha", "beta", "gamma", "world_size", "token_budget",
+                "provenance")
+# objective="time" with pad="batch" evaluates every bucket (i, j] exactly: about g^2 m / 6
+# order-statistic terms. Above this the DP would take minutes: ask for align= instead.
+MAX_BATCH_TIME_WORK = 1.5e8
+# objective="time" with pad="edge" scans every (start, end) pair per layer: k g^2 / 2 bucket
+# evaluations (1e9 take a few seconds).
+MAX_EDGE_TIME_WORK = 2e9
+
+
+def _coefficient(value, name: str, source: str = "") -> float:
+    where = f" in {source}" if source else ""
+    if isinstance(value, bool):
+        raise BucketoptError(f"`{name}`{where} must be a number >= 0; got {value!r}.")
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise BucketoptError(f"`{name}`{where} must be a number >= 0; got {value!r}.") from None
+    if not math.isfinite(value) or value < 0:
+        raise BucketoptError(f"`{name}`{where} must be a finite number >= 0; got {value}.")
+    return value
+
+
+def _positive_int(value, name: str, source: str = "") -> int:
+    where = f" in {source}" if source else ""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise BucketoptError(f"`{name}`{where} must be an integer >= 1; got {value!r}.")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Per-micro-batch time ``alpha + beta * s * L + gamma * s * L**2`` over ``world_size`` GPUs.
+
+    Parameters
+    ----------
+    alpha : float
+        Seconds per micro-batch (launch, optimizer share, host overhead).
+    beta : float
+        Seconds per padded token.
+    gamma : float
+        Seconds per padded token per unit of padded length (attention's quadratic term).
+    world_size : int
+        Data-parallel GPUs; every step waits for the slowest of them.
+    epochs : int
+        Epochs for the ETA.
+
+    Examples
+    --------
+    >>> m = CostModel(alpha=0.1, beta=1e-4, gamma=1e-8)
+    >>> round(float(m.micro_batch_time(8, 4096)), 6)
+    4.718977
+    """
+
+    alpha: float
+    beta: float
+    gamma: float
+    world_size: int = 1
+    epochs: int = 1
+    name: str = "custom"
+
+    def __post_init__(self):
+        for key in ("alpha", "beta", "gamma"):
+            object.__setattr__(self, key, _coefficient(getattr(self, key), key))
+        if self.alpha == self.beta == self.gamma == 0.0:
+            raise BucketoptError("alpha, beta and gamma are all 0: the model predicts no time.")
+        object.__setattr__(self, "world_size", _positive_int(self.world_size, "world_size"))
+        object.__setattr__(self, "epochs", _positive_int(self.epochs, "epochs"))
+
+    def micro_batch_time(self, sizes, padded_lens):
+        """Seconds of micro-batches of ``sizes`` rows padded to ``padded_lens`` (broadcasts)."""
+        s = np.asarray(sizes, dtype=np.float64)
+        length = np.asarray(padded_lens, dtype=np.float64)
+        return self.alpha + s * length * (self.beta + self.gamma * length)
+
+    def with_epochs(self, epochs) -> CostModel:
+        return replace(self, epochs=_positive_int(epochs, "epochs"))
+
+    def with_world_size(self, world_size) -> CostModel:
+        return replace(self, world_size=_positive_int(world_size, "world_size"))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A hardware profile: coefficients, the world size and token budget they were fitted at."""
+
+    name: str
+    description: str
+    alpha: float
+    beta: float
+    gamma: float
+    world_size: int = 1
+    token_budget: int | None = None
+    provenance: dict = field(default_factory=dict, compare=False)
+
+    def cost_model(self, world_size=None, epochs: int = 1) -> CostModel:
+        return CostModel(self.alpha, self.beta, self.gamma,
+                         world_size=self.world_size if world_size is None else world_size,
+                         epochs=epochs, name=self.name)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["units"] = {"alpha": "s per micro-batch", "beta": "s per padded token",
+                        "gamma": "s per padded token x padded length"}
+        return out
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        try:
+            path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+        except OSError as exc:
+            raise BucketoptError(
+                f"could not write the profile to {path}: {exc.strerror}."
+            ) from None
+        return path
+
+
+def _profiles_dir():
+    from importlib.resources import files
+
+    return files("bucketopt") / "profiles"
+
+
+def available_profiles() -> tuple:
+    """Names of the profiles shipped with bucketopt."""
+    try:
+        entries = list(_profiles_dir().iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return ()
+    return tuple(sorted(p.name[:-5] for p in entries if p.name.endswith(".json")))
+
+
+def profile_from_dict(data, source: str = "profile") -> Profile:
+    """Validate a profile's JSON object (as written by :meth:`Profile.save`)."""
+    if not isinstance(data, dict):
+        raise BucketoptError(f"{source} must hold a JSON object; got {type(data).__name__}.")
+    missing = [k for k in ("alpha", "beta", "gamma") if k not in data]
+    if missing:
+        raise BucketoptError(f"{source} lacks the key(s) {', '.join(missing)}.")
+    coeffs = {k: _coefficient(data[k], k, source) for k in ("alpha", "beta", "gamma")}
+    if coeffs["alpha"] == coeffs["beta"] == coeffs["gamma"] == 0.0:
+        raise BucketoptError(f"{source}: alpha, beta and gamma are all 0.")
+    budget = data.get("token_budget")
+    provenance = data.get("provenance", {})
+    return Profile(
+        name=str(data.get("name", Path(source).stem)),
+        description=str(data.get("description", "")),
+        world_size=_positive_int(data.get("world_size", 1), "world_size", source),
+        token_budget=None if budget is None else _positive_int(budget, "token_budget", source),
+        provenance=provenance if isinstance(provenance, dict) else {"note": str(provenance)},
+        **coeffs,
+    )
+
+
+def load_profile(profile) -> Profile:
+    """A :class:`Profile` from a shipped name, a JSON file path, a dict or a Profile.
+
+    Examples
+    --------
+    >>> load_profile("rtx-pro-6000-blackwell").world_size
+    8
+    """
+    if isinstance(profile, Profile):
+        return profile
+    if isinstance(profile, dict):
+        return profile_from_dict(profile)
+    if not isinstance(profile, (str, Path)):
+        raise BucketoptError(
+            f"`profile` must be a profile name, a JSON file path or a Profile; got "
+            f"{type(profile).__name__}."
+        )
+    text = str(profile)
+    if text in available_profiles():
+        data = json.loads((_profiles_dir() / f"{text}.json").read_text())
+        return profile_from_dict(data, f"profile {text!r}")
+    path = Path(text)
+    if not path.is_file():
+        names = ", ".join(available_profiles()) or "none"
+        raise BucketoptError(
+            f"profile {text!r} is neither a shipped profile ({names}) nor a JSON file."
+        )
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BucketoptError(f"profile file {text} is not readable JSON: {exc}") from None
+    return profile_from_dict(data, f"profile file {text}")
+
+
+def resolve_cost_model(profile, world_size, token_budget, hist):
+    """The cost model and token budget for solve()/evaluate(): (CostModel, token_budget).
+
+    ``world_size=None`` means the profile's; ``token_budget=None`` means the budget the profile
+    was calibrated at.
+    """
+    if profile is None:
+        names = ", ".join(available_profiles())
+        raise BucketoptError(
+            f'objective="time" needs a hardware profile: pass profile= (one of: {names}) or a '
+            "profile JSON written by `bucketopt calibrate -o`."
+        )
+    prof = load_profile(profile)
+    model = prof.cost_model(world_size=None if world_size is None else
+                            _positive_int(world_size, "world_size (--gpus)"))
+    if token_budget is None:
+        if prof.token_budget is None:
+            raise BucketoptError(
+                f"profile {prof.name!r} has no token_budget: pass token_budget= (--token-budget)."
+            )
+        token_budget = prof.token_budget
+        if hist is not None and hist.max_length > token_budget:
+            raise BucketoptError(
+                f"the profile's token_budget={token_budget} is smaller than the longest sample "
+                f"({hist.max_length}); pass a larger token_budget= (--token-budget)."
+            )
+    return model, token_budget
+
+
+# --- simulated epochs ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EpochTiming:
+    """Predicted time of one epoch (see :func:`time_epoch`)."""
+
+    strategy: str
+    seconds: float
+    steps: int
+    world_size: int
+    real_tokens: int
+    ktok_per_s: float
+    eta_days: float
+    epochs: int
+    wait_fraction: float  # share of GPU time spent waiting for the slowest rank
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def step_times(epoch, cost_model: CostModel) -> np.ndarray:
+    """Seconds of every data-parallel step: the slowest of its ``world_size`` micro-batches."""
+    times = cost_model.micro_batch_time(epoch.sizes, epoch.padded_lens)
+    g = cost_model.world_size
+    steps = -(-times.size // g)
+    padded = np.zeros(steps * g)  # a rank with no batch in the last step waits (time 0)
+    padded[: times.size] = times
+    return padded.reshape(steps, g).max(axis=1)
+
+
+def time_epoch(epoch, cost_model: CostModel) -> EpochTiming:
+    """Time of an :class:`~bucketopt.epoch.Epoch` in training order under ``cost_model``.
+
+    Batches ``i*G .. i*G + G - 1`` form step ``i`` (a DistributedSampler-style split); a step
+    lasts as long as its slowest micro-batch. Ktok/s counts real tokens over all GPUs.
+    """
+    if epoch.n_batches == 0:
+        raise BucketoptError("the epoch has no batches.")
+    steps = step_times(epoch, cost_model)
+    seconds = float(steps.sum())
+    busy = float(cost_model.micro_batch_time(epoch.sizes, epoch.padded_lens).sum())
+    real = epoch.total_real_tokens
+    rate = real / seconds / 1e3
+    return EpochTiming(
+        strategy=epoch.strategy, seconds=seconds, steps=int(steps.size),
+        world_size=cost_model.world_size, real_tokens=real, ktok_per_s=rate,
+        eta_days=cost_model.epochs * seconds / SECONDS_PER_DAY, epochs=cost_model.epochs,
+        wait_fraction=1.0 - busy / (seconds * cost_model.world_size),
+    )
+
+
+def epoch_time(epoch, cost_model: CostModel) -> float:
+    """Seconds of one epoch (see :func:`time_epoch`)."""
+    return time_epoch(epoch, cost_model).seconds
+
+
+def throughput(epoch, cost_model: CostModel) -> float:
+    """Real Ktok/s over all GPUs for one epoch (see :func:`time_epoch`)."""
+    return time_epoch(epoch, cost_model).ktok_per_s
+
+
+# --- analytic fast path ----------------------------------------------------------------------
+
+
+def _max_distribution(values, counts, draws):
+    """P(longest of ``draws`` samples without replacement = each value) for one bucket."""
+    from scipy.special import gammaln
+
+    total = int(counts.sum())
+    below = np.cumsum(counts)
+    log_cdf = np.full(values.size, -np.inf)
+    ok = below >= draws
+    log_cdf[ok] = (gammaln(below[ok] + 1) - gammaln(below[ok] - draws + 1)
+                   - gammaln(total + 1) + gammaln(total - draws + 1))
+    cdf = np.exp(log_cdf)
+    return np.diff(np.r_[0.0, cdf])
+
+
+def batch_time_atoms(hist, boundaries, token_budget, pad, cost_model):
+    """The distribution of micro-batch times of a bucketed epoch: (times, batch counts).
+
+    Bucket k with N samples yields q = N // B_k batches of B_k rows and one of r = N mod B_k.
+    ``pad="edge"``: rows are padded to the edge, every full batch costs the same.
+    ``pad="batch"``: rows are padded to the batch's longest member, whose law is the maximum of
+    draws without replacement from the bucket.
+    """
+    edges = np.asarray(boundaries, dtype=np.int64)
+    which = np.searchsorted(edges, hist.values, side="left")
+    parts = [bucket_time_atoms(hist.values[which == k], hist.counts[which == k], int(edge),
+                               token_budget, pad, cost_model) for k, edge in enumerate(edges)]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def bucket_time_atoms(values, counts, edge, token_budget, pad, cost_model):
+    """(times, batch counts) of one bucket's micro-batches (see :func:`batch_time_atoms`)."""
+    n = int(counts.sum())
+    if n == 0:
+        return np.empty(0), np.empty(0)
+    size = min(token_budget // edge, n)
+    q, r = divmod(n, size)
+    times, weights = [], []
+    for rows, batches in ((size, q), (r, 1)):
+        if rows == 0 or batches == 0:
+            continue
+        if pad == "edge":
+            times.append(np.atleast_1d(cost_model.micro_batch_time(rows, edge)))
+            weights.append(np.array([float(batches)]))
+        else:
+            times.append(cost_model.micro_batch_time(rows, values))
+            weights.append(batches * _max_distribution(values, counts, rows))
+    return np.concatenate(times), np.concatenate(weights)
+
+
+def expected_step_max(times, weights, draws):
+    """E[slowest of ``draws`` micro-batches] drawn independently from (times, weights).
+
+    ``draws`` may be a sequence: one expectation per entry, from one sort.
+    """
+    order = np.argsort(times, kind="stable")  # timsort: merges the buckets' sorted runs fast
+    t, w = times[order], weights[order]
+    cdf = np.cumsum(w) / w.sum()
+    cdf[-1] = 1.0
+    cdf[cdf < 1e-30] = 0.0  # powers of tiny values would be subnormal: slow, and irrelevant
+    # (t * p).sum(), not np.dot: a threaded BLAS call costs milliseconds on a busy machine.
+    out = [float((t * np.diff(cdf ** d, prepend=0.0)).sum()) for d in np.atleast_1d(draws)]
+    return out if np.ndim(draws) else out[0]
+
+
+def analytic_epoch_seconds(hist, boundaries, token_budget, pad, cost_model) -> float:
+    """Expected epoch time of a bucketed epoch whose batches run in random order.
+
+    With nb batches over G ranks there are nb // G full steps, each lasting the expected slowest
+    of G batch times (independent draws from the epoch's batch-time distribution), plus one
+    step of the remaining nb mod G batches.
+    """
+    times, weights = batch_time_atoms(hist, boundaries, token_budget, pad, cost_model)
+    return _seconds_from_atoms(times, weights, cost_model.world_size)
+
+
+def _seconds_from_atoms(times, weights, world_size) -> float:
+    n_batches = round(float(weights.sum()))
+    g = world_size
+    full, rest = divmod(n_batches, g)
+    step, last = expected_step_max(times, weights, [g, max(rest, 1)])
+    return full * step + (last if rest else 0.0)
+
+
+def annotate(solution, hist, cost_model: CostModel):
+    """``solution`` with ``ktok_per_s`` and ``eta_days`` from the analytic fast path."""
+    if solution.token_budget is None:
+        raise BucketoptError("throughput needs a token_budget (the batch sizes come from it).")
+    seconds = analytic_epoch_seconds(hist, solution.boundaries, solution.token_budget,
+                                     solution.pad, cost_model)
+    extra = dict(solution.extra)
+    extra.update(profile=cost_model.name, world_size=cost_model.world_size,
+                 epochs=cost_model.epochs, epoch_hours=seconds / 3600.0)
+    return replace(solution, ktok_per_s=solution.real_tokens / seconds / 1e3,
+                   eta_days=cost_model.epochs * seconds / SECONDS_PER_DAY, extra=extra)
+
+
+# --- objective="time" ------------------------------------------------------------------------
+
+# refine_time(): coarse points scanned per edge, and the most analytic evaluations it spends.
+REFINE_POINTS = 64
+MAX_REFINE_EVALUATIONS = 3000
+
+
+def refine_time(solution, groups, cost_model: CostModel):
+    """Polish the DP's boundaries on the full objective, slowest-of-G wait included.
+
+    The DP minimises the summed micro-batch time, which is the analytic epoch time exactly when
+    ``world_size == 1``; then ``solution`` is returned unchanged. With more GPUs the slowest rank
+    adds a wait that depends on the mix of all buckets, so the inner edges are moved one at a
+    time (coordinate descent: each edge scans the candidates between its neighbours, coarsely
+    then around the best) while the analytic epoch time drops and every bucket keeps its share
+    bounds. The result is never slower than the DP's; it is a local optimum of the full
+    objective, not a proven global one.
+    """
+    if cost_model.world_size == 1 or len(solution.boundaries) < 2:
+        return solution
+    from .solution import make_solution
+    from .solver import share_count_bounds
+
+    hist = groups.hist
+    candidates = groups.edges[1:]
+    pc = groups.prefix_count
+    lo_count, hi_count = share_count_bounds(hist.n, solution.min_share, solution.max_share)
+    ends = [int(np.searchsorted(candidates, b)) + 1 for b in solution.boundaries]  # group index
+    first = np.r_[groups.first_value, hist.m]
+    cache = {}  # (start group, end group) -> that bucket's batch-time atoms
+    evaluations = 0
+
+    def atoms(start, end):
+        if (start, end) not in cache:
+            lo, hi = first[start], first[end]
+            cache[start, end] = bucket_time_atoms(hist.values[lo:hi], hist.counts[lo:hi],
+                                                  int(candidates[end - 1]),
+                                                  solution.token_budget, solution.pad, cost_model)
+        return cache[start, end]
+
+    def seconds(ends_):
+        nonlocal evaluations
+        evaluations += 1
+        parts = [atoms(start, end) for start, end in zip([0, *ends_[:-1]], ends_)]
+        return _seconds_from_atoms(np.concatenate([p[0] for p in parts]),
+                                   np.concatenate([p[1] for p in parts]), cost_model.world_size)
+
+    def allowed(ends_, i):
+        low = ends_[i - 1] if i else 0
+        for count in (pc[ends_[i]] - pc[low], pc[ends_[i + 1]] - pc[ends_[i]]):
+            if not lo_count <= count <= hi_count:
+                return False
+        return True
+
+    def scan(ends_, i, positions, best):
+        for pos in positions:
+            trial = list(ends_)
+            trial[i] = int(pos)
+            if trial[i] == ends_[i] or not allowed(trial, i):
+                continue
+            value = seconds(trial)
+            if value < best[0] * (1 - 1e-12):
+                best = (value, trial)
+        return best
+
+    best = (seconds(ends), ends)
+    improved = True
+    while improved and evaluations < MAX_REFINE_EVALUATIONS:
+        improved = False
+        for i in range(len(ends) - 1):  # the last edge stays at the longest length
+            current = best
+            low = best[1][i - 1] + 1 if i else 1
+            high = best[1][i + 1] - 1
+            stride = max(1, (high - low) // REFINE_POINTS)
+            best = scan(best[1], i, range(low, high + 1, stride), best)
+            if stride > 1:
+                centre = best[1][i]
+                best = scan(best[1], i, range(max(low, centre - stride),
+                                              min(high, centre + stride) + 1), best)
+            improved |= best[0] < current[0]
+    ends = best[1]
+    if [int(b) for b in candidates[np.asarray(ends) - 1]] == list(solution.boundaries):
+        return solution
+    return make_solution(hist, candidates[np.asarray(ends) - 1],
+                         token_budget=solution.token_budget, pad=solution.pad, k=solution.k,
+                         align=solution.align, min_share=solution.min_share,
+                         max_share=solution.max_share, objective=solution.objective)
+
+
+def time_layers(groups, kmax, *, pad, token_budget, win_lo, win_hi, cost_model):
+    """The DP for ``objective="time"``; (opt, best) with the contract of ``edge_layers``.
+
+    The minimised time is separable per bucket: the summed micro-batch time of its batches
+    (GPU-seconds; divided by G it is the epoch time when ranks never wait for each other). The
+    slowest-rank wait of a random batch order is not separable; :func:`annotate` adds it when
+    the result is reported.
+    """
+    if token_budget is None:
+        raise BucketoptError('objective="time" needs a token_budget (or a profile that has one).')
+    if groups.edges[-1] > token_budget:
+        raise BucketoptError(
+            f"the last bucket edge {int(groups.edges[-1])} exceeds token_budget={token_budget}: "
+            "a batch of that bucket cannot hold one sample."
+        )
+    m = cost_model
+    if pad == "edge":
+        from ._kernels import time_edge_layers
+
+        if kmax * groups.g ** 2 / 2 > MAX_EDGE_TIME_WORK:
+            raise BucketoptError(
+                f'objective="time" over {groups.g:,} candidate edges with k={kmax} is too large '
+                "for the exact DP (it scans every pair of edges); pass align= (e.g. align=64) "
+                "to merge nearby edges."
+            )
+
+        return time_edge_layers(groups.edges, groups.prefix_count, win_lo, win_hi, int(kmax),
+                                int(token_budget), m.alpha, m.beta, m.gamma)
+    from scipy.special import gammaln
+
+    from ._kernels import batch_time_matrix, matrix_layers
+
+    g, distinct = groups.g, groups.hist.m
+    work = g * g * distinct / 6.0
+    if work > MAX_BATCH_TIME_WORK:
+        raise BucketoptError(
+            f'objective="time" with pad="batch" over {g:,} candidate edges and {distinct:,} '
+            f"distinct lengths is too large for the exact DP; pass align= (e.g. align=64) to "
+            "merge nearby edges."
+        )
+    hist = groups.hist
+    log_fact = gammaln(np.arange(hist.n + 1, dtype=np.float64) + 1.0)
+    cost = batch_time_matrix(hist.values, hist.counts, groups.first_value, groups.edges,
+                             groups.prefix_count, int(token_budget), m.alpha, m.beta, m.gamma,
+                             log_fact)
+    return matrix_layers(cost, win_lo, win_hi, int(kmax))
+
+
+def timing_fields(epochs, cost_model: CostModel) -> dict:
+    """Mean ``ktok_per_s``, ``eta_days`` and ``wait_fraction`` over simulated epochs (a row of
+    ``bucketopt compare``)."""
+    timings = [time_epoch(e, cost_model) for e in epochs]
+    return {
+        "ktok_per_s": float(np.mean([t.ktok_per_s for t in timings])),
+        "eta_days": float(np.mean([t.eta_days for t in timings])),
+        "wait_fraction": float(np.mean([t.wait_fraction for t in timings])),
+    }

@@ -1,0 +1,189 @@
+"""Bucket boundaries in the forms other tools take.
+
+bucketopt's convention is **inclusive upper edges**: bucket k holds lengths in (b_{k-1}, b_k],
+b_0 = 0 (see :class:`bucketopt.Solution`). Each tool below states its own rule; every converter
+cites it and tests/test_export.py checks the conversion against a reimplementation of that rule on
+random integer lengths (off by one is the classic bug here).
+
+Lengths are integers (tokens), so an exclusive upper bound u for "x < u" is our edge + 1.
+
+Formats
+-------
+``sampler``  bucketopt's own :class:`~bucketopt.sampler.BucketBatchSampler` (inclusive edges).
+``lhotse``   ``lhotse.dataset.DynamicBucketingSampler(duration_bins=...)``: exclusive bounds.
+``nemo``     NeMo Lhotse dataloader config ``bucket_duration_bins`` / ``bucket_batch_size``:
+             inclusive upper bounds, one batch size per bin.
+``tf``       ``tf.data.experimental.bucket_by_sequence_length``: exclusive bounds, one more batch
+             size than boundaries.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .errors import BucketoptError
+from .solution import Solution
+
+FORMATS = ("sampler", "lhotse", "nemo", "tf")
+SAMPLER_FORMAT = "bucketopt.sampler/1"
+
+
+def _check_solution(solution) -> Solution:
+    if not isinstance(solution, Solution):
+        raise BucketoptError(
+            "expected a bucketopt.Solution (from solve() or evaluate()); got "
+            f"{type(solution).__name__}."
+        )
+    return solution
+
+
+def _batch_sizes(solution: Solution, fmt: str) -> list[int]:
+    if solution.batch_sizes is None:
+        raise BucketoptError(
+            f"the {fmt} export needs per-bucket batch sizes: solve or evaluate with a token_budget "
+            "(CLI: --token-budget T)."
+        )
+    return [int(b) for b in solution.batch_sizes]
+
+
+def to_sampler_json(solution) -> dict:
+    """The configuration of :class:`bucketopt.sampler.BucketBatchSampler`.
+
+    ``boundaries`` keep bucketopt's inclusive upper edges unchanged: length x goes to the first
+    bucket whose edge is >= x (``numpy.searchsorted(boundaries, x, side="left")``).
+
+    Examples
+    --------
+    >>> import bucketopt
+    >>> from bucketopt.export import to_sampler_json
+    >>> cfg = to_sampler_json(bucketopt.solve([3, 4, 10, 11, 12], k=2, token_budget=24))
+    >>> cfg["boundaries"], cfg["batch_sizes"], cfg["token_budget"]
+    ([4, 12], [6, 2], 24)
+    """
+    sol = _check_solution(solution)
+    return {
+        "format": SAMPLER_FORMAT,
+        "boundaries": [int(b) for b in sol.boundaries],
+        "token_budget": sol.token_budget,
+        "batch_sizes": None if sol.batch_sizes is None else [int(b) for b in sol.batch_sizes],
+        "pad": sol.pad,
+        "counts": [int(c) for c in sol.counts],
+        "padding_fraction": sol.padding_fraction,
+    }
+
+
+def sampler_kwargs(config) -> dict:
+    """``boundaries`` and ``token_budget`` from a sampler JSON (dict or path), ready for
+    ``BucketBatchSampler(lengths, **sampler_kwargs(cfg))``."""
+    if isinstance(config, (str, Path)):
+        try:
+            config = json.loads(Path(config).read_text())
+        except OSError as exc:
+            raise BucketoptError(
+                f"cannot read sampler config {str(config)!r}: {exc.strerror}.") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BucketoptError(f"sampler config is not valid JSON: {exc}.") from None
+    if not isinstance(config, dict) or config.get("format") != SAMPLER_FORMAT:
+        raise BucketoptError(
+            f"not a bucketopt sampler config (expected format {SAMPLER_FORMAT!r}).")
+    return {"boundaries": tuple(config["boundaries"]), "token_budget": config["token_budget"]}
+
+
+def to_lhotse(solution) -> dict:
+    """Keyword arguments for ``lhotse.dataset.DynamicBucketingSampler``.
+
+    Lhotse's rule (``lhotse/dataset/sampling/dynamic_bucketing.py``): a cut of duration d goes to
+    bucket ``bisect_right(duration_bins, d)``; ``estimate_duration_buckets`` documents bucket i as
+    ``duration_bins[i-1] <= d < duration_bins[i]`` and the sampler makes
+    ``num_buckets = len(duration_bins) + 1``. The bins are therefore exclusive lower-starts of the
+    next bucket: for integer lengths, ``duration_bins = [b_1 + 1, ..., b_{K-1} + 1]`` (the last
+    edge is dropped: lhotse's last bucket is open-ended). Measure lengths in the same unit as the
+    solve (tokens, e.g. with a token-counting constraint); Lhotse's default constraint measures
+    seconds. Lhotse takes no per-bucket batch sizes here: use ``max_duration``/``max_tokens``, or
+    NeMo's ``bucket_batch_size`` (:func:`to_nemo`).
+
+    Examples
+    --------
+    >>> import bucketopt
+    >>> from bucketopt.export import to_lhotse
+    >>> to_lhotse(bucketopt.solve([3, 4, 10, 11, 12], k=2))
+    {'duration_bins': [5], 'num_buckets': 2}
+    """
+    sol = _check_solution(solution)
+    return {
+        "duration_bins": [int(b) + 1 for b in sol.boundaries[:-1]],
+        "num_buckets": len(sol.boundaries),
+    }
+
+
+def to_nemo(solution) -> dict:
+    """NeMo's Lhotse dataloader config keys ``bucket_duration_bins`` and ``bucket_batch_size``.
+
+    NeMo's rule (``nemo/collections/common/data/lhotse/sampling.py``,
+    ``FixedBucketBatchSizeConstraint2D``): ``bucket_duration_bins`` are the per-bucket *maximum*
+    lengths and an example goes to the smallest bucket that fits it, found with
+    ``bisect_left(bucket_duration_bins, length)``; an example above the last bin fits no bucket
+    and is filtered out. ``bucket_batch_size`` has one entry per bin. That is bucketopt's own
+    inclusive convention, so the edges pass through unchanged, the last one included. Set
+    ``use_multimodal_sampling`` (token counts) when the lengths are tokens; for audio the bins are
+    seconds.
+
+    Examples
+    --------
+    >>> import bucketopt
+    >>> from bucketopt.export import to_nemo
+    >>> to_nemo(bucketopt.solve([3, 4, 10, 11, 12], k=2, token_budget=24))
+    {'bucket_duration_bins': [4, 12], 'bucket_batch_size': [6, 2]}
+    """
+    sol = _check_solution(solution)
+    return {
+        "bucket_duration_bins": [int(b) for b in sol.boundaries],
+        "bucket_batch_size": _batch_sizes(sol, "nemo"),
+    }
+
+
+def to_tf_data(solution, *, pad_to_bucket_boundary: bool = False) -> dict:
+    """Keyword arguments for ``tf.data.experimental.bucket_by_sequence_length``.
+
+    TensorFlow's rule (API docs): ``bucket_boundaries`` are upper length boundaries and the
+    buckets are ``[0, b_0), [b_0, b_1), ..., [b_last, inf)``, so ``bucket_batch_sizes`` has
+    ``len(bucket_boundaries) + 1`` entries. With ``pad_to_bucket_boundary=True`` TF pads every
+    element to its bucket's boundary minus 1 and requires every element to be shorter than
+    ``max(bucket_boundaries)``.
+
+    - ``pad_to_bucket_boundary=False`` (dynamic padding): ``bucket_boundaries = [b_1 + 1, ...,
+      b_{K-1} + 1]``, K batch sizes; TF's last bucket is bucketopt's last bucket.
+    - ``pad_to_bucket_boundary=True`` (static shapes, bucketopt's ``pad="edge"``):
+      ``bucket_boundaries = [b_1 + 1, ..., b_K + 1]`` so TF pads bucket k to exactly b_k; the
+      K + 1-th batch size belongs to TF's open-ended overflow bucket, which no sample of the
+      solved data reaches; it repeats the last bucket's batch size.
+
+    Examples
+    --------
+    >>> import bucketopt
+    >>> from bucketopt.export import to_tf_data
+    >>> to_tf_data(bucketopt.solve([3, 4, 10, 11, 12], k=2, token_budget=24))
+    {'bucket_boundaries': [5], 'bucket_batch_sizes': [6, 2], 'pad_to_bucket_boundary': False}
+    """
+    sol = _check_solution(solution)
+    sizes = _batch_sizes(sol, "tf")
+    edges = [int(b) + 1 for b in sol.boundaries]
+    if pad_to_bucket_boundary:
+        boundaries, sizes = edges, [*sizes, sizes[-1]]
+    else:
+        boundaries = edges[:-1]
+    return {
+        "bucket_boundaries": boundaries,
+        "bucket_batch_sizes": sizes,
+        "pad_to_bucket_boundary": bool(pad_to_bucket_boundary),
+    }
+
+
+def export(solution, fmt: str, **options) -> dict:
+    """Dispatch on the format name: one of ``sampler``, ``lhotse``, ``nemo``, ``tf``."""
+    converters = {"sampler": to_sampler_json, "lhotse": to_lhotse, "nemo": to_nemo,
+                  "tf": to_tf_data}
+    if fmt not in converters:
+        raise BucketoptError(f"`format` must be one of {', '.join(FORMATS)}; got {fmt!r}.")
+    return converters[fmt](solution, **options)

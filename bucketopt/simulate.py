@@ -1,0 +1,188 @@
+"""simulate(): one real epoch of a batching strategy, batch by batch, as an :class:`Epoch`.
+
+Strategies (all seeded per epoch with ``np.random.default_rng((seed, epoch))``):
+
+- ``"sorted"``: sort all samples by length once, pack greedily (the story's first build_batches);
+  the batch order is shuffled each epoch, the batches themselves never change.
+- ``"shuffle"``: a full random permutation every epoch, then greedy packing.
+- ``"bucketed"``: shuffle inside each bucket, then batches of B_k = floor(T / b_k)
+  (``packing="fixed"``, the model of ``pad="batch"``) or greedy packing inside the bucket
+  (``packing="greedy"``); the batches of all buckets are then put in random order.
+- ``"packed"``: best-fit-decreasing sequence packing into rows of ``row_length`` tokens
+  (default: the token budget), ``token_budget // row_length`` rows per batch: the padding floor.
+
+Greedy packing walks the samples in order and adds each to the current batch while
+(count + 1) x max_len <= token_budget.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .epoch import Epoch
+from .errors import BucketoptError
+from .histogram import validate_lengths
+from .solution import batch_sizes_for, check_boundaries, check_token_budget
+
+STRATEGIES = ("sorted", "shuffle", "bucketed", "packed")
+PACKINGS = ("fixed", "greedy")
+
+
+def _check_int(value, name, low):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise BucketoptError(f"`{name}` must be an integer >= {low}; got {value!r}.")
+    return int(value)
+
+
+def batch_plan(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=0,
+               packing="fixed"):
+    """The batches of one epoch as (order, starts, buckets): sample indices in training order,
+    the offset in ``order`` where each batch starts, and each batch's bucket (or None).
+
+    Not for ``"packed"`` (rows, not batches of whole samples: see :func:`simulate`).
+    """
+    from ._packing import greedy_starts
+
+    lengths = validate_lengths(lengths)
+    token_budget = check_token_budget(token_budget)
+    if token_budget is None:
+        raise BucketoptError("`token_budget` is required: batches are built under it.")
+    longest = int(lengths.max())
+    if longest > token_budget:
+        raise BucketoptError(
+            f"token_budget={token_budget} is smaller than the longest sample ({longest})."
+        )
+    seed = _check_int(seed, "seed", 0)
+    epoch = _check_int(epoch, "epoch", 0)
+    if packing not in PACKINGS:
+        raise BucketoptError(f"`packing` must be one of {', '.join(PACKINGS)}; got {packing!r}.")
+    rng = np.random.default_rng((seed, epoch))
+    n = lengths.size
+    no_breaks = np.zeros(n, dtype=np.bool_)
+    buckets = None
+    if strategy == "sorted":
+        order = np.argsort(lengths, kind="stable")
+        starts = greedy_starts(lengths[order], no_breaks, token_budget)
+    elif strategy == "shuffle":
+        order = rng.permutation(n)
+        starts = greedy_starts(lengths[order], no_breaks, token_budget)
+    elif strategy == "bucketed":
+        if boundaries is None:
+            raise BucketoptError('strategy="bucketed" needs `boundaries`.')
+        from .histogram import Histogram
+
+        edges = check_boundaries(boundaries, Histogram.from_lengths(lengths))
+        sizes = batch_sizes_for(edges, token_budget)
+        perm = rng.permutation(n)
+        bucket_of = np.searchsorted(edges, lengths[perm], side="left")
+        within = np.argsort(bucket_of, kind="stable")  # random order inside each bucket
+        order = perm[within]
+        sample_bucket = bucket_of[within]
+        change = np.r_[True, sample_bucket[1:] != sample_bucket[:-1]]
+        if packing == "greedy":
+            starts = greedy_starts(lengths[order], change, token_budget)
+        else:
+            first = np.flatnonzero(change)
+            counts = np.diff(np.r_[first, n])
+            parts = [f + np.arange(0, c, sizes[sample_bucket[f]]) for f, c in zip(first, counts)]
+            starts = np.concatenate(parts).astype(np.int64)
+        buckets = sample_bucket[starts]
+    elif strategy == "packed":
+        raise BucketoptError('strategy="packed" builds rows, not batches: use simulate().')
+    else:
+        raise BucketoptError(
+            f"`strategy` must be one of {', '.join(STRATEGIES)}; got {strategy!r}."
+        )
+    # Training order of the batches: random every epoch (for "sorted" too, as in the story).
+    batch_order = rng.permutation(starts.size)
+    ends = np.r_[starts[1:], n]
+    sizes_b = (ends - starts)[batch_order]
+    new_starts = np.r_[0, np.cumsum(sizes_b)[:-1]].astype(np.int64)
+    take = np.repeat(starts[batch_order] - new_starts, sizes_b) + np.arange(n)
+    order = order[take]
+    if buckets is not None:
+        buckets = buckets[batch_order]
+    return order, new_starts, buckets
+
+
+def simulate(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=0,
+             packing="fixed", pad="batch", row_length=None) -> Epoch:
+    """One epoch of a batching strategy, batch by batch.
+
+    Parameters
+    ----------
+    lengths : array-like of int
+        One length per sample.
+    strategy : {"sorted", "shuffle", "bucketed", "packed"}
+    token_budget : int
+        Most padded tokens per micro-batch (rows x padded length).
+    boundaries : sequence of int, optional
+        Inclusive upper bucket edges (``"bucketed"`` only).
+    seed, epoch : int
+        Randomness comes from ``np.random.default_rng((seed, epoch))``: the same pair gives the
+        same epoch, another epoch gives another shuffle.
+    packing : {"fixed", "greedy"}
+        ``"bucketed"``: batches of B_k = floor(T / b_k) or greedy packing inside each bucket.
+    pad : {"batch", "edge"}
+        ``"bucketed"``: pad each batch to its longest member or to the bucket's edge.
+    row_length : int, optional
+        ``"packed"``: tokens per packed row (default ``token_budget``).
+
+    Returns
+    -------
+    Epoch
+
+    Examples
+    --------
+    >>> from bucketopt import simulate
+    >>> e = simulate([5, 1, 4, 2], "sorted", token_budget=8)
+    >>> e.padded_tokens, sorted(e.sizes.tolist())  # batches [1, 2], [4], [5]
+    (1, [1, 1, 2])
+    """
+    if strategy == "packed":
+        return _packed(lengths, token_budget, row_length, seed, epoch)
+    if pad not in ("batch", "edge"):
+        raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {pad!r}.")
+    lengths = validate_lengths(lengths)
+    order, starts, buckets = batch_plan(lengths, strategy, token_budget=token_budget,
+                                        boundaries=boundaries, seed=seed, epoch=epoch,
+                                        packing=packing)
+    batch_lengths = lengths[order]
+    sizes = np.diff(np.r_[starts, lengths.size]).astype(np.int64)
+    real = np.add.reduceat(batch_lengths, starts).astype(np.int64)
+    if pad == "edge" and strategy == "bucketed":
+        padded_lens = np.asarray(boundaries, dtype=np.int64)[buckets]
+    else:
+        padded_lens = np.maximum.reduceat(batch_lengths, starts).astype(np.int64)
+    return Epoch(strategy, sizes, padded_lens, real, buckets)
+
+
+def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:
+    from ._kernels import best_fit_decreasing
+
+    lengths = validate_lengths(lengths)
+    token_budget = check_token_budget(token_budget)
+    if token_budget is None:
+        raise BucketoptError("`token_budget` is required: rows are packed under it.")
+    row_length = token_budget if row_length is None else _check_int(row_length, "row_length", 1)
+    if row_length > token_budget:
+        raise BucketoptError(
+            f"row_length={row_length} exceeds token_budget={token_budget}."
+        )
+    longest = int(lengths.max())
+    if longest > row_length:
+        raise BucketoptError(
+            f"row_length={row_length} is smaller than the longest sample ({longest})."
+        )
+    rng = np.random.default_rng((_check_int(seed, "seed", 0), _check_int(epoch, "epoch", 0)))
+    desc = np.sort(lengths)[::-1].copy()
+    row_of = best_fit_decreasing(desc, row_length)
+    n_rows = int(row_of.max()) + 1
+    row_real = np.bincount(row_of, weights=desc, minlength=n_rows).astype(np.int64)
+    row_real = row_real[rng.permutation(n_rows)]
+    per_batch = token_budget // row_length
+    starts = np.arange(0, n_rows, per_batch)
+    sizes = np.diff(np.r_[starts, n_rows]).astype(np.int64)
+    real = np.add.reduceat(row_real, starts).astype(np.int64)
+    padded_lens = np.full(starts.size, row_length, dtype=np.int64)
+    return Epoch("packed", sizes, padded_lens, real, None)
