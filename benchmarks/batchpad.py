@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from _timing import best_of
 
 import bucketopt
 from bucketopt.datasets import seed_like
@@ -22,13 +23,6 @@ from bucketopt.histogram import Histogram
 TOKEN_BUDGET = 65_536
 
 
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main():
@@ -44,11 +38,11 @@ def main():
     print(f"first calls (numba cache load or compile): {time.perf_counter() - t:.2f} s")
 
     print("\nsolve, K=6 (best of 3 after warm-up)")
-    edge = best_of(lambda: bucketopt.solve(hist, 6, token_budget=TOKEN_BUDGET), 3)
+    edge, _ = best_of(lambda: bucketopt.solve(hist, 6, token_budget=TOKEN_BUDGET), 3)
     rows = [("pad=edge (exact, Monge DP)", edge)]
     for label, kw in (("pad=batch, align=64", dict(align=64)),
                       ("pad=batch, default candidates", {})):
-        seconds = best_of(lambda kw=kw: bucketopt.solve(hist, 6, token_budget=TOKEN_BUDGET,
+        seconds, _ = best_of(lambda kw=kw: bucketopt.solve(hist, 6, token_budget=TOKEN_BUDGET,
                                                         pad="batch", **kw), 3)
         rows.append((label, seconds))
     for label, seconds in rows:
@@ -56,13 +50,13 @@ def main():
 
     print("\nsimulate(), one epoch of 902,087 samples (best of 3)")
     best = bucketopt.solve(hist, 6, token_budget=TOKEN_BUDGET, pad="batch").boundaries
-    base = best_of(lambda: np.random.default_rng(0).permutation(lengths.size), 3)
+    base, _ = best_of(lambda: np.random.default_rng(0).permutation(lengths.size), 3)
     print(f"  {'numpy permutation (yardstick)':<32} {base * 1e3:9.1f} ms")
     for strategy, kw in (("sorted", {}), ("shuffle", {}),
                          ("bucketed", dict(boundaries=best)),
                          ("bucketed", dict(boundaries=best, packing="greedy")),
                          ("packed", {})):
-        seconds = best_of(lambda s=strategy, kw=kw: bucketopt.simulate(
+        seconds, _ = best_of(lambda s=strategy, kw=kw: bucketopt.simulate(
             lengths, s, token_budget=TOKEN_BUDGET, **kw), 3)
         label = strategy + (" (greedy)" if kw.get("packing") == "greedy" else "")
         print(f"  {label:<32} {seconds * 1e3:9.1f} ms   x{seconds / base:6.1f} of a permutation")

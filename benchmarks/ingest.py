@@ -34,17 +34,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _timing import best_of
 
 from bucketopt.datasets import seed_like
-
-
-def _best_of(fn, repeat):
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def write_hf_dir(directory: Path, seq_len: np.ndarray, token_lengths: np.ndarray,
@@ -98,13 +90,13 @@ def compare(args) -> None:
               f"(token scale 1/{args.token_scale}), {size / 2**30:.2f} GiB on disk, written in "
               f"{time.perf_counter() - start:.1f} s")
 
-        t_seq, got = _best_of(lambda: bucketopt.load_lengths(hf_dir, column="seq_len"), 3)
+        t_seq, got = best_of(lambda: bucketopt.load_lengths(hf_dir, column="seq_len"), 3)
         assert np.array_equal(got, seq_len)
-        t_seq_pq, got = _best_of(lambda: bucketopt.load_lengths(root / "seq_len.parquet"), 3)
+        t_seq_pq, got = best_of(lambda: bucketopt.load_lengths(root / "seq_len.parquet"), 3)
         assert np.array_equal(got, seq_len)
-        t_hist, hist = _best_of(lambda: load_histogram(hf_dir, column="seq_len"), 3)
+        t_hist, hist = best_of(lambda: load_histogram(hf_dir, column="seq_len"), 3)
         assert hist.n == seq_len.size
-        t_ids, got = _best_of(lambda: bucketopt.load_lengths(hf_dir, column="input_ids"), 3)
+        t_ids, got = best_of(lambda: bucketopt.load_lengths(hf_dir, column="input_ids"), 3)
         assert np.array_equal(got, token_lengths)
 
         # the slow way, on a block of rows at a random start (the rows are in random order, so the
@@ -149,7 +141,7 @@ def compare(args) -> None:
                 for batch in table.to_batches(max_chunksize=65536):
                     writer.write_batch(batch)
             written = time.perf_counter() - start
-            t_pq_ids, got = _best_of(
+            t_pq_ids, got = best_of(
                 lambda: bucketopt.load_lengths(root / "ids.parquet", column="input_ids"), 1)
             assert np.array_equal(got, token_lengths)
             print(f"input_ids, Parquet (decoded)   -> int64 array : {t_pq_ids:8.3f} s "

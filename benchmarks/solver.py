@@ -8,9 +8,8 @@ edge_layers_quadratic), so the ratio measures the algorithm, not Python overhead
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
+from _timing import best_of
 
 import bucketopt
 from bucketopt._kernels import edge_layers, edge_layers_quadratic
@@ -25,13 +24,6 @@ def histogram_with_m_distinct(m: int, seed: int = 0) -> Histogram:
     return Histogram(values, counts)
 
 
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def compare(m: int, k: int, min_share: float = 0.0, max_share: float = 1.0, quadratic=True):
@@ -40,15 +32,15 @@ def compare(m: int, k: int, min_share: float = 0.0, max_share: float = 1.0, quad
     win_lo, win_hi = share_windows(groups, min_share, max_share)
     args = (groups.edges, groups.prefix_count, groups.prefix_tokens, win_lo, win_hi, k)
     edge_layers(*args)  # compile / load from cache
-    fast_kernel = best_of(lambda: edge_layers(*args), 5)
-    fast_solve = best_of(
+    fast_kernel, _ = best_of(lambda: edge_layers(*args), 5)
+    fast_solve, _ = best_of(
         lambda: bucketopt.solve(hist, k, min_share=min_share, max_share=max_share), 5
     )
     line = (f"m={m:>7,} k={k:>2} shares=[{min_share:g},{max_share:g}]  "
             f"solve(): {fast_solve * 1e3:8.2f} ms  kernel: {fast_kernel * 1e3:8.2f} ms")
     if quadratic:
         edge_layers_quadratic(*args)
-        slow = best_of(lambda: edge_layers_quadratic(*args), 2)
+        slow, _ = best_of(lambda: edge_layers_quadratic(*args), 2)
         same = np.array_equal(edge_layers(*args)[1], edge_layers_quadratic(*args)[1])
         line += (f"  textbook DP: {slow * 1e3:9.2f} ms  ratio textbook/solve(): "
                  f"{slow / fast_solve:6.1f}x  same optimum: {same}")

@@ -420,8 +420,8 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
     annotate_padding : bool
         Throughput bars also state the padding (off when a padding chart stands beside them).
 
-    Bars of bucketopt's own boundaries (``bucketed``, ``edge_optimal`` or a name with
-    "optimal") are blue, the others grey.
+    Bars of bucketopt's own boundaries (``bucketed``, ``edge_optimal``, the ``sampler`` row, or
+    a name with "optimal") are blue, the others grey.
 
     Returns
     -------
@@ -445,7 +445,8 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
     else:
         values = pads
     y = np.arange(len(names))
-    colors = [OPTIMAL_COLOR if (n == "bucketed" or "optimal" in n or r.get("kind") == "bucketed")
+    ours = ("bucketed", "bucketed:sampler")
+    colors = [OPTIMAL_COLOR if (n == "bucketed" or "optimal" in n or r.get("kind") in ours)
               else "#8c8c8c" for n, r in zip(names, rows)]
     bars = ax.barh(y, values, color=colors, alpha=0.9)
     ax.set_yticks(y, [n.replace("_", " ") for n in names])

@@ -94,7 +94,7 @@ def check_token_budget(token_budget, hist: Histogram | None = None):
 
 
 def check_boundaries(boundaries, hist: Histogram) -> np.ndarray:
-    """Validate user boundaries: strictly increasing positive integers covering the longest length."""
+    """Validate user boundaries: strictly increasing positive integers covering every length."""
     from .histogram import validate_lengths
 
     edges = validate_lengths(boundaries, name="boundaries")

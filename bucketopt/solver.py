@@ -201,8 +201,53 @@ def _infeasible(groups, kmax, min_share, max_share, align) -> BucketoptError:
     )
 
 
-def _solve_all(lengths, kmax_request, *, token_budget, pad, objective, min_share, max_share,
-               align, profile, world_size):
+@dataclass(frozen=True, eq=False)
+class _Run:
+    """One DP run up to some k: the optimum for every smaller k is backtracked from it."""
+
+    hist: Histogram
+    groups: Groups
+    kmax_eff: int
+    opt: np.ndarray
+    best: np.ndarray
+    token_budget: int | None
+    pad: str
+    objective: str
+    align: int
+    min_share: float
+    max_share: float
+    cost_model: object | None
+
+    def feasible(self, k: int) -> bool:
+        from ._kernels import INF
+
+        return bool(self.best[min(k, self.kmax_eff) - 1] < INF)
+
+    def infeasible(self, k: int) -> BucketoptError:
+        return _infeasible(self.groups, k, self.min_share, self.max_share, self.align)
+
+    def solution(self, k: int) -> Solution:
+        if not self.feasible(k):
+            raise self.infeasible(k)
+        layer = min(k, self.kmax_eff)
+        edges = self.groups.edges[backtrack(self.opt, layer, self.groups.g)]
+        sol = make_solution(self.hist, edges, token_budget=self.token_budget, pad=self.pad, k=k,
+                            align=self.align, min_share=self.min_share,
+                            max_share=self.max_share, objective=self.objective)
+        if (self.pad == "edge" and self.objective == "padding"
+                and sol.padded_tokens != self.best[layer - 1]):
+            raise AssertionError("DP optimum and evaluated padding disagree")
+        if self.cost_model is not None:
+            from .costmodel import annotate, refine_time
+
+            if self.objective == "time":  # add the slowest-rank wait the DP cannot see
+                sol = refine_time(sol, self.groups, self.cost_model)
+            sol = annotate(sol, self.hist, self.cost_model)
+        return sol
+
+
+def _run(lengths, kmax_request, *, token_budget, pad, objective, min_share, max_share, align,
+         profile, world_size, epochs) -> _Run:
     hist, kmax, align, min_share, max_share, token_budget, groups = _prepare(
         lengths, kmax_request, token_budget, pad, objective, min_share, max_share, align
     )
@@ -211,6 +256,7 @@ def _solve_all(lengths, kmax_request, *, token_budget, pad, objective, min_share
         from .costmodel import resolve_cost_model
 
         cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
+        cost_model = cost_model.with_epochs(epochs)
     if pad == "batch" and token_budget is None:
         raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
     kmax_eff = min(kmax, groups.g)
@@ -224,29 +270,8 @@ def _solve_all(lengths, kmax_request, *, token_budget, pad, objective, min_share
     opt, best = _optimal_layers(groups, kmax_eff, pad=pad, objective=objective,
                                 token_budget=token_budget, win_lo=win_lo, win_hi=win_hi,
                                 cost_model=cost_model)
-    meta = dict(align=align, min_share=min_share, max_share=max_share, objective=objective)
-    return hist, groups, kmax, kmax_eff, opt, best, token_budget, cost_model, meta
-
-
-def _solution_for(k, hist, groups, kmax_eff, opt, best, token_budget, pad, cost_model, meta,
-                  min_share, max_share, align):
-    layer = min(k, kmax_eff)
-    from ._kernels import INF
-
-    if best[layer - 1] >= INF:
-        raise _infeasible(groups, k, min_share, max_share, align)
-    ends = backtrack(opt, layer, groups.g)
-    edges = groups.edges[ends]
-    sol = make_solution(hist, edges, token_budget=token_budget, pad=pad, k=k, **meta)
-    if pad == "edge" and meta["objective"] == "padding" and sol.padded_tokens != best[layer - 1]:
-        raise AssertionError("DP optimum and evaluated padding disagree")
-    if cost_model is not None:
-        from .costmodel import annotate, refine_time
-
-        if meta["objective"] == "time":  # add the slowest-rank wait the DP cannot see
-            sol = refine_time(sol, groups, cost_model)
-        sol = annotate(sol, hist, cost_model)
-    return sol
+    return _Run(hist, groups, kmax_eff, opt, best, token_budget, pad, objective, align, min_share,
+                max_share, cost_model)
 
 
 def solve(lengths, k, *, token_budget=None, pad="edge", objective="padding", min_share=0.0,
@@ -288,14 +313,11 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective="padding", min
     >>> bucketopt.solve([3, 4, 10, 11, 12], k=2).boundaries
     (4, 12)
     """
-    hist, groups, kmax, kmax_eff, opt, best, token_budget, cost_model, meta = _solve_all(
-        lengths, k, token_budget=token_budget, pad=pad, objective=objective, min_share=min_share,
-        max_share=max_share, align=align, profile=profile, world_size=world_size,
-    )
-    if cost_model is not None:
-        cost_model = cost_model.with_epochs(epochs)
-    return _solution_for(kmax, hist, groups, kmax_eff, opt, best, token_budget, pad, cost_model,
-                         meta, meta["min_share"], meta["max_share"], meta["align"])
+    k = check_k(k)
+    run = _run(lengths, k, token_budget=token_budget, pad=pad, objective=objective,
+               min_share=min_share, max_share=max_share, align=align, profile=profile,
+               world_size=world_size, epochs=epochs)
+    return run.solution(k)
 
 
 @dataclass(frozen=True)
@@ -391,25 +413,15 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective="padding", mi
         raise BucketoptError(f"`ks` must be a list of integers >= 1; got {ks!r}.") from None
     if not ks:
         raise BucketoptError("`ks` is empty: give at least one k.")
-    hist, groups, kmax, kmax_eff, opt, best, token_budget, cost_model, meta = _solve_all(
-        lengths, max(ks), token_budget=token_budget, pad=pad, objective=objective,
-        min_share=min_share, max_share=max_share, align=align, profile=profile,
-        world_size=world_size,
-    )
-    if cost_model is not None:
-        cost_model = cost_model.with_epochs(epochs)
-    from ._kernels import INF
-
-    feasible = [k for k in ks if best[min(k, kmax_eff) - 1] < INF]
+    run = _run(lengths, max(ks), token_budget=token_budget, pad=pad, objective=objective,
+               min_share=min_share, max_share=max_share, align=align, profile=profile,
+               world_size=world_size, epochs=epochs)
+    feasible = [k for k in ks if run.feasible(k)]
     if not feasible:
-        raise _infeasible(groups, max(ks), meta["min_share"], meta["max_share"], meta["align"])
-    solutions = tuple(
-        _solution_for(k, hist, groups, kmax_eff, opt, best, token_budget, pad, cost_model, meta,
-                      meta["min_share"], meta["max_share"], meta["align"])
-        for k in feasible
-    )
+        raise run.infeasible(max(ks))
+    solutions = tuple(run.solution(k) for k in feasible)
     if criterion is None:
-        criterion = "throughput" if cost_model is not None else "padding"
+        criterion = "throughput" if run.cost_model is not None else "padding"
     k_rec, reason = recommend_k(feasible, solutions, tolerance, criterion=criterion)
     return Sweep(tuple(feasible), solutions, k_rec, tolerance, reason, criterion)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -98,3 +100,20 @@ def test_rules_of_thumb_follow_their_definitions():
     assert full[-1] < 8191 and t2t_boundaries(100)[:4] == [8, 9, 10, 11]
     with pytest.raises(bucketopt.BucketoptError, match="name"):
         rule_of_thumb("fibonacci", x, 3)
+
+
+def test_real_subprocess(lens_file):
+    path, _ = lens_file
+    done = subprocess.run(
+        [sys.executable, "-m", "bucketopt", "compare", "--lens", str(path), "-k", "2",
+         "--token-budget", "4096", "--json", "-q"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert set(json.loads(done.stdout)["strategies"]) == NAMES
+    bad = subprocess.run(
+        [sys.executable, "-m", "bucketopt", "compare", "--lens", str(path), "-k", "2"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
