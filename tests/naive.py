@@ -47,23 +47,33 @@ def candidate_last_edge(lengths, align):
     return math.ceil(max(lengths) / align) * align
 
 
-def brute_force_edge(lengths, k, *, min_share=0.0, max_share=1.0, align=1):
-    """Minimum edge padding over every set of at most k edges (all multiples of align).
+def brute_force(cost, inner, last, k, lengths, min_share, max_share, *, rel_tol=0.0):
+    """Minimum of ``cost(edges)`` over every set of at most k edges: any subset of ``inner``
+    followed by ``last``, keeping only sets whose non-empty buckets respect the shares.
 
-    Returns (padding, boundaries) or None when no set satisfies the constraints.
+    Returns (cost, boundaries) or None when no set satisfies the constraints. A later set wins
+    only when it is lower by more than ``rel_tol`` (for float costs).
     """
-    last = candidate_last_edge(lengths, align)
-    inner = list(range(align, last, align))
     best = None
     for size in range(0, k):
         for combo in itertools.combinations(inner, size):
             edges = (*combo, last)
             if not shares_ok(lengths, edges, min_share, max_share):
                 continue
-            cost = edge_padding(lengths, edges)
-            if best is None or cost < best[0]:
-                best = (cost, edges)
+            value = cost(edges)
+            if best is None or value < best[0] - rel_tol * abs(value):
+                best = (value, edges)
     return best
+
+
+def brute_force_edge(lengths, k, *, min_share=0.0, max_share=1.0, align=1):
+    """Minimum edge padding over every set of at most k edges (all multiples of align).
+
+    Returns (padding, boundaries) or None when no set satisfies the constraints.
+    """
+    last = candidate_last_edge(lengths, align)
+    return brute_force(lambda edges: edge_padding(lengths, edges), range(align, last, align),
+                       last, k, lengths, min_share, max_share)
 
 
 def textbook_dp_edge(lengths, k, *, min_share=0.0, max_share=1.0, align=1):
@@ -222,19 +232,10 @@ def brute_force_time(lengths, k, token_budget, alpha, beta, gamma, *, pad="edge"
     cost = edge_time if pad == "edge" else batch_time
     last = max(lengths)
     inner = range(1, last) if pad == "edge" else sorted(set(lengths) - {last})
-    best = None
-    for size in range(0, k):
-        for combo in itertools.combinations(inner, size):
-            edges = (*combo, last)
-            if not shares_ok(lengths, edges, min_share, max_share):
-                continue
-            seconds = cost(lengths, edges, token_budget, alpha, beta, gamma)
-            if best is None or seconds < best[0] - 1e-12 * abs(seconds):
-                best = (seconds, edges)
-    return best
+    return brute_force(lambda edges: cost(lengths, edges, token_budget, alpha, beta, gamma),
+                       inner, last, k, lengths, min_share, max_share, rel_tol=1e-12)
 
 
-# --- dynamic padding oracles (tests/test_batchpad.py, tests/test_simulate.py) --------------------
 def expected_max_exact(xs, m):
     """E[max of m draws without replacement from xs] as a Fraction, from DESIGN.md's formula:
     sum_x x (C(#<=x, m) - C(#<x, m)) / C(N, m)."""
@@ -288,17 +289,8 @@ def brute_force_batch(lengths, k, token_budget, *, min_share=0.0, max_share=1.0)
     """Minimum expected dynamic padding over every set of at most k edges drawn from the distinct
     lengths (the solver's candidates). Returns (padding as a Fraction, boundaries) or None."""
     last = max(lengths)
-    inner = sorted(set(lengths) - {last})
-    best = None
-    for size in range(0, k):
-        for combo in itertools.combinations(inner, size):
-            edges = (*combo, last)
-            if not shares_ok(lengths, edges, min_share, max_share):
-                continue
-            cost = batch_padding_exact(lengths, edges, token_budget)
-            if best is None or cost < best[0]:
-                best = (cost, edges)
-    return best
+    return brute_force(lambda edges: batch_padding_exact(lengths, edges, token_budget),
+                       sorted(set(lengths) - {last}), last, k, lengths, min_share, max_share)
 
 
 def best_fit_decreasing(lengths, capacity):
