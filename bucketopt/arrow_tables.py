@@ -181,7 +181,7 @@ def open_huggingface(directory: Path, label: str) -> ArrowTable:
 def _read_json(path: Path, label: str) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise BucketoptError(f"{label}: {path.name} could not be read ({exc}).") from None
     if not isinstance(data, dict):
         raise BucketoptError(f"{label}: {path.name} is not a JSON object.")

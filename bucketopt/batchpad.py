@@ -165,8 +165,11 @@ class _Data:
                                   offsets)
 
 
-def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto"):
+def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto", refine_ks=None):
     """The pad="batch" DP: (opt, best) with the contract of ``_kernels.edge_layers``.
+
+    ``refine_ks``: the bucket counts whose grid optimum is refined (default: every layer);
+    solve() asks for its k alone, sweep() for its ks, so a large k refines one layer, not k.
 
     ``candidates``: "all" (every group edge: the exact optimum over them), "auto" (all when there
     are at most EXACT_CANDIDATES groups, else the grid of :func:`candidate_grid` followed by
@@ -189,11 +192,11 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
         refine = False
     opt, best = data.layers(cand, kmax)
     if refine:
-        opt, best = _refine_layers(data, cand, opt, best)
+        opt, best = _refine_layers(data, cand, opt, best, refine_ks)
     return opt, best
 
 
-def _refine_layers(data, cand, opt, best):
+def _refine_layers(data, cand, opt, best, refine_ks=None):
     """Refine the grid optimum of every layer (:func:`refine_chain`) and write the new chains
     into ``opt``: k = kmax (the one :func:`solve` reads) first, then each other layer when
     writing it leaves every chain written so far intact. A chain written for one layer can
@@ -203,7 +206,8 @@ def _refine_layers(data, cand, opt, best):
 
     g = data.g
     kmax = best.size
-    layers = [k for k in range(kmax, 0, -1) if np.isfinite(best[k - 1])]
+    finite = [k for k in range(kmax, 0, -1) if np.isfinite(best[k - 1])]
+    layers = [k for k in finite if refine_ks is None or k in refine_ks]
     opt = opt.copy()
     best = best.copy()
     written = {}
@@ -221,7 +225,7 @@ def _refine_layers(data, cand, opt, best):
                 backtrack(trial, layer, g) == ends for layer, ends in written.items()):
             opt = trial
             written[k] = new
-    for k in layers:
+    for k in finite:
         best[k - 1] = data.chain_cost([0, *backtrack(opt, k, g)])
     return opt, best
 

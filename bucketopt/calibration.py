@@ -118,8 +118,9 @@ def calibrate(batch_size, padded_len, seconds) -> Calibration:
         raise BucketoptError(
             f"calibration needs at least {MIN_ROWS} measurements; got {s.size}."
         )
-    tokens = s * length
-    design = np.stack([np.ones_like(s), tokens, tokens * length], axis=1)
+    with np.errstate(over="ignore"):  # out-of-range values are refused below
+        tokens = s * length
+        design = np.stack([np.ones_like(s), tokens, tokens * length], axis=1)
     if np.unique(length).size < 2 or np.unique(tokens).size < 2:
         raise BucketoptError(
             "measurements must vary both the padded length and the tokens per batch (at least 2 "
@@ -127,8 +128,12 @@ def calibrate(batch_size, padded_len, seconds) -> Calibration:
         )
     from scipy.optimize import nnls
 
-    rows = design / t[:, None]
-    norms = np.linalg.norm(rows, axis=0)
+    with np.errstate(over="ignore"):
+        rows = design / t[:, None]
+        norms = np.linalg.norm(rows, axis=0)
+    if not (np.isfinite(rows).all() and np.isfinite(norms).all()):
+        raise BucketoptError("measurements out of range: batch_size x padded_len^2 / seconds "
+                             "overflows float64.")
     try:
         scaled, _ = nnls(rows / norms, np.ones_like(t))
     except RuntimeError as exc:  # iteration limit on degenerate data

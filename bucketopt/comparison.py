@@ -17,6 +17,8 @@ from .histogram import as_histogram, validate_lengths
 from .simulate import simulate
 from .solution import check_token_budget
 
+MAX_SIMULATIONS = 1000
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -107,6 +109,14 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     if isinstance(simulations, bool) or not isinstance(simulations, (int, np.integer)) \
             or simulations < 1:
         raise BucketoptError(f"`simulations` must be an integer >= 1; got {simulations!r}.")
+    if simulations > MAX_SIMULATIONS:  # each one simulates every strategy over the whole data
+        raise BucketoptError(f"`simulations` must be at most {MAX_SIMULATIONS:,}; "
+                             f"got {simulations!r}.")
+    from .costmodel import _positive_int
+
+    grad_accum = _positive_int(grad_accum, "grad_accum")
+    if world_size is not None:
+        world_size = _positive_int(world_size, "world_size")
 
     def run(strategy, **kw):
         return [simulate(lengths, strategy, token_budget=token_budget, seed=seed, epoch=e, **kw)

@@ -57,6 +57,8 @@ def _positive_int(value, name: str, source: str = "") -> int:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise BucketoptError(f"`{name}`{where} must be an integer >= 1; got {value!r}.")
+    if value > 2**60:  # beyond any real count; int64 arithmetic would overflow
+        raise BucketoptError(f"`{name}`{where} must be at most 2**60; got {value!r}.")
     return int(value)
 
 
@@ -216,7 +218,7 @@ def load_profile(profile) -> Profile:
         )
     try:
         data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise BucketoptError(f"profile file {text} is not readable JSON: {exc}") from None
     return profile_from_dict(data, f"profile file {text}")
 

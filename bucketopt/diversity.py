@@ -129,7 +129,7 @@ def measure(lengths, batches_e, batches_e1, *, world_size, grad_accum, strategy=
     """Both metrics for two consecutive epochs of batches in global training order (the step mix
     gap is measured on the first epoch; a last, shorter optimizer step counts as a step)."""
     bins = decile_bins(lengths)
-    per_step = world_size * grad_accum
+    per_step = min(world_size * grad_accum, max(len(batches_e), 1))  # one step holds them all
     sizes = np.fromiter((len(b) for b in batches_e), dtype=np.int64, count=len(batches_e))
     flat = np.concatenate([np.asarray(b, dtype=np.int64) for b in batches_e])
     step_of = np.repeat(np.arange(sizes.size) // per_step, sizes)

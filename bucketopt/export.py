@@ -82,7 +82,7 @@ def sampler_kwargs(config) -> dict:
         except OSError as exc:
             raise BucketoptError(
                 f"cannot read sampler config {str(config)!r}: {exc.strerror}.") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise BucketoptError(f"sampler config is not valid JSON: {exc}.") from None
     if not isinstance(config, dict) or config.get("format") != SAMPLER_FORMAT:
         raise BucketoptError(

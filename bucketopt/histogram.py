@@ -19,6 +19,8 @@ TOKEN_LIMIT = 2**60
 # Dense counting (np.bincount) is used only below this maximum length; above it np.unique is used,
 # so a length of 10**12 never allocates a dense array.
 _DENSE_MAX = 1 << 24
+# Histogram.to_lengths() (and so simulate(), compare(), the sampler) expands at most this many.
+EXPAND_LIMIT = 1 << 28
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,11 +131,21 @@ class Histogram:
 
     def to_lengths(self) -> np.ndarray:
         """Expand back to one length per sample (sorted)."""
+        if self.n > EXPAND_LIMIT:  # a few counts must not allocate terabytes
+            raise BucketoptError(
+                f"a histogram of {self.n:,} samples is too large to expand to one length per "
+                f"sample (at most {EXPAND_LIMIT:,}); the solvers take the Histogram itself."
+            )
         return np.repeat(self.values, self.counts)
 
     def percentile(self, q) -> np.ndarray:
         """Percentiles with numpy's default (linear) rule, without expanding the samples."""
-        q = np.atleast_1d(np.asarray(q, dtype=float))
+        try:
+            q = np.atleast_1d(np.asarray(q, dtype=float))
+        except (TypeError, ValueError):
+            raise BucketoptError(f"percentiles must be numbers in [0, 100]; got {q!r}.") from None
+        if not np.all((q >= 0) & (q <= 100)):  # also refuses NaN
+            raise BucketoptError(f"percentiles must be numbers in [0, 100]; got {q.tolist()}.")
         pos = q / 100.0 * (self.n - 1)
         cum = np.cumsum(self.counts)
         lo = np.floor(pos).astype(np.int64)

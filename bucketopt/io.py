@@ -410,7 +410,8 @@ def _array_source(path, fmt, schema, data, *, column, given=None, reason="the on
 
 def _load_npy(path: Path) -> np.ndarray:
     try:
-        arr = np.load(path, allow_pickle=False)
+        # mmap first: a header claiming more data than the file holds fails here, not in malloc.
+        arr = np.array(np.load(path, mmap_mode="r", allow_pickle=False))
     except ValueError as exc:
         if "pickle" in str(exc).lower() or "object" in str(exc).lower():
             raise BucketoptError(
@@ -452,7 +453,8 @@ def _npz_source(path: Path, column: str | None) -> Source:
                 f"{path.name}: holds Python objects (pickled); bucketopt never unpickles data."
             ) from None
         raise BucketoptError(f"{path.name}: not a valid .npz file ({exc}).") from None
-    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError, MemoryError) as exc:
+        # MemoryError: a member header claiming more data than any machine holds
         raise BucketoptError(f"{path.name}: not a valid .npz file ({exc}).") from None
     data = validate_lengths(arr, name=f"{path.name}[{name}]")
     schema = [(n, "array") for n in names]

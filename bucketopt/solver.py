@@ -9,6 +9,7 @@ up to the same multiple form one group.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ from .solution import PADS, Solution, check_boundaries, check_token_budget, make
 OBJECTIVES = ("padding", "time")
 # Backtracking keeps one int32 start index per (k, group): refuse beyond this many entries (600 MB).
 MAX_BACKTRACK_ENTRIES = 150_000_000
+# sweep() refuses more k values than this (the CLI's -k A:B spans at most as many).
+MAX_SWEEP_KS = 4097
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,12 @@ def check_k(k, name: str = "k") -> int:
 
 
 def check_align(align) -> int:
+    if isinstance(align, float) and align.is_integer():
+        align = int(align)
     if isinstance(align, bool) or not isinstance(align, (int, np.integer)) or align < 1:
-        if isinstance(align, float) and align.is_integer() and align >= 1:
-            return int(align)
         raise BucketoptError(f"`align` must be an integer >= 1; got {align!r}.")
+    if align > TOKEN_LIMIT:  # larger edges overflow int64 (and n x edge exceeds 2**60 anyway)
+        raise BucketoptError(f"`align` must be at most 2**60; got {align!r}.")
     return int(align)
 
 
@@ -166,7 +171,8 @@ def _prepare(lengths, k, token_budget, pad, objective, min_share, max_share, ali
     return hist, kmax, align, min_share, max_share, token_budget, groups
 
 
-def _optimal_layers(groups, kmax, *, pad, objective, token_budget, win_lo, win_hi, cost_model):
+def _optimal_layers(groups, kmax, *, pad, objective, token_budget, win_lo, win_hi, cost_model,
+                    ks=None):
     """Run the DP for the requested objective: returns (opt, best) as in edge_layers."""
     if objective == "time":
         from .costmodel import time_layers
@@ -180,7 +186,9 @@ def _optimal_layers(groups, kmax, *, pad, objective, token_budget, win_lo, win_h
                            win_hi, kmax)
     from .batchpad import batch_layers
 
-    return batch_layers(groups, kmax, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
+    refine_ks = None if ks is None else {min(k, kmax) for k in ks}
+    return batch_layers(groups, kmax, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi,
+                        refine_ks=refine_ks)
 
 
 def _infeasible(groups, kmax, min_share, max_share, align) -> BucketoptError:
@@ -246,8 +254,10 @@ class _Run:
         return sol
 
 
-def _run(lengths, kmax_request, *, token_budget, pad, objective, min_share, max_share, align,
-         profile, world_size, epochs) -> _Run:
+def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, align, profile,
+         world_size, epochs) -> _Run:
+    """Validate, then run the DP once up to max(ks); the optima for ``ks`` are read from it."""
+    kmax_request = max(ks)
     hist, kmax, align, min_share, max_share, token_budget, groups = _prepare(
         lengths, kmax_request, token_budget, pad, objective, min_share, max_share, align
     )
@@ -269,7 +279,7 @@ def _run(lengths, kmax_request, *, token_budget, pad, objective, min_share, max_
     win_lo, win_hi = share_windows(groups, min_share, max_share)
     opt, best = _optimal_layers(groups, kmax_eff, pad=pad, objective=objective,
                                 token_budget=token_budget, win_lo=win_lo, win_hi=win_hi,
-                                cost_model=cost_model)
+                                cost_model=cost_model, ks=ks)
     return _Run(hist, groups, kmax_eff, opt, best, token_budget, pad, objective, align, min_share,
                 max_share, cost_model)
 
@@ -314,7 +324,7 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective="padding", min
     (4, 12)
     """
     k = check_k(k)
-    run = _run(lengths, k, token_budget=token_budget, pad=pad, objective=objective,
+    run = _run(lengths, [k], token_budget=token_budget, pad=pad, objective=objective,
                min_share=min_share, max_share=max_share, align=align, profile=profile,
                world_size=world_size, epochs=epochs)
     return run.solution(k)
@@ -408,12 +418,15 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective="padding", mi
     if isinstance(ks, (int, np.integer)) and not isinstance(ks, bool):
         ks = range(1, int(ks) + 1)
     try:
+        ks = list(itertools.islice(ks, MAX_SWEEP_KS + 1))
+        if len(ks) > MAX_SWEEP_KS:
+            raise BucketoptError(f"`ks` holds more than {MAX_SWEEP_KS:,} values.")
         ks = sorted({check_k(k, "ks") for k in ks})
     except TypeError:
         raise BucketoptError(f"`ks` must be a list of integers >= 1; got {ks!r}.") from None
     if not ks:
         raise BucketoptError("`ks` is empty: give at least one k.")
-    run = _run(lengths, max(ks), token_budget=token_budget, pad=pad, objective=objective,
+    run = _run(lengths, ks, token_budget=token_budget, pad=pad, objective=objective,
                min_share=min_share, max_share=max_share, align=align, profile=profile,
                world_size=world_size, epochs=epochs)
     feasible = [k for k in ks if run.feasible(k)]

@@ -100,6 +100,8 @@ def test_cli_table(tmp_path, capsys):
     ("batch_size,padded_len,seconds\n" + "4,512,0.1\n" * 5 + "4,512,abc\n", "number"),
     ("batch_size,padded_len,seconds\n" + "4.5,512,0.1\n" * 6, "integer"),
     ("batch_size,padded_len,seconds\n" + "4,512,0.1\n" * 8, "vary"),
+    ("batch_size,padded_len,seconds\n1e300,1e300,0.1\n" + "".join(
+        f"{s},{s * 100},0.1\n" for s in range(1, 7)), "out of range"),
 ])
 def test_bad_measurements_exit_2_with_one_line(tmp_path, capsys, content, match):
     path = tmp_path / "bad.csv"

@@ -71,12 +71,23 @@ def test_table_for_people(lens_file, capsys):
     (["compare", "-k", "0", "--token-budget", "4096"], "`k`"),
     (["compare", "-k", "3", "--token-budget", "100"], "token_budget=100"),
     (["compare", "-k", "3", "--token-budget", "4096", "--simulations", "0"], "simulations"),
+    (["compare", "-k", "3", "--token-budget", "4096", "--simulations", "1000000000"],
+     "simulations"),
+    (["compare", "-k", "3", "--token-budget", "4096", "--grad-accum", "0"], "grad_accum"),
+    (["compare", "-k", "3", "--token-budget", "4096", "--grad-accum", "-2"], "grad_accum"),
+    (["compare", "-k", "3", "--token-budget", "4096", "--gpus", "-1"], "world_size"),
 ])
 def test_bad_input_is_one_line_and_exit_2(lens_file, capsys, argv, words):
     path, _ = lens_file
     assert main([*argv, "--lens", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0]
+
+
+def test_huge_ranks_times_grad_accum_is_an_error_not_an_overflow():
+    with pytest.raises(bucketopt.BucketoptError):
+        bucketopt.compare([3, 5, 5, 9, 12, 40, 100], 2, token_budget=200, world_size=2**40,
+                grad_accum=2**40)
 
 
 def test_rules_of_thumb_follow_their_definitions():

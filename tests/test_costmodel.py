@@ -267,12 +267,20 @@ def test_profile_file_round_trip(tmp_path):
     (json.dumps({"alpha": -1.0, "beta": 1.0, "gamma": 0.0}), "alpha"),
     (json.dumps({"alpha": 0, "beta": 0, "gamma": 0}), "all 0"),
     (json.dumps({"alpha": 1, "beta": 0, "gamma": 0, "world_size": 0}), "world_size"),
+    (json.dumps({"alpha": 1, "beta": 0, "gamma": 0, "token_budget": 10**30}), "at most"),
+    ("[" * 100_000 + "]" * 100_000, "JSON"),
 ])
 def test_bad_profile_files(tmp_path, content, match):
     path = tmp_path / "bad.json"
     path.write_text(content)
     with pytest.raises(BucketoptError, match=match):
         bucketopt.solve([1, 2, 3], 2, profile=str(path), token_budget=64)
+
+
+def test_huge_epochs_and_world_size_are_refused():
+    for kw in (dict(epochs=10**300), dict(world_size=10**25)):
+        with pytest.raises(BucketoptError, match="at most 2"):
+            bucketopt.solve([1, 2, 3], 2, profile="rtx-pro-6000-blackwell", **kw)
 
 
 def test_unknown_profile_names_the_shipped_ones():

@@ -148,6 +148,9 @@ def test_bad_inputs_are_clear_errors(tmp_path):
     bad.write_text('{"boundaries": [1]}')
     with pytest.raises(BucketoptError, match="sampler config"):
         sampler_kwargs(bad)
+    bad.write_text("[" * 100_000 + "]" * 100_000)  # nesting deeper than the recursion limit
+    with pytest.raises(BucketoptError, match="not valid JSON"):
+        sampler_kwargs(bad)
 
 
 def test_cli_export_matches_python(tmp_path, capsys):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -297,6 +298,10 @@ def _error(tmp_path, kind):
         (p / "hf").mkdir()
         (p / "hf" / "state.json").write_text("{not json")
         return p / "hf", None, "state.json"
+    if kind == "hf-deep-state":
+        (p / "hf").mkdir()
+        (p / "hf" / "state.json").write_text("[" * 100_000 + "]" * 100_000)
+        return p / "hf", None, "state.json"
     if kind == "glob-nothing":
         return str(p / "*.parquet"), None, "no files match"
     if kind == "empty-dir":
@@ -309,6 +314,19 @@ def _error(tmp_path, kind):
         return p / "mix", None, "mixes file formats"
     if kind == "device":
         return "/dev/zero", None, "not a regular file"
+    if kind == "npy-huge-header":  # claims 8 TB, holds 64 bytes: refused before any allocation
+        np.save(p / "a.npy", np.zeros(8, np.int64))
+        data = (p / "a.npy").read_bytes().replace(b"(8,), }" + b" " * 12,
+                                                    b"(1000000000000,), }")
+        (p / "a.npy").write_bytes(data)
+        return p / "a.npy", None, "not a valid .npy file"
+    if kind == "npz-huge-header":
+        np.save(p / "a.npy", np.zeros(8, np.int64))
+        data = (p / "a.npy").read_bytes().replace(b"(8,), }" + b" " * 12,
+                                                    b"(1000000000000,), }")
+        with zipfile.ZipFile(p / "a.npz", "w") as archive:
+            archive.writestr("seq_len.npy", data)
+        return p / "a.npz", None, "not a valid .npz file"
     if kind == "npy-with-column":
         np.save(p / "a.npy", n)
         return p / "a.npy", "seq_len", "does not apply"
@@ -319,7 +337,8 @@ ERRORS = ["missing", "corrupt-parquet", "garbage-parquet", "corrupt-arrow", "unk
           "float-column", "float-only-column", "string-column", "null-int", "null-list",
           "negative", "empty-list", "ambiguous-lists", "ambiguous-lengths", "no-candidate",
           "empty-parquet", "negative-count", "datasetdict-no-train", "hf-missing-shard",
-          "hf-bad-state", "glob-nothing", "empty-dir", "mixed-dir", "device", "npy-with-column"]
+          "hf-bad-state", "glob-nothing", "empty-dir", "mixed-dir", "device", "npy-with-column",
+          "npy-huge-header", "npz-huge-header", "hf-deep-state"]
 
 
 @pytest.mark.parametrize("kind", ERRORS)

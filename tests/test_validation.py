@@ -43,11 +43,14 @@ def test_bad_lengths(lengths, message):
         ({"k": 2.5}, "`k` must be an integer"),
         ({"k": True}, "`k` must be an integer"),
         ({"k": 2, "align": 0}, "`align` must be an integer >= 1"),
+        ({"k": 2, "align": 10**21}, "`align` must be at most 2\\*\\*60"),
         ({"k": 2, "min_share": -0.1}, "`min_share` must be in"),
         ({"k": 2, "max_share": 1.5}, "`max_share` must be in"),
         ({"k": 2, "min_share": 0.6, "max_share": 0.5}, "must not exceed"),
         ({"k": 2, "min_share": "x"}, "`min_share` must be a number"),
         ({"k": 2, "token_budget": 0}, "token_budget must be an integer >= 1"),
+        ({"k": 2, "token_budget": 2**70}, "token_budget must be at most 2"),
+        ({"k": 2, "align": 1e30}, "`align` must be at most 2"),
         ({"k": 2, "token_budget": 5}, "token_budget=5 is smaller than the longest sample"),
         ({"k": 2, "pad": "nope"}, "`pad` must be one of"),
         ({"k": 2, "objective": "nope"}, "`objective` must be one of"),
@@ -117,3 +120,23 @@ def test_pickled_npy_is_never_loaded(tmp_path):
     raw.write_bytes(pickle.dumps([1, 2, 3]))
     with pytest.raises(BucketoptError):
         bucketopt.load_lengths(raw)
+
+
+def test_sweep_refuses_a_huge_range_of_k():
+    with pytest.raises(BucketoptError, match="more than 4,097"):
+        bucketopt.sweep([3, 7, 9, 20], range(1, 10**9))
+
+
+def test_histogram_percentile_out_of_range_is_a_clear_error():
+    h = Histogram([1, 2, 3], [1, 1, 1])
+    for q in (101, -1, float("nan"), "x", [50, 200]):
+        with pytest.raises(BucketoptError, match="percentiles must be numbers in"):
+            h.percentile(q)
+
+
+def test_huge_histogram_is_not_expanded_by_simulate_or_compare():
+    h = Histogram([1, 2], [2**40, 2**40])
+    with pytest.raises(BucketoptError, match="too large to expand"):
+        bucketopt.simulate(h, "shuffle", token_budget=4)
+    with pytest.raises(BucketoptError, match="too large to expand"):
+        bucketopt.compare(h, 2, token_budget=4)
