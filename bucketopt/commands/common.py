@@ -94,3 +94,27 @@ def read_lengths(args, *, per_sample: bool = False):
 def emit_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
+
+
+def check_plot_path(args) -> None:
+    """Refuse a bad --plot path before any work is done, not after."""
+    if getattr(args, "plot", None):
+        from ..plots import check_figure_path
+
+        check_figure_path(args.plot)
+
+
+def finish(args, source: str, data: dict, table, *, figure=None) -> int:
+    """The common ending of a command: save ``figure()`` to --plot (if asked), then print the
+    result as one JSON object (--json) or as ``table()`` for people. Returns the exit code 0."""
+    if getattr(args, "plot", None) and figure is not None:
+        from ..plots import save_figure
+
+        save_figure(figure(), args.plot)
+        note(args, f"wrote {args.plot}")
+    if args.json:
+        emit_json({"source": source, **data})
+    else:
+        print(f"source: {source}")
+        print(table())
+    return 0

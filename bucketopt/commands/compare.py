@@ -3,7 +3,15 @@ side by side on one dataset."""
 
 from __future__ import annotations
 
-from .common import _int, add_lens_args, add_output_args, add_solver_args, emit_json, read_lengths
+from .common import (
+    _int,
+    add_lens_args,
+    add_output_args,
+    add_solver_args,
+    check_plot_path,
+    finish,
+    read_lengths,
+)
 
 
 def add_parser(sub) -> None:
@@ -86,15 +94,12 @@ def run(args) -> int:
     if args.token_budget is None and args.profile is None:
         raise BucketoptError("compare needs --token-budget T (or a --profile, whose calibrated "
                              "budget is the default): batches are built under it.")
-    if getattr(args, "plot", None):
-        from ..plots import check_figure_path
-
-        check_figure_path(args.plot)  # before the work, not after
+    check_plot_path(args)
     lengths, source = read_lengths(args, per_sample=True)
     comparison = compare(lengths, args.k, **comparison_kwargs(args))
-    if getattr(args, "plot", None):
-        from ..plots import plot_comparison, save_figure
-        from .common import note
+
+    def figure():
+        from ..plots import plot_comparison
 
         title = (f"k={comparison.k}, token budget {comparison.token_budget:,}, "
                  f"pad={comparison.pad}; blue: bucketopt's boundaries")
@@ -102,11 +107,7 @@ def run(args) -> int:
             title += (f"; profile {comparison.timing['profile']}, "
                       f"{comparison.timing['world_size']} GPU(s), ETA for "
                       f"{comparison.timing['epochs']} epoch(s)")
-        save_figure(plot_comparison(comparison.strategies, title=title), args.plot)
-        note(args, f"wrote {args.plot}")
-    if args.json:
-        emit_json({"source": source, **comparison.to_dict()})
-    else:
-        print(f"source: {source}")
-        print(comparison_table(comparison))
-    return 0
+        return plot_comparison(comparison.strategies, title=title)
+
+    return finish(args, source, comparison.to_dict(), lambda: comparison_table(comparison),
+                  figure=figure)

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from .common import add_lens_args, add_output_args, add_solver_args, emit_json, read_lengths
+from .common import (
+    add_lens_args,
+    add_output_args,
+    add_solver_args,
+    check_plot_path,
+    finish,
+    read_lengths,
+)
 
 
 def add_parser(sub) -> None:
@@ -31,21 +38,14 @@ def run(args) -> int:
     from ..report import solution_table
     from ..solver import solve
 
-    if getattr(args, "plot", None):
-        from ..plots import check_figure_path
-
-        check_figure_path(args.plot)  # before the work, not after
+    check_plot_path(args)
     lengths, source = read_lengths(args)
     solution = solve(lengths, args.k, **solver_kwargs(args))
-    if getattr(args, "plot", None):
-        from ..plots import plot_histogram, save_figure
-        from .common import note
 
-        save_figure(plot_histogram(lengths, solution), args.plot)
-        note(args, f"wrote {args.plot}")
-    if args.json:
-        emit_json({"source": source, **solution.to_dict()})
-    else:
-        print(f"source: {source}")
-        print(solution_table(solution))
-    return 0
+    def figure():
+        from ..plots import plot_histogram
+
+        return plot_histogram(lengths, solution)
+
+    return finish(args, source, solution.to_dict(), lambda: solution_table(solution),
+                  figure=figure)

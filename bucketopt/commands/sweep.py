@@ -10,8 +10,8 @@ from .common import (
     add_lens_args,
     add_output_args,
     add_solver_args,
-    emit_json,
-    note,
+    check_plot_path,
+    finish,
     read_lengths,
 )
 
@@ -86,23 +86,18 @@ def run(args) -> int:
     from .solve import solver_kwargs
 
     ks = parse_k_range(args.k_range)
-    if args.plot:
-        from ..plots import check_figure_path
-
-        check_figure_path(args.plot)  # before the work, not after
+    check_plot_path(args)
     lengths, source = read_lengths(args)
     result = sweep(lengths, ks, tolerance=args.tolerance, **solver_kwargs(args))
-    if args.plot:
-        from ..plots import plot_sweep, save_figure
 
-        save_figure(plot_sweep(result, lengths, profile=args.profile, world_size=args.gpus,
-                               epochs=args.epochs), args.plot)
-        note(args, f"wrote {args.plot}")
-    if args.json:
-        out = {"source": source, **result.to_dict()}
-        emit_json(out)
-        return 0
-    print(f"source: {source}")
-    print(sweep_table(result))
-    print(f"recommended: k={result.recommended_k} (* above). {result.reason}")
-    return 0
+    def figure():
+        from ..plots import plot_sweep
+
+        return plot_sweep(result, lengths, profile=args.profile, world_size=args.gpus,
+                          epochs=args.epochs)
+
+    def table():
+        return (f"{sweep_table(result)}\n"
+                f"recommended: k={result.recommended_k} (* above). {result.reason}")
+
+    return finish(args, source, result.to_dict(), table, figure=figure)
