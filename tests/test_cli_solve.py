@@ -85,6 +85,8 @@ def _write(tmp_path, name, data: bytes):
         (lambda p: ["solve", "-k", "0"], "`k` must be an integer >= 1"),
         (lambda p: ["solve", "-k", "x"], "expected an integer"),
         (lambda p: ["solve", "-k", "3", "--align", "0"], "`align`"),
+        (lambda p: ["solve", "-k", "3", "--gpus", "0"], "--gpus: must be an integer >= 1"),
+        (lambda p: ["solve", "-k", "3", "--epochs", "-1"], "--epochs: must be an integer >= 1"),
         (lambda p: ["solve", "-k", "3", "--min-share", "2"], "`min_share`"),
         (lambda p: ["solve", "-k", "3", "--min-share", "0.5", "--max-share", "0.2"],
          "must not exceed"),

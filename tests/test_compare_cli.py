@@ -75,7 +75,7 @@ def test_table_for_people(lens_file, capsys):
      "simulations"),
     (["compare", "-k", "3", "--token-budget", "4096", "--grad-accum", "0"], "grad_accum"),
     (["compare", "-k", "3", "--token-budget", "4096", "--grad-accum", "-2"], "grad_accum"),
-    (["compare", "-k", "3", "--token-budget", "4096", "--gpus", "-1"], "world_size"),
+    (["compare", "-k", "3", "--token-budget", "4096", "--gpus", "-1"], "--gpus: must be an"),
 ])
 def test_bad_input_is_one_line_and_exit_2(lens_file, capsys, argv, words):
     path, _ = lens_file

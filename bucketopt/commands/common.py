@@ -34,9 +34,10 @@ def add_solver_args(parser, *, k_required: bool = True) -> None:
     parser.add_argument("--align", type=_int, default=1, metavar="A",
                         help="edges are multiples of A")
     parser.add_argument("--profile", metavar="NAME|FILE", help="hardware profile (Ktok/s, ETA)")
-    parser.add_argument("--gpus", type=_int, default=None, metavar="G",
+    parser.add_argument("--gpus", type=_count, default=None, metavar="G",
                         help="data-parallel GPUs (default: the profile's)")
-    parser.add_argument("--epochs", type=_int, default=1, metavar="E", help="epochs for the ETA")
+    parser.add_argument("--epochs", type=_count, default=1, metavar="E",
+                        help="epochs for the ETA")
 
 
 def add_output_args(parser) -> None:
@@ -48,6 +49,13 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+
+
+def _count(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {value}")
+    return value
 
 
 def _float(text: str) -> float:
