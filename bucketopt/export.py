@@ -10,16 +10,23 @@ Lengths are integers (tokens), so an exclusive upper bound u for "x < u" is our 
 Formats
 -------
 ``sampler``  bucketopt's own :class:`~bucketopt.sampler.BucketBatchSampler` (inclusive edges).
-``lhotse``   ``lhotse.dataset.DynamicBucketingSampler(duration_bins=...)``: exclusive bounds.
+``lhotse``   ``lhotse.dataset.DynamicBucketingSampler(duration_bins=...)``: inclusive upper
+             edges since Lhotse 1.27 (``bisect_left``), exclusive bounds before (``bisect_right``);
+             the installed version is detected, ``lhotse_version=`` overrides it.
 ``nemo``     NeMo Lhotse dataloader config ``bucket_duration_bins`` / ``bucket_batch_size``:
              inclusive upper bounds, one batch size per bin.
 ``tf``       ``tf.data.experimental.bucket_by_sequence_length``: exclusive bounds, one more batch
              size than boundaries.
+
+tests/test_export_tools.py runs the ``lhotse`` and ``nemo`` exports through Lhotse's own bucket
+assignment (its ``DynamicBucketingSampler`` on real ``CutSet`` objects) where Lhotse is installed,
+and the ``sampler`` export through :class:`~bucketopt.sampler.BucketBatchSampler` itself.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .errors import BucketoptError
@@ -27,6 +34,9 @@ from .solution import Solution
 
 FORMATS = ("sampler", "lhotse", "nemo", "tf")
 SAMPLER_FORMAT = "bucketopt.sampler/1"
+# Lhotse 1.27.0 moved bucket selection into ``SamplingConstraint.select_bucket`` and from
+# ``bisect_right`` to ``bisect_left`` (read from the released wheels 1.16.0 ... 1.33.0).
+LHOTSE_INCLUSIVE_SINCE = (1, 27)
 
 
 def _check_solution(solution) -> Solution:
@@ -90,55 +100,115 @@ def sampler_kwargs(config) -> dict:
     return {"boundaries": tuple(config["boundaries"]), "token_budget": config["token_budget"]}
 
 
-def to_lhotse(solution) -> dict:
+def installed_lhotse_version() -> str | None:
+    """The version of the installed Lhotse (read from its metadata, not imported), or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("lhotse")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _lhotse_release(version) -> tuple[int, int]:
+    match = re.match(r"\s*v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    if match is None:
+        raise BucketoptError(
+            f"`lhotse_version` must be a version string like '1.33.0'; got {version!r}.")
+    return int(match.group(1)), int(match.group(2))
+
+
+def to_lhotse(solution, *, lhotse_version: str | None = None) -> dict:
     """Keyword arguments for ``lhotse.dataset.DynamicBucketingSampler``.
 
-    Lhotse's rule (``lhotse/dataset/sampling/dynamic_bucketing.py``): a cut of duration d goes to
-    bucket ``bisect_right(duration_bins, d)``; ``estimate_duration_buckets`` documents bucket i as
-    ``duration_bins[i-1] <= d < duration_bins[i]`` and the sampler makes
-    ``num_buckets = len(duration_bins) + 1``. The bins are therefore exclusive lower-starts of the
-    next bucket: for integer lengths, ``duration_bins = [b_1 + 1, ..., b_{K-1} + 1]`` (the last
-    edge is dropped: lhotse's last bucket is open-ended). Measure lengths in the same unit as the
-    solve (tokens, e.g. with a token-counting constraint); Lhotse's default constraint measures
-    seconds. Lhotse takes no per-bucket batch sizes here: use ``max_duration``/``max_tokens``, or
-    NeMo's ``bucket_batch_size`` (:func:`to_nemo`).
+    Lhotse's rule, read from its source: the sampler makes ``len(duration_bins) + 1`` buckets and
+    a cut goes to bucket ``constraint.select_bucket(duration_bins, cut)``, which since Lhotse 1.27
+    is ``bisect_left(duration_bins, length)`` (``lhotse/dataset/sampling/base.py``): bucket i
+    holds ``duration_bins[i-1] < d <= duration_bins[i]``, the bins are inclusive upper edges, our
+    own convention, so ``duration_bins = [b_1, ..., b_{K-1}]`` (the last edge is dropped: Lhotse's
+    last bucket is open-ended). Lhotse 1.26 and older used ``bisect_right(duration_bins, d)``
+    (``lhotse/dataset/sampling/dynamic_bucketing.py``), exclusive bounds: for integer lengths
+    ``duration_bins = [b_1 + 1, ..., b_{K-1} + 1]``. (The docstring of Lhotse's
+    ``estimate_duration_buckets`` still describes the old, exclusive rule.)
+
+    Parameters
+    ----------
+    lhotse_version : str, optional
+        The Lhotse release the bins are for, e.g. ``"1.33.0"``. Default: the installed Lhotse's
+        version, else the current rule (1.27 and later).
+
+    Measure lengths in the same unit as the solve (tokens, e.g. with a token-counting
+    constraint); Lhotse's default constraint measures seconds. Lhotse takes no per-bucket batch
+    sizes here: use ``max_duration``/``max_tokens``, or NeMo's ``bucket_batch_size``
+    (:func:`to_nemo`).
 
     Examples
     --------
     >>> import bucketopt
     >>> from bucketopt.export import to_lhotse
-    >>> to_lhotse(bucketopt.solve([3, 4, 10, 11, 12], k=2))
+    >>> to_lhotse(bucketopt.solve([3, 4, 10, 11, 12], k=2), lhotse_version="1.33.0")
+    {'duration_bins': [4], 'num_buckets': 2}
+    >>> to_lhotse(bucketopt.solve([3, 4, 10, 11, 12], k=2), lhotse_version="1.26.0")
     {'duration_bins': [5], 'num_buckets': 2}
     """
     sol = _check_solution(solution)
+    shift = 0 if _lhotse_inclusive(lhotse_version) else 1
     return {
-        "duration_bins": [int(b) + 1 for b in sol.boundaries[:-1]],
+        "duration_bins": [int(b) + shift for b in sol.boundaries[:-1]],
         "num_buckets": len(sol.boundaries),
     }
 
 
-def to_nemo(solution) -> dict:
+def lhotse_target(lhotse_version: str | None = None) -> str:
+    """One line saying which Lhotse rule an export follows, and why."""
+    given = lhotse_version
+    if given is None:
+        lhotse_version = installed_lhotse_version()
+    why = ("given" if given is not None else
+           "installed" if lhotse_version is not None else "no Lhotse installed")
+    rule = ("Lhotse >= 1.27 (bisect_left: bins are inclusive upper edges)"
+            if _lhotse_inclusive(lhotse_version) else
+            "Lhotse <= 1.26 (bisect_right: bins are edges + 1)")
+    version = f" {lhotse_version}" if lhotse_version is not None else ""
+    return f"bins for {rule}; Lhotse{version} {why}"
+
+
+def _lhotse_inclusive(lhotse_version) -> bool:
+    """True when the Lhotse release (given, else installed, else current) uses bisect_left."""
+    if lhotse_version is None:
+        lhotse_version = installed_lhotse_version()
+    return lhotse_version is None or _lhotse_release(lhotse_version) >= LHOTSE_INCLUSIVE_SINCE
+
+
+def to_nemo(solution, *, lhotse_version: str | None = None) -> dict:
     """NeMo's Lhotse dataloader config keys ``bucket_duration_bins`` and ``bucket_batch_size``.
 
     NeMo's rule (``nemo/collections/common/data/lhotse/sampling.py``,
     ``FixedBucketBatchSizeConstraint2D``): ``bucket_duration_bins`` are the per-bucket *maximum*
     lengths and an example goes to the smallest bucket that fits it, found with
     ``bisect_left(bucket_duration_bins, length)``; an example above the last bin fits no bucket
-    and is filtered out. ``bucket_batch_size`` has one entry per bin. That is bucketopt's own
+    and is filtered out. ``bucket_batch_size`` has one entry per bin. For 1-D bins NeMo's class
+    defers to Lhotse's ``FixedBucketBatchSizeConstraint`` (``select_bucket`` = ``bisect_left``;
+    ``batch_sizes[bucket]`` samples per batch), which tests/test_export_tools.py runs inside
+    Lhotse's ``DynamicBucketingSampler`` where Lhotse is installed; NeMo passes the same bins as
+    the sampler's ``duration_bins``. That is bucketopt's own
     inclusive convention, so the edges pass through unchanged, the last one included. Set
     ``use_multimodal_sampling`` (token counts) when the lengths are tokens; for audio the bins are
-    seconds.
+    seconds. Under Lhotse 1.26 or older that constraint used ``bisect_right`` (a sample of exactly
+    a bin's length went one bucket up), so for ``lhotse_version`` < 1.27 (given, else the
+    installed Lhotse's) the bins are the edges + 1, as in :func:`to_lhotse`.
 
     Examples
     --------
     >>> import bucketopt
     >>> from bucketopt.export import to_nemo
-    >>> to_nemo(bucketopt.solve([3, 4, 10, 11, 12], k=2, token_budget=24))
+    >>> to_nemo(bucketopt.solve([3, 4, 10, 11, 12], k=2, token_budget=24), lhotse_version="1.33")
     {'bucket_duration_bins': [4, 12], 'bucket_batch_size': [6, 2]}
     """
     sol = _check_solution(solution)
+    shift = 0 if _lhotse_inclusive(lhotse_version) else 1
     return {
-        "bucket_duration_bins": [int(b) for b in sol.boundaries],
+        "bucket_duration_bins": [int(b) + shift for b in sol.boundaries],
         "bucket_batch_size": _batch_sizes(sol, "nemo"),
     }
 
@@ -146,11 +216,17 @@ def to_nemo(solution) -> dict:
 def to_tf_data(solution, *, pad_to_bucket_boundary: bool = False) -> dict:
     """Keyword arguments for ``tf.data.experimental.bucket_by_sequence_length``.
 
-    TensorFlow's rule (API docs): ``bucket_boundaries`` are upper length boundaries and the
-    buckets are ``[0, b_0), [b_0, b_1), ..., [b_last, inf)``, so ``bucket_batch_sizes`` has
-    ``len(bucket_boundaries) + 1`` entries. With ``pad_to_bucket_boundary=True`` TF pads every
-    element to its bucket's boundary minus 1 and requires every element to be shorter than
-    ``max(bucket_boundaries)``.
+    TensorFlow's rule. The API docs: "bucket_boundaries: list<int>, upper length boundaries of
+    the buckets"; "bucket_batch_sizes: list<int>, batch size per bucket. Length should be
+    len(bucket_boundaries) + 1"; "pad_to_bucket_boundary: ... If True, will pad dimensions with
+    unknown size to bucket boundary minus 1 (i.e., the maximum length in each bucket), and caller
+    must ensure that the source Dataset does not contain any elements with length longer than
+    max(bucket_boundaries)". The implementation (``tensorflow/python/data/experimental/ops/
+    grouping.py``, ``element_to_bucket_id``): ``buckets_min = [int32 min] + bucket_boundaries``,
+    ``buckets_max = bucket_boundaries + [int32 max]``, bucket = the first i with
+    ``buckets_min[i] <= length < buckets_max[i]``. So the buckets are ``[0, b_0), [b_0, b_1), ...,
+    [b_last, inf)``: exclusive upper bounds. tests/test_export.py checks the export against a
+    re-implementation of exactly that formula (TensorFlow itself is too heavy to install).
 
     - ``pad_to_bucket_boundary=False`` (dynamic padding): ``bucket_boundaries = [b_1 + 1, ...,
       b_{K-1} + 1]``, K batch sizes; TF's last bucket is bucketopt's last bucket.

@@ -21,7 +21,13 @@ def our_bucket(boundaries, x):
 
 
 def lhotse_bucket(duration_bins, x):
-    """Lhotse DynamicBucketer: ``bisect_right(duration_bins, duration)``."""
+    """Lhotse >= 1.27 ``SamplingConstraint.select_bucket``: ``bisect_left(duration_bins, d)``
+    (tests/test_export_tools.py runs the real Lhotse)."""
+    return bisect.bisect_left(duration_bins, x)
+
+
+def old_lhotse_bucket(duration_bins, x):
+    """Lhotse <= 1.26 DynamicBucketer: ``bisect_right(duration_bins, duration)``."""
     return bisect.bisect_right(duration_bins, x)
 
 
@@ -54,17 +60,38 @@ CASES = list(random_solutions())
 
 
 @pytest.mark.parametrize("lengths, sol", CASES)
-def test_lhotse_rule_matches_ours(lengths, sol):
-    cfg = to_lhotse(sol)
+@pytest.mark.parametrize("version, rule", [("1.33.0", lhotse_bucket), ("1.27", lhotse_bucket),
+                                           ("1.26.0", old_lhotse_bucket),
+                                           ("1.16.0", old_lhotse_bucket)])
+def test_lhotse_rule_matches_ours(lengths, sol, version, rule):
+    cfg = to_lhotse(sol, lhotse_version=version)
     assert cfg["num_buckets"] == len(cfg["duration_bins"]) + 1 == len(sol.boundaries)
     assert cfg["duration_bins"] == sorted(cfg["duration_bins"])
     for x in range(1, int(lengths.max()) + 1):
-        assert lhotse_bucket(cfg["duration_bins"], x) == our_bucket(sol.boundaries, x), x
+        assert rule(cfg["duration_bins"], x) == our_bucket(sol.boundaries, x), x
+    nemo = to_nemo(sol, lhotse_version=version)["bucket_duration_bins"]
+    for x in range(1, int(lengths.max()) + 1):
+        assert rule(nemo, x) == our_bucket(sol.boundaries, x), x
+
+
+def test_lhotse_version_is_detected_or_refused(monkeypatch):
+    import bucketopt.export as ex
+
+    sol = bucketopt.solve([3, 4, 10, 11, 12], k=2)
+    monkeypatch.setattr(ex, "installed_lhotse_version", lambda: "1.20.0")
+    assert to_lhotse(sol, lhotse_version="1.33.0")["duration_bins"] == [4]
+    assert "1.20.0 installed" in ex.lhotse_target()
+    monkeypatch.setattr(ex, "installed_lhotse_version", lambda: None)
+    assert to_lhotse(sol)["duration_bins"] == [4]  # no Lhotse: the current rule
+    assert "no Lhotse installed" in ex.lhotse_target()
+    for bad in ("latest", "", 1.3):
+        with pytest.raises(BucketoptError, match="lhotse_version"):
+            to_lhotse(sol, lhotse_version=bad)
 
 
 @pytest.mark.parametrize("lengths, sol", CASES)
 def test_nemo_rule_matches_ours(lengths, sol):
-    cfg = to_nemo(sol)
+    cfg = to_nemo(sol, lhotse_version="1.33.0")
     bins, sizes = cfg["bucket_duration_bins"], cfg["bucket_batch_size"]
     assert len(bins) == len(sizes) == len(sol.boundaries)
     for x in range(1, int(lengths.max()) + 1):
@@ -104,9 +131,10 @@ def test_tf_pad_to_bucket_boundary_pads_to_our_edge(lengths, sol):
 def test_edges_themselves_land_in_their_bucket():
     sol = bucketopt.solve([3, 4, 10, 11, 12], k=2, token_budget=24)
     assert sol.boundaries == (4, 12)
-    assert lhotse_bucket(to_lhotse(sol)["duration_bins"], 4) == 0
-    assert lhotse_bucket(to_lhotse(sol)["duration_bins"], 5) == 1
-    assert nemo_bucket(to_nemo(sol)["bucket_duration_bins"], 4) == 0
+    bins = to_lhotse(sol, lhotse_version="1.33.0")["duration_bins"]
+    assert lhotse_bucket(bins, 4) == 0
+    assert lhotse_bucket(bins, 5) == 1
+    assert nemo_bucket(to_nemo(sol, lhotse_version="1.33.0")["bucket_duration_bins"], 4) == 0
     assert tf_bucket(to_tf_data(sol)["bucket_boundaries"], 4) == 0
     assert tf_bucket(to_tf_data(sol)["bucket_boundaries"], 5) == 1
 
@@ -135,7 +163,7 @@ def test_exports_that_need_batch_sizes_say_so():
         to_nemo(sol)
     with pytest.raises(BucketoptError, match="token_budget"):
         to_tf_data(sol)
-    assert to_lhotse(sol)["duration_bins"] == [5]
+    assert to_lhotse(sol, lhotse_version="1.33.0")["duration_bins"] == [4]
 
 
 def test_bad_inputs_are_clear_errors(tmp_path):

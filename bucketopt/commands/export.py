@@ -26,6 +26,10 @@ def add_parser(sub) -> None:
                         "bucket_by_sequence_length arguments")
     p.add_argument("--pad-to-bucket-boundary", action="store_true",
                    help="tf only: boundaries for pad_to_bucket_boundary=True (static shapes)")
+    p.add_argument("--lhotse-version", metavar="V",
+                   help="lhotse and nemo only: the Lhotse release the bins are for (1.27 and "
+                        "later: inclusive edges; 1.26 and older: edges + 1); default: the "
+                        "installed Lhotse's, else 1.27 and later")
     p.add_argument("--output", "-o", metavar="FILE", help="write the JSON here (default: stdout)")
     p.set_defaults(run=run)
 
@@ -49,6 +53,19 @@ def run(args) -> int:
                              "given edges).")
     if args.pad_to_bucket_boundary and args.fmt != "tf":
         raise BucketoptError("--pad-to-bucket-boundary applies to --format tf only.")
+    if args.lhotse_version is not None and args.fmt not in ("lhotse", "nemo"):
+        raise BucketoptError("--lhotse-version applies to --format lhotse or nemo only.")
+    options = {"pad_to_bucket_boundary": True} if args.pad_to_bucket_boundary else {}
+    if args.fmt in ("lhotse", "nemo"):
+        from ..export import _lhotse_release
+
+        if args.lhotse_version is not None:
+            try:
+                _lhotse_release(args.lhotse_version)
+            except BucketoptError:
+                raise BucketoptError("--lhotse-version must be a version like 1.33.0; got "
+                                     f"{args.lhotse_version!r}.") from None
+        options["lhotse_version"] = args.lhotse_version
     lengths, _source = read_lengths(args)
     kwargs = solver_kwargs(args)
     if args.boundaries is not None:
@@ -57,8 +74,11 @@ def run(args) -> int:
         solution = evaluate(lengths, parse_boundaries(args.boundaries), **kwargs)
     else:
         solution = solve(lengths, args.k, **kwargs)
-    options = {"pad_to_bucket_boundary": True} if args.pad_to_bucket_boundary else {}
     text = json.dumps(export(solution, args.fmt, **options), indent=2) + "\n"
+    if args.fmt in ("lhotse", "nemo"):
+        from ..export import lhotse_target
+
+        note(args, lhotse_target(args.lhotse_version))
     if args.output:
         try:
             with open(args.output, "w") as fh:
