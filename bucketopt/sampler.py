@@ -5,98 +5,38 @@ shuffled inside their buckets, cut into batches under the token budget, and the 
 out as global micro-steps of ``world_size`` batches (global batch ``i`` = micro-step
 ``i // world_size`` on rank ``i % world_size``). Each rank takes its column, so all ranks agree on
 the plan without talking to each other, and resuming is an index into the plan (no replay).
+
+The state saved for a resume is the position the training loop consumed (:meth:`track`,
+:meth:`mark_consumed`), never a guess from how far a prefetching loader has run ahead; a state
+saved at another world size or ``grad_accum`` re-plans the rest of the epoch (elastic resume).
 See ``docs/sampler.md`` for the semantics and the measured diversity figures.
 """
 
 from __future__ import annotations
 
 import hashlib
-import heapq
 import json
-from dataclasses import dataclass
+import os
+import sys
 
 import numpy as np
 
+from ._sampler_plan import EpochPlan, build_plan, infeasible
 from .errors import BucketoptError
 from .histogram import Histogram, validate_lengths
 from .solution import batch_sizes_for, check_boundaries, check_token_budget
 
+__all__ = ["BucketBatchSampler", "EpochPlan", "TrackedLoader"]
+
 PACKINGS = ("fixed", "greedy")
-STATE_VERSION = 1
+STATE_VERSION = 2
 _STATE_KEYS = ("version", "epoch", "position", "seed", "fingerprint")
-
-
-@dataclass(frozen=True, eq=False)
-class EpochPlan:
-    """One epoch's batches for every rank, in training order.
-
-    Global batch ``i`` runs at micro-step ``i // world_size`` on rank ``i % world_size``; optimizer
-    step ``j`` is micro-steps ``j * grad_accum`` to ``j * grad_accum + grad_accum - 1``. Batch ``i``
-    holds the dataset indices ``order[starts[i]:stops[i]]``.
-
-    Attributes
-    ----------
-    natural_batches : int
-        Batches the packing made before any split or drop.
-    split_batches : int
-        Batches added by splitting large batches in two (to equalise ranks and optimizer steps).
-    dropped, dropped_batches : int
-        Samples and batches left out of the epoch (only with ``drop_last=True``).
-    mixed_steps : int
-        Micro-steps whose ranks hold batches of different buckets (0 in the usual case with
-        ``sync_buckets=True``; see docs/sampler.md for when it is not).
-    """
-
-    epoch: int
-    world_size: int
-    grad_accum: int
-    order: np.ndarray
-    starts: np.ndarray
-    stops: np.ndarray
-    buckets: np.ndarray
-    natural_batches: int
-    split_batches: int
-    dropped: int
-    dropped_batches: int
-    mixed_steps: int
-
-    @property
-    def n_batches(self) -> int:
-        """Batches over all ranks."""
-        return int(self.starts.size)
-
-    @property
-    def micro_steps(self) -> int:
-        """Batches per rank (every rank has the same number)."""
-        return self.n_batches // self.world_size
-
-    @property
-    def sizes(self) -> np.ndarray:
-        return self.stops - self.starts
-
-    def batch(self, i: int) -> np.ndarray:
-        """Dataset indices of global batch ``i``."""
-        return self.order[self.starts[i]:self.stops[i]]
-
-    def batches(self, rank: int | None = None) -> list[np.ndarray]:
-        """Every batch in global order (``rank=None``) or one rank's batches in its order."""
-        ids = range(self.n_batches) if rank is None else range(rank, self.n_batches,
-                                                                 self.world_size)
-        return [self.order[self.starts[i]:self.stops[i]] for i in ids]
-
-    def to_dict(self) -> dict:
-        return {
-            "epoch": self.epoch,
-            "world_size": self.world_size,
-            "grad_accum": self.grad_accum,
-            "n_batches": self.n_batches,
-            "micro_steps": self.micro_steps,
-            "natural_batches": self.natural_batches,
-            "split_batches": self.split_batches,
-            "dropped": self.dropped,
-            "dropped_batches": self.dropped_batches,
-            "mixed_steps": self.mixed_steps,
-        }
+_V2_KEYS = ("world_size", "grad_accum", "settings", "segments")
+MAX_SEGMENTS = 64  # elastic resumes inside one epoch; each one rebuilds one plan on load
+# a batch sampler pulled by one of these runs ahead of the training loop (workers, prefetch)
+_LOADER_FILES = tuple(os.path.join(*parts) + os.sep for parts in (
+    ("torch", "utils", "data"), ("accelerate",), ("lightning",), ("pytorch_lightning",),
+    ("transformers",)))
 
 
 class BucketBatchSampler:
@@ -120,7 +60,7 @@ class BucketBatchSampler:
     rank, world_size : int
         This process's data-parallel rank and the number of ranks.
     grad_accum : int
-        Micro-steps per optimizer step.
+        Micro-steps per optimizer step. It may not exceed the batches per rank one epoch makes.
     packing : {"fixed", "greedy"}
     sync_buckets : bool or "step"
         ``True``: at every micro-step all ranks take a batch of the same bucket (equal shapes, no
@@ -177,24 +117,50 @@ class BucketBatchSampler:
                                  f"{sync_buckets!r}.")
         self.drop_last = _check_bool("drop_last", drop_last)
         self.lengths = lengths
-        bucket_of = np.searchsorted(self.edges, lengths, side="left")
-        self._members = np.argsort(bucket_of, kind="stable")  # dataset indices grouped by bucket
-        self._bucket_counts = np.bincount(bucket_of, minlength=self.edges.size)
-        self._fingerprint = _fingerprint(
-            lengths, self.edges, token_budget=self.token_budget, world_size=self.world_size,
-            grad_accum=self.grad_accum, packing=packing, sync_buckets=self.sync_buckets,
-            drop_last=self.drop_last)
+        self._bucket_of = np.searchsorted(self.edges, lengths, side="left")
+        self._members = np.argsort(self._bucket_of, kind="stable")  # indices grouped by bucket
+        self._bucket_counts = np.bincount(self._bucket_of, minlength=self.edges.size)
+        self._settings = {
+            "samples": int(lengths.size),
+            "lengths": _digest(lengths),
+            "boundaries": [int(b) for b in self.edges],
+            "token_budget": int(self.token_budget),
+            "packing": packing,
+            "sync_buckets": self.sync_buckets,
+            "drop_last": self.drop_last,
+        }
+        self._fingerprint = _digest(json.dumps(self._settings, sort_keys=True).encode())
         if not self.drop_last:
             # greedy never makes more batches than fixed packing, so when the fixed count can be
             # split up to a multiple of world_size every epoch can: refuse now, not mid-training
             most = int(np.sum(-(-self._bucket_counts // self.batch_sizes)))
             if -(-most // self.world_size) * self.world_size > lengths.size:
-                raise _infeasible(self, lengths.size, most, self.world_size)
+                raise infeasible(self, lengths.size, most, self.world_size)
         self._epoch = 0
-        self._position = 0  # batches of this rank handed out in the current epoch
+        self._segments = ()  # elastic history of self._epoch: ((world_size, grad_accum, pos),..)
         self._resume = 0  # where the next iteration starts (set by load_state_dict)
-        self._cache: EpochPlan | None = None
-        self.plan(0)  # fail at construction when the configuration cannot be planned
+        self._handed = 0  # batches of this rank handed out in the current epoch
+        self._consumed = 0  # of those, batches the training loop reported (track/mark_consumed)
+        self._tracked = False  # the loop reports what it consumed
+        self._driven = False  # the current iteration is pulled by a (prefetching) loader
+        self._cache: tuple | None = None
+        self._check_epoch_fits(self.plan(0))  # fail now when the configuration cannot train
+
+    def _check_epoch_fits(self, plan: EpochPlan) -> None:
+        if plan.n_batches == 0:
+            raise BucketoptError(
+                f"drop_last=True leaves no batch: {self.lengths.size} samples make "
+                f"{plan.natural_batches} batches under token_budget={self.token_budget}, fewer "
+                f"than one per rank for world_size={self.world_size}; pass drop_last=False, "
+                "use fewer ranks or a smaller token_budget.")
+        if self.grad_accum > plan.micro_steps:
+            raise BucketoptError(
+                f"grad_accum={self.grad_accum} is more than the {plan.micro_steps} "
+                f"batch{'es' if plan.micro_steps != 1 else ''} per rank one epoch makes "
+                f"({self.lengths.size} samples, token_budget="
+                f"{self.token_budget}, world_size={self.world_size}): not one optimizer step "
+                f"could be filled; use grad_accum <= {plan.micro_steps}, a smaller token_budget "
+                "or more data.")
 
     # ----------------------------------------------------------------------------- the torch API
     @property
@@ -206,8 +172,9 @@ class BucketBatchSampler:
         epoch = _check_int("epoch", epoch, 0)
         if epoch != self._epoch:
             self._epoch = epoch
-            self._resume = 0
-            self._position = 0
+            self._segments = ()
+            self._resume = self._handed = self._consumed = 0
+            self._driven = False
 
     def __len__(self) -> int:
         """Batches the next iteration yields on this rank (the epoch, less a resume point)."""
@@ -216,26 +183,86 @@ class BucketBatchSampler:
     def __iter__(self):
         plan = self.plan()
         start, self._resume = self._resume, 0
-        self._position = start
+        self._handed = self._consumed = start
+        self._driven = False
         order, starts, stops = plan.order, plan.starts, plan.stops
-        for i in range(start * self.world_size + self.rank, plan.n_batches, self.world_size):
-            self._position += 1
+        first = True
+        for i in range(start * plan.world_size + self.rank, plan.n_batches, plan.world_size):
+            if first:  # who pulls the batches: a DataLoader (or wrapper) fetches ahead
+                self._driven = _pulled_by_loader(sys._getframe(1))
+                first = False
+            self._handed += 1
             yield order[starts[i]:stops[i]].tolist()
 
-    def state_dict(self, *, position=None) -> dict:
-        """The resume point: epoch, batches consumed this epoch, seed and configuration hash.
+    # ---------------------------------------------------------------------- what was consumed
+    def track(self, loader) -> TrackedLoader:
+        """Wrap the loader built on this sampler so that every batch the loop receives counts.
 
-        ``position`` overrides the count of batches handed out, for loaders that prefetch ahead
-        of the training step (pass the number of batches the loop has consumed). Every rank is at
-        the same position, so rank 0's state resumes all ranks.
+        ``state_dict()`` then records the batches the training loop really consumed, however far
+        the loader's workers have prefetched.
         """
-        position = self._position if position is None else _check_int("position", position, 0)
+        self._tracked = True
+        return TrackedLoader(loader, self)
+
+    def mark_consumed(self, batches=1) -> None:
+        """Report that the training loop received ``batches`` more batches of this epoch (for
+        loops that count themselves; :meth:`track` does it for you)."""
+        batches = _check_int("batches", batches, 0)
+        if self._consumed + batches > self._handed:
+            raise BucketoptError(
+                f"batches={batches} would bring the consumed count to "
+                f"{self._consumed + batches}, more than the {self._handed} batches this sampler "
+                f"has handed out in epoch {self._epoch}; report batches of this sampler's "
+                "current iteration only.")
+        self._tracked = True
+        self._consumed += batches
+
+    @property
+    def consumed(self) -> int:
+        """Batches of this epoch the loop has reported (or the resume point)."""
+        return self._consumed
+
+    # -------------------------------------------------------------------------- resume state
+    def state_dict(self, *, position=None) -> dict:
+        """The resume point: epoch, batches the loop consumed this epoch, seed and settings.
+
+        The position is the count the training loop reported (:meth:`track` or
+        :meth:`mark_consumed`); or ``position``, the number of batches the loop has consumed in
+        this epoch; or, for a sampler iterated directly, the batches it handed out. Without one of
+        these, a sampler pulled by a DataLoader is refused: its workers run ahead of the loop, so
+        the count handed out is not what was trained. Every rank is at the same position, so
+        rank 0's state resumes all ranks, at this world size or another (elastic).
+        """
+        steps = self.plan().micro_steps
+        if position is not None:
+            position = _check_int("position", position, 0)
+            if position > steps:
+                raise BucketoptError(f"position must be <= {steps} (batches per rank in epoch "
+                                     f"{self._epoch}); got {position}.")
+        elif self._tracked:
+            position = self._consumed
+        elif self._driven:
+            raise BucketoptError(
+                f"state_dict() cannot tell how many of the {self._handed} batches handed out in "
+                f"epoch {self._epoch} the training loop consumed: a DataLoader fetches ahead of "
+                "the loop (workers, prefetch_factor, accelerate); iterate "
+                "sampler.track(loader) or pass position=<batches consumed this epoch>.")
+        else:
+            position = self._handed
         return {"version": STATE_VERSION, "epoch": self._epoch, "position": int(position),
-                "seed": self.seed, "fingerprint": self._fingerprint}
+                "seed": self.seed, "fingerprint": self._fingerprint,
+                "world_size": self.world_size, "grad_accum": self.grad_accum,
+                "segments": [list(s) for s in self._segments], "settings": dict(self._settings)}
 
     def load_state_dict(self, state) -> None:
         """Resume at the state's epoch and position: the next iteration yields exactly the
-        batches that were still to come."""
+        batches that were still to come.
+
+        A state saved at another ``world_size`` or ``grad_accum`` re-plans the rest of the epoch
+        over this sampler's ranks: every sample not yet consumed comes exactly once, and every
+        rank gets the same number of batches. Any other setting must match; the message names
+        the one that differs.
+        """
         if not isinstance(state, dict):
             raise BucketoptError(f"state must be a dict from state_dict(); got "
                                  f"{type(state).__name__}.")
@@ -243,26 +270,73 @@ class BucketBatchSampler:
         if missing:
             raise BucketoptError(f"state is missing {', '.join(missing)}: pass a dict returned "
                                  "by BucketBatchSampler.state_dict().")
-        if state["version"] != STATE_VERSION:
-            raise BucketoptError(f"state version must be {STATE_VERSION}; got "
-                                 f"{state['version']!r}.")
-        if state["fingerprint"] != self._fingerprint:
-            raise BucketoptError(
-                "state was saved by a sampler with other lengths, boundaries, token_budget, "
-                "world_size, grad_accum, packing, sync_buckets or drop_last (fingerprint "
-                f"{state['fingerprint']!r}, this sampler {self._fingerprint!r}).")
+        version = state["version"]
+        if version == 1:
+            saved_ws, saved_ga, segments = self._check_v1(state)
+        elif version == STATE_VERSION:
+            saved_ws, saved_ga, segments = self._check_v2(state)
+        else:
+            raise BucketoptError(f"state version must be 1 or {STATE_VERSION}; got {version!r}.")
         if state["seed"] != self.seed:
             raise BucketoptError(f"state seed={state['seed']!r} does not match this sampler's "
                                  f"seed={self.seed}.")
         epoch = _check_int("state epoch", state["epoch"], 0)
         position = _check_int("state position", state["position"], 0)
-        steps = self.plan(epoch).micro_steps
-        if position > steps:
-            raise BucketoptError(f"state position must be <= {steps} (batches per rank in epoch "
-                                 f"{epoch}); got {position}.")
+        saved = self._chain(epoch, segments, saved_ws, saved_ga)
+        if position > saved.micro_steps:
+            raise BucketoptError(f"state position must be <= {saved.micro_steps} (batches per "
+                                 f"rank in epoch {epoch}); got {position}.")
+        if (saved_ws, saved_ga) != (self.world_size, self.grad_accum):  # elastic: re-plan the rest
+            segments = (*segments, (saved_ws, saved_ga, position))
+            position = 0
+            self._cache = None
         self._epoch = epoch
-        self._resume = position
-        self._position = position
+        self._segments = segments
+        self.plan(epoch)  # builds (and checks) the re-planned rest now, not mid-training
+        self._resume = self._handed = self._consumed = position
+        self._driven = False
+
+    def _check_v1(self, state):
+        legacy = _legacy_fingerprint(self)
+        if state["fingerprint"] != legacy:
+            raise BucketoptError(
+                "state (version 1) was saved by a sampler with other lengths, boundaries, "
+                "token_budget, world_size, grad_accum, packing, sync_buckets or drop_last; "
+                "version 1 states do not record which (fingerprint "
+                f"{state['fingerprint']!r}, this sampler {legacy!r}).")
+        return self.world_size, self.grad_accum, ()
+
+    def _check_v2(self, state):
+        missing = [key for key in _V2_KEYS if key not in state]
+        if missing:
+            raise BucketoptError(f"state is missing {', '.join(missing)}: pass a dict returned "
+                                 "by BucketBatchSampler.state_dict().")
+        saved = state["settings"]
+        if not isinstance(saved, dict):
+            raise BucketoptError(f"state settings must be a dict; got {type(saved).__name__}.")
+        differ = [key for key in self._settings if saved.get(key) != self._settings[key]]
+        if differ:
+            raise BucketoptError("state was saved by a sampler with other settings: " + "; ".join(
+                _describe(key, saved.get(key), self._settings[key]) for key in differ) + ".")
+        if state["fingerprint"] != self._fingerprint:
+            raise BucketoptError(f"state fingerprint {state['fingerprint']!r} does not match its "
+                                 f"settings (this sampler {self._fingerprint!r}): the state was "
+                                 "edited or corrupted.")
+        saved_ws = _check_int("state world_size", state["world_size"], 1)
+        saved_ga = _check_int("state grad_accum", state["grad_accum"], 1)
+        raw = state["segments"]
+        if not isinstance(raw, (list, tuple)) or len(raw) > MAX_SEGMENTS:
+            raise BucketoptError(f"state segments must be a list of at most {MAX_SEGMENTS} "
+                                 "[world_size, grad_accum, position] entries.")
+        segments = []
+        for entry in raw:
+            if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+                raise BucketoptError("state segments must hold [world_size, grad_accum, "
+                                     f"position] entries; got {entry!r}.")
+            segments.append((_check_int("state segment world_size", entry[0], 1),
+                             _check_int("state segment grad_accum", entry[1], 1),
+                             _check_int("state segment position", entry[2], 0)))
+        return saved_ws, saved_ga, tuple(segments)
 
     # ---------------------------------------------------------------------------- introspection
     @property
@@ -271,11 +345,30 @@ class BucketBatchSampler:
         return self.plan().dropped
 
     def plan(self, epoch=None) -> EpochPlan:
-        """The whole epoch for every rank (built from ``(seed, epoch)``, cached per epoch)."""
+        """The whole epoch for every rank (built from ``(seed, epoch)``, cached per epoch).
+
+        After an elastic resume, the resumed epoch's plan holds only the rest of that epoch.
+        """
         epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0)
-        if self._cache is None or self._cache.epoch != epoch:
-            self._cache = _build_plan(self, epoch)
-        return self._cache
+        segments = self._segments if epoch == self._epoch else ()
+        key = (epoch, segments)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._chain(epoch, segments, self.world_size, self.grad_accum))
+        return self._cache[1]
+
+    def _chain(self, epoch, segments, world_size, grad_accum) -> EpochPlan:
+        """The plan of ``epoch`` at (world_size, grad_accum) after the elastic ``segments``."""
+        members = None
+        for i, (G, A, position) in enumerate(segments):
+            earlier = build_plan(self, epoch, _rng(self.seed, epoch, i), world_size=G,
+                                 grad_accum=A, members=members, segments=segments[:i])
+            if position > earlier.micro_steps:
+                raise BucketoptError(f"state segment position must be <= {earlier.micro_steps} "
+                                     f"(batches per rank at world_size={G}); got {position}.")
+            members = earlier.indices_from(position * G)
+        return build_plan(self, epoch, _rng(self.seed, epoch, len(segments)),
+                          world_size=world_size, grad_accum=grad_accum, members=members,
+                          segments=segments)
 
     def epoch_view(self, epoch=None, *, pad="batch"):
         """The epoch as an :class:`bucketopt.epoch.Epoch` over all ranks in step order (global
@@ -299,215 +392,56 @@ class BucketBatchSampler:
                 f"drop_last={self.drop_last}, epoch={self._epoch})")
 
 
-# ------------------------------------------------------------------------------ planning an epoch
-def _build_plan(sampler: BucketBatchSampler, epoch: int) -> EpochPlan:
-    rng = np.random.default_rng([sampler.seed, epoch])
-    order, starts, stops, buckets = _pack(sampler, rng)
-    n, natural = sampler.lengths.size, starts.size
-    G, A = sampler.world_size, sampler.grad_accum
-    if sampler.sync_buckets is True:
-        starts, stops, buckets, split = _plan_synced(starts, stops, buckets, G, A,
-                                                     sampler.drop_last, rng, n, sampler)
-    else:
-        starts, stops, buckets, split = _plan_unsynced(starts, stops, buckets, G, A,
-                                                       sampler.drop_last, rng, n, sampler)
-    steps = starts.size // G
-    if steps:
-        grid = buckets.reshape(steps, G)
-        mixed = int(np.count_nonzero(grid.min(axis=1) != grid.max(axis=1)))
-    else:
-        mixed = 0
-    kept = int((stops - starts).sum())
-    return EpochPlan(epoch=epoch, world_size=G, grad_accum=A, order=order, starts=starts,
-                     stops=stops, buckets=buckets, natural_batches=int(natural),
-                     split_batches=int(split), dropped=n - kept,
-                     dropped_batches=int(natural + split - starts.size), mixed_steps=mixed)
+class TrackedLoader:
+    """A loader whose batches count as consumed when the training loop receives them.
 
-
-def _pack(sampler: BucketBatchSampler, rng):
-    """Shuffle inside buckets and cut batches: (order, starts, stops, buckets), bucket by bucket."""
-    order = np.empty_like(sampler._members)
-    counts = sampler._bucket_counts
-    offsets = np.r_[0, np.cumsum(counts)]
-    for k in np.flatnonzero(counts):
-        lo, hi = offsets[k], offsets[k + 1]
-        order[lo:hi] = sampler._members[lo:hi][rng.permutation(hi - lo)]
-    if sampler.packing == "fixed":
-        parts = [np.arange(offsets[k], offsets[k + 1], sampler.batch_sizes[k], dtype=np.int64)
-                 for k in np.flatnonzero(counts)]
-        starts = np.concatenate(parts)
-    else:
-        from ._packing import greedy_starts
-
-        segment = np.zeros(order.size, dtype=np.bool_)
-        segment[offsets[:-1][counts > 0]] = True
-        starts = greedy_starts(sampler.lengths[order], segment, np.int64(sampler.token_budget))
-    stops = np.r_[starts[1:], order.size].astype(np.int64)
-    buckets = (np.searchsorted(offsets, starts, side="right") - 1).astype(np.int64)
-    return order, starts.astype(np.int64), stops, buckets
-
-
-def _infeasible(sampler, n, batches, G):
-    return BucketoptError(
-        f"cannot give each of world_size={G} ranks the same number of batches with every sample "
-        f"exactly once: {n} samples make up to {batches} batches under token_budget="
-        f"{sampler.token_budget} and splitting cannot reach the next multiple of {G}; pass "
-        "drop_last=True or use fewer ranks.")
-
-
-def _split_largest(starts, stops, buckets, extra):
-    """Split the largest batch in two, ``extra`` times (sizes ceil/floor of the half).
-
-    A split batch stays in its bucket and under the budget (fewer samples, no longer one).
-    Needs ``sum(size - 1) >= extra``.
+    Built by :meth:`BucketBatchSampler.track`. Iterating it iterates the wrapped loader; every
+    other attribute (``dataset``, ``batch_size``, ...) is the wrapped loader's.
     """
-    if extra <= 0:
-        return starts, stops, buckets
-    sizes = stops - starts
-    top = np.argsort(-sizes, kind="stable")[:extra]  # only these (and their pieces) get split
-    heap = [(-int(sizes[i]), int(starts[i]), int(stops[i]), int(buckets[i])) for i in top]
-    heapq.heapify(heap)
-    for _ in range(extra):
-        _, a, b, k = heapq.heappop(heap)
-        mid = a + (b - a + 1) // 2
-        heapq.heappush(heap, (-(mid - a), a, mid, k))
-        heapq.heappush(heap, (-(b - mid), mid, b, k))
-    keep = np.ones(sizes.size, dtype=bool)
-    keep[top] = False
-    pieces = np.array([item[1:] for item in sorted(heap, key=lambda t: t[1])], dtype=np.int64)
-    return (np.r_[starts[keep], pieces[:, 0]], np.r_[stops[keep], pieces[:, 1]],
-            np.r_[buckets[keep], pieces[:, 2]])
 
+    def __init__(self, loader, sampler: BucketBatchSampler):
+        self.loader = loader
+        self.sampler = sampler
 
-def _slack(starts, stops) -> int:
-    """How many splits a set of batches allows (every batch can go down to one sample)."""
-    return int((stops - starts).sum() - starts.size)
+    def __iter__(self):
+        for batch in self.loader:
+            self.sampler.mark_consumed(1)
+            yield batch
 
+    def __len__(self):
+        return len(self.loader)
 
-def _by_size(starts, stops, buckets, *, by_bucket=False):
-    """Sort batches largest first (by bucket first when asked); ties keep their order."""
-    keys = (-(stops - starts),) if not by_bucket else (-(stops - starts), buckets)
-    idx = np.lexsort(keys)
-    return starts[idx], stops[idx], buckets[idx]
+    def state_dict(self) -> dict:
+        return self.sampler.state_dict()
 
+    def load_state_dict(self, state) -> None:
+        self.sampler.load_state_dict(state)
 
-def _plan_unsynced(starts, stops, buckets, G, A, drop_last, rng, n, sampler):
-    """Batches of every bucket spread evenly over the epoch; rank r takes every G-th batch
-    (``sync_buckets="step"``: sorted by bucket inside each optimizer step)."""
-    natural = starts.size
-    if not drop_last:
-        extra = -natural % (G * A)
-        if extra > _slack(starts, stops):
-            extra = -natural % G
-            if extra > _slack(starts, stops):
-                raise _infeasible(sampler, n, natural, G)
-        starts, stops, buckets = _split_largest(starts, stops, buckets, extra)
-    k_ids = np.unique(buckets)
-    # systematic sampling: bucket k's c_k batches sit at (i + u_k) / c_k, i = 0..c_k-1
-    keys, rows = [], []
-    for k in k_ids:
-        mine = np.flatnonzero(buckets == k)
-        mine = mine[rng.permutation(mine.size)]
-        keys.append((np.arange(mine.size) + rng.random()) / mine.size)
-        rows.append(mine)
-    rows = np.concatenate(rows)[np.argsort(np.concatenate(keys), kind="stable")]
-    if drop_last:
-        unit = G * A if rows.size >= G * A else G
-        rows = rows[:rows.size - rows.size % unit]
-    if sampler.sync_buckets == "step":
-        # inside each optimizer step: by bucket, then largest first, so neighbours share shapes
-        step_of = np.arange(rows.size) // (G * A)
-        rows = rows[np.lexsort((starts[rows] - stops[rows], buckets[rows], step_of))]
-        # deal every other micro-step to the ranks in reverse, so no rank always gets the
-        # longest bucket of the step (ranks meet at the optimizer step under no_sync())
-        grid = rows.reshape(-1, G)
-        odd = np.arange(grid.shape[0]) % A % 2 == 1
-        grid[odd] = grid[odd, ::-1]
-        rows = grid.ravel()
-    return starts[rows], stops[rows], buckets[rows], starts.size - natural
-
-
-def _plan_synced(starts, stops, buckets, G, A, drop_last, rng, n, sampler):
-    """Micro-steps of G batches from one bucket, buckets spread evenly over the epoch."""
-    natural = starts.size
-    n_split = 0
-    streams = []  # one per bucket: (starts, stops, buckets), a multiple of G batches
-    pool = []  # leftovers of buckets that cannot be rounded to a multiple of G
-    for k in np.unique(buckets):
-        sel = buckets == k
-        s, e, b = starts[sel], stops[sel], buckets[sel]
-        extra = -s.size % G
-        if not drop_last and extra <= _slack(s, e):
-            streams.append(_split_largest(s, e, b, extra))
-            n_split += extra
-            continue
-        s, e, b = _by_size(s, e, b)
-        whole = s.size - s.size % G
-        if whole:
-            streams.append((s[:whole], e[:whole], b[:whole]))
-        pool.append((s[whole:], e[whole:], b[whole:]))
-    pool = _concat(pool)
-    if drop_last:
-        s, e, b = _by_size(*pool)
-        keep = s.size - s.size % G
-        pool = (s[:keep], e[:keep], b[:keep])
-    else:
-        extra = -pool[0].size % G
-        # too few samples in the pool to split: pull whole buckets in, most slack first
-        streams.sort(key=lambda st: _slack(st[0], st[1]))
-        while extra > _slack(pool[0], pool[1]) and streams:
-            pool = _concat([pool, streams.pop()])
-            extra = -pool[0].size % G
-        if extra > _slack(pool[0], pool[1]):
-            # the per-bucket rounding spent the slack: plan all natural batches as one pool
-            extra = -natural % G
-            if extra > n - natural:
-                raise _infeasible(sampler, n, natural, G)
-            streams, pool, n_split = [], (starts, stops, buckets), 0
-        pool = _split_largest(*pool, extra)
-        n_split += extra
-        # whole optimizer steps: split G more batches where the slack is largest
-        steps = (sum(st[0].size for st in streams) + pool[0].size) // G
-        for _ in range(-steps % A):
-            candidates = [*streams, pool]
-            slacks = [_slack(c[0], c[1]) for c in candidates]
-            best = int(np.argmax(slacks))
-            if slacks[best] < G:
-                break  # too little data to fill the last optimizer step: it stays short
-            grown = _split_largest(*candidates[best], G)
-            n_split += G
-            if best == len(streams):
-                pool = grown
-            else:
-                streams[best] = grown
-    # inside a stream, micro-steps group batches of similar size (largest first); the pool is
-    # grouped by bucket first, so a mixed micro-step spans as few buckets as possible
-    table = [_by_size(*st) for st in streams]
-    if pool[0].size:
-        table.append(_by_size(*pool, by_bucket=True))
-    if not table:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, n_split
-    firsts, keys, offset = [], [], 0
-    for s, _, _ in table:
-        count = s.size // G
-        firsts.append(offset + G * rng.permutation(count))  # the stream's steps, shuffled
-        keys.append((np.arange(count) + rng.random()) / count)  # systematic sampling
-        offset += s.size
-    all_s, all_e, all_b = _concat(table)
-    firsts = np.concatenate(firsts)[np.argsort(np.concatenate(keys), kind="stable")]
-    if drop_last and firsts.size >= A:
-        firsts = firsts[:firsts.size - firsts.size % A]
-    rows = (firsts[:, None] + np.arange(G)).ravel()
-    return all_s[rows], all_e[rows], all_b[rows], n_split
-
-
-def _concat(parts):
-    parts = [p for p in parts if p[0].size] or [tuple(np.zeros(0, np.int64) for _ in range(3))]
-    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+    def __getattr__(self, name):
+        if name in ("loader", "sampler"):
+            raise AttributeError(name)
+        return getattr(self.loader, name)
 
 
 # ---------------------------------------------------------------------------------- validation
+def _rng(seed, epoch, segment):
+    # segment 0 is the epoch as first planned: the same generator as ever
+    return np.random.default_rng([seed, epoch] if segment == 0 else [seed, epoch, segment])
+
+
+def _pulled_by_loader(frame) -> bool:
+    name = frame.f_code.co_filename if frame is not None else ""
+    return any(part in name for part in _LOADER_FILES)
+
+
+def _describe(key, saved, mine) -> str:
+    if key == "lengths":
+        return "the lengths differ (same count, other values)"
+    if key == "samples":
+        return f"samples={saved!r} (this sampler: {mine!r}): the dataset differs"
+    return f"{key}={saved!r} (this sampler: {key}={mine!r})"
+
+
 def _check_int(name, value, low):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         if isinstance(value, float) and value.is_integer():
@@ -526,9 +460,19 @@ def _check_bool(name, value):
     return bool(value)
 
 
-def _fingerprint(lengths, edges, **config) -> str:
+def _digest(data) -> str:
+    if isinstance(data, np.ndarray):
+        data = np.ascontiguousarray(data, dtype=np.int64).tobytes()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _legacy_fingerprint(sampler) -> str:
+    """The configuration hash of version-1 states (world size and grad_accum included)."""
     digest = hashlib.sha256()
-    digest.update(np.ascontiguousarray(lengths, dtype=np.int64).tobytes())
-    digest.update(np.ascontiguousarray(edges, dtype=np.int64).tobytes())
+    digest.update(np.ascontiguousarray(sampler.lengths, dtype=np.int64).tobytes())
+    digest.update(np.ascontiguousarray(sampler.edges, dtype=np.int64).tobytes())
+    config = dict(token_budget=sampler.token_budget, world_size=sampler.world_size,
+                  grad_accum=sampler.grad_accum, packing=sampler.packing,
+                  sync_buckets=sampler.sync_buckets, drop_last=sampler.drop_last)
     digest.update(json.dumps(config, sort_keys=True).encode())
     return digest.hexdigest()[:16]

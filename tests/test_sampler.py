@@ -29,19 +29,28 @@ SETTINGS = settings(max_examples=int(os.environ.get("BUCKETOPT_SAMPLER_EXAMPLES"
 
 
 @st.composite
-def configs(draw):
+def configs(draw, fit_grad_accum=False):
+    """Small random configurations; ``fit_grad_accum`` lowers grad_accum to at most the
+    batches per rank of an epoch (more is refused: see build_or_explain)."""
     lengths = draw(st.lists(st.integers(1, 60), min_size=1, max_size=150))
     top = max(lengths)
     inner = draw(st.lists(st.integers(1, max(1, top - 1)), max_size=5))
     edges = sorted({x for x in inner if x < top} | {top + draw(st.integers(0, 4))})
     token_budget = edges[-1] + draw(st.sampled_from([0, 0, 1, 7, 30, 100, 400]))
-    return dict(
+    cfg = dict(
         lengths=np.asarray(lengths), boundaries=edges, token_budget=token_budget,
         world_size=draw(st.integers(1, 16)), grad_accum=draw(st.integers(1, 8)),
         packing=draw(st.sampled_from(["fixed", "greedy"])),
         sync_buckets=draw(st.sampled_from([True, False, "step"])),
         drop_last=draw(st.booleans()), seed=draw(st.integers(0, 2**32)),
     )
+    if fit_grad_accum:
+        try:
+            steps = BucketBatchSampler(**{**cfg, "grad_accum": 1}).plan(0).micro_steps
+        except BucketoptError:
+            steps = 0
+        cfg["grad_accum"] = max(1, min(cfg["grad_accum"], steps))
+    return cfg
 
 
 @st.composite
@@ -92,14 +101,22 @@ def build_or_explain(cfg):
     """Build rank 0; None where it refused. It may refuse only where no multiple of world_size
     lies between the most batches the packing can make and n (splitting reaches any count up to
     n), so that every epoch can be planned."""
-    n, G = cfg["lengths"].size, cfg["world_size"]
-    _, hi = batch_count_bounds(cfg)
+    n, G, A = cfg["lengths"].size, cfg["world_size"], cfg["grad_accum"]
+    lo, hi = batch_count_bounds(cfg)
     try:
         return BucketBatchSampler(**cfg)
     except BucketoptError as exc:
-        assert not cfg["drop_last"]
-        assert "world_size" in str(exc)
-        assert -(-sum(hi) // G) * G > n
+        message = str(exc)
+        if message.startswith("drop_last=True leaves no batch"):
+            assert cfg["drop_last"] and sum(lo) < G  # not even one batch per rank
+        elif message.startswith(f"grad_accum={A} is more than"):
+            # an epoch shorter than one optimizer step: the same plan with grad_accum=1 has
+            # fewer than grad_accum batches per rank
+            assert BucketBatchSampler(**{**cfg, "grad_accum": 1}).plan(0).micro_steps < A
+        else:
+            assert not cfg["drop_last"]
+            assert "world_size" in message
+            assert -(-sum(hi) // G) * G > n
         return None
 
 
@@ -109,9 +126,9 @@ def test_every_index_once_equal_ranks_within_budget(cfg, epoch):
     sampler = build_or_explain(cfg)
     n, G = cfg["lengths"].size, cfg["world_size"]
     _, hi = batch_count_bounds(cfg)
-    if not cfg["drop_last"]:
-        # refused exactly when fixed packing's count (greedy's most) cannot be split evenly
-        assert (sampler is None) == (-(-sum(hi) // G) * G > n)
+    if not cfg["drop_last"] and -(-sum(hi) // G) * G > n:
+        # refused when fixed packing's count (greedy's most) cannot be split evenly
+        assert sampler is None
     if sampler is None:
         return
     ranks, last = all_ranks(cfg, epoch)
@@ -142,7 +159,7 @@ def test_every_index_once_equal_ranks_within_budget(cfg, epoch):
 
 
 @SETTINGS
-@given(configs(), st.integers(0, 3), st.data())
+@given(configs(fit_grad_accum=True), st.integers(0, 3), st.data())
 def test_deterministic_and_exact_resume(cfg, epoch, data):
     sampler = build_or_explain(cfg)
     assume(sampler is not None)
@@ -170,6 +187,8 @@ def test_deterministic_and_exact_resume(cfg, epoch, data):
 @given(st.one_of(configs(), big_configs()))
 def test_sync_buckets_lockstep_and_stratified(cfg):
     cfg = {**cfg, "sync_buckets": True, "drop_last": False}
+    sampler = build_or_explain(cfg)
+    assume(sampler is not None)
     lengths, edges = cfg["lengths"], np.asarray(cfg["boundaries"])
     G, A = cfg["world_size"], cfg["grad_accum"]
     _, hi = batch_count_bounds(cfg)
@@ -197,7 +216,7 @@ def test_sync_buckets_lockstep_and_stratified(cfg):
 
 
 @SETTINGS
-@given(st.one_of(configs(), big_configs()), st.sampled_from([False, "step"]))
+@given(st.one_of(configs(fit_grad_accum=True), big_configs()), st.sampled_from([False, "step"]))
 def test_unsynced_modes_stratify_every_optimizer_step(cfg, mode):
     cfg = {**cfg, "sync_buckets": mode}
     sampler = build_or_explain(cfg)
@@ -334,8 +353,10 @@ def test_bad_input_is_one_clear_error(kwargs, match):
 def test_too_few_samples_for_the_ranks():
     with pytest.raises(BucketoptError, match="drop_last=True"):
         BucketBatchSampler([5, 6, 7], [7], token_budget=7, world_size=8)
-    sampler = BucketBatchSampler([5, 6, 7], [7], token_budget=7, world_size=8, drop_last=True)
-    assert len(sampler) == 0 and sampler.dropped == 3
+    with pytest.raises(BucketoptError, match=r"^drop_last=True leaves no batch: 3 samples"):
+        BucketBatchSampler([5, 6, 7], [7], token_budget=7, world_size=8, drop_last=True)
+    sampler = BucketBatchSampler([5, 6, 7], [7], token_budget=7, world_size=2, drop_last=True)
+    assert len(sampler) == 1 and sampler.dropped == 1
 
 
 def test_state_must_match_the_configuration():
@@ -343,18 +364,38 @@ def test_state_must_match_the_configuration():
     sampler = BucketBatchSampler(lengths, [50, 199], token_budget=400, world_size=2)
     state = json.loads(json.dumps(sampler.state_dict()))  # checkpoints may be JSON
     sampler.load_state_dict(state)
-    with pytest.raises(BucketoptError, match="fingerprint"):
-        BucketBatchSampler(lengths, [50, 199], token_budget=400, world_size=4).load_state_dict(
-            state)
-    with pytest.raises(BucketoptError, match="seed"):
-        BucketBatchSampler(lengths, [50, 199], token_budget=400, world_size=2,
-                           seed=1).load_state_dict(state)
+    # the message names the setting that differs, with both values
+    for change, expected in [
+        ({"token_budget": 800}, r"token_budget=400 \(this sampler: token_budget=800\)"),
+        ({"boundaries": [60, 199]}, r"boundaries=\[50, 199\] \(this sampler: boundaries=\[60"),
+        ({"packing": "greedy"}, r"packing='fixed' \(this sampler: packing='greedy'\)"),
+        ({"drop_last": True}, r"drop_last=False \(this sampler: drop_last=True\)"),
+        ({"sync_buckets": "step"}, r"sync_buckets=True \(this sampler: sync_buckets='step'\)"),
+        ({"lengths": lengths[::-1]}, r"the lengths differ"),
+        ({"lengths": lengths[1:]}, r"samples=199 \(this sampler: 198\)"),
+        ({"seed": 1}, r"state seed=0 does not match this sampler's seed=1"),
+    ]:
+        kwargs = {"lengths": lengths, "boundaries": [50, 199], "token_budget": 400,
+                  "world_size": 2, **change}
+        other = BucketBatchSampler(kwargs.pop("lengths"), kwargs.pop("boundaries"), **kwargs)
+        with pytest.raises(BucketoptError, match=expected):
+            other.load_state_dict(state)
+    # two settings differ: both are named
+    other = BucketBatchSampler(lengths, [50, 199], token_budget=800, packing="greedy")
+    with pytest.raises(BucketoptError, match="token_budget=400.*; packing='fixed'"):
+        other.load_state_dict(state)
+    with pytest.raises(BucketoptError, match="edited or corrupted"):
+        sampler.load_state_dict({**state, "fingerprint": "0" * 16})
     with pytest.raises(BucketoptError, match="position"):
         sampler.load_state_dict({**state, "position": len(sampler) + 1})
     with pytest.raises(BucketoptError, match="missing"):
         sampler.load_state_dict({"epoch": 0})
     with pytest.raises(BucketoptError, match="dict"):
         sampler.load_state_dict([1, 2])
+    with pytest.raises(BucketoptError, match="segments"):
+        sampler.load_state_dict({**state, "segments": [[2, 1]]})
+    with pytest.raises(BucketoptError, match="segments"):
+        sampler.load_state_dict({**state, "segments": [[2, 1, 0]] * 100})
     # rank 0's state resumes every rank: all ranks are at the same position
     other = BucketBatchSampler(lengths, [50, 199], token_budget=400, world_size=2, rank=1)
     sampler.set_epoch(1)
@@ -364,6 +405,37 @@ def test_state_must_match_the_configuration():
     assert other.epoch == 1 and len(other) == len(sampler) - 2
     other.set_epoch(2)  # another epoch: the resume point no longer applies
     assert len(other) == other.plan(2).micro_steps
+
+
+def test_version_1_states_still_resume():
+    from bucketopt.sampler import _legacy_fingerprint
+
+    lengths = np.arange(1, 200)
+    sampler = BucketBatchSampler(lengths, [50, 199], token_budget=400, world_size=2)
+    full = list(sampler)
+    legacy = {"version": 1, "epoch": 0, "position": 3, "seed": 0,
+              "fingerprint": _legacy_fingerprint(sampler)}
+    sampler.load_state_dict(legacy)
+    assert list(sampler) == full[3:]
+    other = BucketBatchSampler(lengths, [50, 199], token_budget=400, world_size=4)
+    with pytest.raises(BucketoptError, match="version 1"):
+        other.load_state_dict(legacy)
+
+
+def test_position_past_the_epoch_and_tiny_epochs_are_refused():
+    lengths = np.random.default_rng(0).integers(1, 100, 40)
+    sampler = BucketBatchSampler(lengths, [50, 99], token_budget=500)
+    steps = len(sampler)
+    with pytest.raises(BucketoptError, match=rf"^position must be <= {steps} .*got 1000000000"):
+        sampler.state_dict(position=10**9)
+    with pytest.raises(BucketoptError, match="position must be an integer >= 0"):
+        sampler.state_dict(position=-1)
+    assert sampler.state_dict(position=steps)["position"] == steps
+    # grad_accum above the batches per rank would have split every batch to single samples
+    with pytest.raises(BucketoptError, match=rf"^grad_accum={steps + 1} is more than the {steps} "):
+        BucketBatchSampler(lengths, [50, 99], token_budget=500, grad_accum=steps + 1)
+    exact = BucketBatchSampler(lengths, [50, 99], token_budget=500, grad_accum=steps)
+    assert exact.plan().split_batches <= 1 and min(exact.plan().sizes) > 1
 
 
 def test_measure_validates_steps():
@@ -455,3 +527,142 @@ def test_compare_cli_reports_diversity(tmp_path, capsys):
     assert "sampler" not in rows and all("step_mix_gap" not in r for r in rows.values())
     assert main(argv[:-1]) == 0
     assert "step mix gap" in capsys.readouterr().out
+
+
+def consume(samplers, steps):
+    """Iterate every rank ``steps`` batches; returns their batches and the open iterators."""
+    its = [iter(s) for s in samplers]
+    taken = [[next(it) for _ in range(steps)] for it in its]
+    return taken, its
+
+
+def rest_is_feasible(cfg, rest, world_size):
+    """Whether the remaining samples can be split evenly over ``world_size`` ranks (the
+    fixed-packing count bounds greedy's)."""
+    if cfg["drop_last"] or not rest:
+        return True
+    _, hi = batch_count_bounds({**cfg, "lengths": cfg["lengths"][rest]})
+    return -(-sum(hi) // world_size) * world_size <= len(rest)
+
+
+@SETTINGS
+@given(configs(fit_grad_accum=True), st.integers(0, 2), st.data())
+def test_elastic_resume_keeps_every_index_exactly_once(cfg, epoch, data):
+    sampler = build_or_explain(cfg)
+    assume(sampler is not None)
+    G = cfg["world_size"]
+    sampler.set_epoch(epoch)
+    steps = len(sampler)
+    position = data.draw(st.integers(0, steps), label="position")
+    old = [BucketBatchSampler(**cfg, rank=r) for r in range(G)]
+    for s in old:
+        s.set_epoch(epoch)
+    taken, _ = consume(old, position)
+    state = json.loads(json.dumps(old[0].state_dict()))
+    consumed = [i for rank in taken for b in rank for i in b]
+    kept = set(old[0].plan(epoch).order[np.concatenate(
+        [np.arange(a, b) for a, b in zip(old[0].plan().starts, old[0].plan().stops)]
+        or [np.zeros(0, int)])].tolist())  # the samples the epoch keeps (all but drop_last's)
+    rest = sorted(kept - set(consumed))
+    for hop in range(2):  # G -> G' -> G'': two elastic resumes inside one epoch
+        G2 = data.draw(st.integers(1, 12), label=f"world size {hop}")
+        A2 = data.draw(st.integers(1, 4), label=f"grad_accum {hop}")
+        kwargs = {**cfg, "world_size": G2, "grad_accum": A2}
+        if build_or_explain(kwargs) is None:  # refused as a whole (checked there)
+            return
+        new = [BucketBatchSampler(**kwargs, rank=r) for r in range(G2)]
+        try:
+            for s in new:
+                s.load_state_dict(state)
+        except BucketoptError as exc:
+            assert str(exc).startswith(f"cannot resume at world_size={G2}")
+            assert not rest_is_feasible(cfg, rest, G2)
+            return
+        for s in new:
+            s.set_epoch(epoch)  # the loop re-selects the epoch: the re-planned rest stays
+        counts = {len(s) for s in new}
+        assert len(counts) == 1  # every rank the same number of batches
+        n_rest = counts.pop()
+        out = [list(s) for s in new]
+        got = [i for rank in out for b in rank for i in b]
+        lengths, edges = cfg["lengths"], np.asarray(cfg["boundaries"])
+        for b in (b for rank in out for b in rank):
+            assert len(b) * lengths[b].max() <= cfg["token_budget"]
+            assert np.unique(bucket_of(lengths[b], edges)).size == 1
+        if cfg["drop_last"]:
+            assert len(set(got)) == len(got) and set(got) <= set(rest)
+        else:
+            assert sorted(got) == rest  # every remaining sample exactly once
+        # stop part-way through the rest and hop again
+        cut = data.draw(st.integers(0, n_rest), label=f"cut {hop}")
+        for s in new:
+            s.load_state_dict(state)
+        taken, _ = consume(new, cut)
+        done = {i for rank in taken for b in rank for i in b}
+        state = json.loads(json.dumps(new[0].state_dict()))
+        rest = sorted(set(rest) - done) if not cfg["drop_last"] else sorted(set(got) - done)
+        if cfg["drop_last"]:
+            return  # a re-plan may drop more: "at most once" was checked above
+    # the next epoch is a whole epoch at the new world size
+    new[0].set_epoch(epoch + 1)
+    assert new[0].plan().segments == () and len(new[0]) == new[0].plan(epoch + 1).micro_steps
+
+
+def test_elastic_resume_from_8_to_3_ranks():
+    lengths = np.random.default_rng(5).integers(1, 400, 3000)
+    edges, budget = [64, 128, 256, 400], 1600
+    old = [BucketBatchSampler(lengths, edges, token_budget=budget, world_size=8, rank=r,
+                              grad_accum=2, seed=3) for r in range(8)]
+    for s in old:
+        s.set_epoch(1)
+    steps = len(old[0])
+    taken, _ = consume(old, steps // 3)
+    state = old[3].state_dict()  # any rank's state: all ranks are at the same position
+    assert state["world_size"] == 8 and state["position"] == steps // 3
+    new = [BucketBatchSampler(lengths, edges, token_budget=budget, world_size=3, rank=r,
+                              grad_accum=2, seed=3) for r in range(3)]
+    for s in new:
+        s.load_state_dict(state)
+        s.set_epoch(1)
+    assert len({len(s) for s in new}) == 1
+    rest = [list(s) for s in new]
+    seen = [i for part in (taken, rest) for rank in part for b in rank for i in b]
+    assert sorted(seen) == list(range(lengths.size))  # exactly once over both world sizes
+    plan = new[0].plan()
+    assert plan.segments == ((8, 2, steps // 3),) and plan.mixed_steps == 0
+    for b in (b for rank in rest for b in rank):
+        assert len(b) * lengths[b].max() <= budget
+    # a state taken after the elastic resume resumes again, at any world size
+    for s in new:
+        s.load_state_dict(state)
+    taken2, _ = consume(new, 5)
+    again = [BucketBatchSampler(lengths, edges, token_budget=budget, world_size=5, rank=r,
+                                grad_accum=2, seed=3) for r in range(5)]
+    for s in again:
+        s.load_state_dict(new[0].state_dict())
+    rest2 = [list(s) for s in again]
+    seen = [i for part in (taken, taken2, rest2) for rank in part for b in rank for i in b]
+    assert sorted(seen) == list(range(lengths.size))
+    # at the same world size the state is a plain position: the uninterrupted batches
+    same = BucketBatchSampler(lengths, edges, token_budget=budget, world_size=3, rank=1,
+                              grad_accum=2, seed=3)
+    same.load_state_dict(new[0].state_dict())
+    assert list(same) == rest[1][5:]
+
+
+def test_state_dict_refuses_a_guess_while_a_loader_runs_ahead():
+    lengths = np.random.default_rng(1).integers(1, 100, 400)
+    sampler = BucketBatchSampler(lengths, [50, 99], token_budget=500)
+    it = iter(sampler)  # iterated directly: what it handed out is what the loop has
+    next(it), next(it)
+    assert sampler.state_dict()["position"] == 2
+    tracked = BucketBatchSampler(lengths, [50, 99], token_budget=500)
+    loader = tracked.track(tracked)  # any iterable over the sampler's batches
+    seen = []
+    for batch in loader:
+        seen.append(batch)
+        if len(seen) == 3:
+            break
+    assert tracked.state_dict()["position"] == tracked.consumed == 3
+    with pytest.raises(BucketoptError, match="batches=100 would bring the consumed count"):
+        tracked.mark_consumed(100)

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
-from bucketopt import BucketBatchSampler  # noqa: E402
+from bucketopt import BucketBatchSampler, BucketoptError  # noqa: E402
 
 EDGES = [24, 48, 96, 160]
 BUDGET = 640
@@ -121,3 +121,36 @@ def test_the_training_loop_in_the_docs_runs():
     resumed.load_state_dict(state)
     sampler.set_epoch(1)
     assert list(resumed) == list(sampler)[10:]
+
+
+def test_prefetching_loader_state_is_what_the_loop_consumed(lengths):
+    """The trap: with workers the sampler runs ahead of the loop. An untracked state_dict() is
+    refused; a tracked loader saves what the loop received, and resuming skips nothing."""
+    sampler, _ = loader(lengths, seed=5)
+    full = [sorted(b) for b in sampler]
+    sampler, _ = loader(lengths, seed=5)
+    dl = DataLoader(Sequences(lengths), batch_sampler=sampler, collate_fn=pad_to_edge,
+                    num_workers=2, prefetch_factor=2)
+    for step, _batch in enumerate(dl):
+        if step == 4:
+            break
+    assert sampler._handed > 5  # the workers were handed batches the loop never saw
+    with pytest.raises(BucketoptError, match=r"sampler.track\(loader\) or pass position="):
+        sampler.state_dict()
+    del dl
+
+    sampler, _ = loader(lengths, seed=5)
+    tracked = sampler.track(DataLoader(Sequences(lengths), batch_sampler=sampler,
+                                       collate_fn=pad_to_edge, num_workers=2, prefetch_factor=2))
+    assert len(tracked) == len(sampler) and tracked.dataset is not None
+    consumed = []
+    for batch in tracked:
+        consumed.append(sample_ids(batch))
+        if len(consumed) == 5:
+            state = tracked.state_dict()
+            break
+    assert sampler._handed > 5 and state["position"] == 5
+    resumed, dl = loader(lengths, seed=5)
+    resumed.load_state_dict(state)
+    rest = [sample_ids(b) for b in dl]
+    assert consumed + rest == full  # not one batch skipped or repeated
