@@ -1,10 +1,23 @@
 """Calibrate the cost model on measured micro-batch step times.
 
 Given measured seconds ``t_i`` of micro-batches of ``s_i`` rows padded to ``L_i``, find
-``alpha, beta, gamma >= 0`` minimising the squared *relative* error
-``sum_i ((alpha + beta s_i L_i + gamma s_i L_i^2) / t_i - 1)^2``: a non-negative least-squares
-problem (rows divided by the measured time, columns scaled to unit norm for conditioning).
-Relative error weights a 0.05 s step as much as a 5 s one, so no shape dominates the fit.
+``alpha, beta, gamma >= 0`` of ``t = alpha + beta s L + gamma s L^2`` in four steps:
+
+1. **Pool repeats.** Rows of the same shape (s, L) become one point: the median of their times
+   (robust to a stray slow step), so a shape timed 50 times weighs as much as one timed 3 times.
+2. **Robust fit on relative error.** Minimise ``sum_i rho((t_model(s_i, L_i) / t_i - 1) / c)``
+   with the soft-L1 loss ``rho(z) = 2 (sqrt(1 + z^2) - 1)`` (quadratic for small errors, linear
+   for large ones) under ``alpha, beta, gamma >= 0`` (``scipy.optimize.least_squares``, bounded
+   trust region). The scale ``c`` is the robust spread of the residuals (1.4826 x their median
+   absolute value, from a first non-negative least-squares fit; refined once). Relative error
+   weights a 0.05 s step as much as a 5 s one, so no shape dominates the fit.
+3. **Quality.** R^2 on the pooled times, relative errors of every row, k-fold held-out error
+   (each fold of shapes predicted by a fit that never saw it), and rows whose relative error
+   exceeds ``max(4 c, 5%)`` flagged as outliers.
+4. **Uncertainty.** A bootstrap over the pooled shapes (resample with replacement, refit) gives
+   95% intervals of the coefficients; the coefficient sets travel in the profile
+   (``uncertainty``), and every prediction made with it carries an interval
+   (:mod:`bucketopt.intervals`).
 """
 
 from __future__ import annotations
@@ -21,11 +34,24 @@ from .errors import BucketoptError
 
 COLUMNS = ("batch_size", "padded_len", "seconds")
 MIN_ROWS = 6
+MIN_SHAPES = 3
+LOSS = "soft_l1"
+FOLDS = 5
+BOOTSTRAP = 200
+COVERAGE = 0.95
+OUTLIER_SCALES = 4.0  # a row is an outlier beyond max(4 c, 5%) relative error
+OUTLIER_FLOOR = 0.05
+SCALE_BOUNDS = (0.005, 0.5)  # the soft-L1 scale c is kept in [0.5%, 50%]
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """Fitted coefficients and the quality of the fit."""
+    """Fitted coefficients and the quality of the fit.
+
+    ``r2`` and the ``*_rel_error`` fields describe the in-sample fit (every row; R^2 on the
+    pooled shape medians); ``heldout`` the k-fold out-of-sample error on shapes; ``intervals``
+    the bootstrap coefficient intervals; ``outliers`` the rows the robust fit discounted.
+    """
 
     alpha: float
     beta: float
@@ -36,25 +62,46 @@ class Calibration:
     max_rel_error: float
     rms_rel_error: float
     residuals: tuple = field(default=(), repr=False)  # predicted / measured - 1, per row
+    n_shapes: int = 0
+    loss: str = LOSS
+    scale: float = 0.0  # robust scale c of the relative residuals
+    heldout: dict | None = None
+    intervals: dict = field(default_factory=dict)
+    coefficient_sets: tuple = field(default=(), repr=False)  # bootstrap (alpha, beta, gamma)
+    outliers: tuple = ()
+    r2_inliers: float | None = None  # R^2 on the pooled shapes without the outlier rows
 
     def cost_model(self, world_size: int = 1) -> CostModel:
         return CostModel(self.alpha, self.beta, self.gamma, world_size=world_size,
                          name="calibrated")
 
+    def uncertainty(self) -> dict | None:
+        """The profile's ``uncertainty`` field: the bootstrap coefficient sets."""
+        if not self.coefficient_sets:
+            return None
+        return {"method": "bootstrap over the measured shapes, robust refit of each resample",
+                "coverage": COVERAGE,
+                "coefficient_sets": [list(c) for c in self.coefficient_sets]}
+
     def to_profile(self, *, name="calibrated", description="", world_size=1, token_budget=None,
                    source=None) -> Profile:
         provenance = {
-            "method": "non-negative least squares on relative error of measured micro-batch times",
+            "method": ("robust (soft-L1) non-negative fit on the relative error of measured "
+                       "micro-batch times, repeats of a shape pooled by their median"),
             "n_measurements": self.n_measurements,
+            "n_shapes": self.n_shapes,
             "r2": self.r2,
             "median_rel_error": self.median_rel_error,
             "max_rel_error": self.max_rel_error,
+            "heldout": self.heldout,
+            "intervals": self.intervals,
+            "outlier_rows": [o["row"] for o in self.outliers],
         }
         if source is not None:
             provenance["measurements"] = str(source)
         return Profile(name=name, description=description, alpha=self.alpha, beta=self.beta,
                        gamma=self.gamma, world_size=world_size, token_budget=token_budget,
-                       provenance=provenance)
+                       provenance=provenance, uncertainty=self.uncertainty())
 
     def to_dict(self) -> dict:
         return {
@@ -64,10 +111,17 @@ class Calibration:
             "units": {"alpha": "s", "beta": "s per padded token",
                       "gamma": "s per padded token x padded length"},
             "n_measurements": self.n_measurements,
+            "n_shapes": self.n_shapes,
+            "loss": self.loss,
+            "scale": self.scale,
             "r2": self.r2,
+            "r2_inliers": self.r2_inliers,
             "median_rel_error": self.median_rel_error,
             "max_rel_error": self.max_rel_error,
             "rms_rel_error": self.rms_rel_error,
+            "heldout": self.heldout,
+            "intervals": self.intervals,
+            "outliers": list(self.outliers),
         }
 
 
@@ -88,8 +142,9 @@ def _column(values, name: str, *, integer: bool) -> np.ndarray:
     return arr
 
 
-def calibrate(batch_size, padded_len, seconds) -> Calibration:
-    """Fit non-negative alpha, beta, gamma to measured micro-batch times.
+def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
+              bootstrap: int = BOOTSTRAP, seed: int = 0) -> Calibration:
+    """Fit non-negative alpha, beta, gamma to measured micro-batch times (robustly).
 
     Parameters
     ----------
@@ -97,6 +152,12 @@ def calibrate(batch_size, padded_len, seconds) -> Calibration:
         Rows and padded length of each measured micro-batch.
     seconds : array-like of float
         Measured time of each micro-batch (forward + backward + optimizer share).
+    folds : int
+        Folds of the held-out error over the distinct shapes (0: none).
+    bootstrap : int
+        Bootstrap resamples for the coefficient intervals (0: none).
+    seed : int
+        Seed of the fold split and the bootstrap.
 
     Examples
     --------
@@ -118,6 +179,9 @@ def calibrate(batch_size, padded_len, seconds) -> Calibration:
         raise BucketoptError(
             f"calibration needs at least {MIN_ROWS} measurements; got {s.size}."
         )
+    for name, value, low in (("folds", folds, 0), ("bootstrap", bootstrap, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise BucketoptError(f"`{name}` must be an integer >= {low}; got {value!r}.")
     with np.errstate(over="ignore"):  # out-of-range values are refused below
         tokens = s * length
         design = np.stack([np.ones_like(s), tokens, tokens * length], axis=1)
@@ -126,24 +190,57 @@ def calibrate(batch_size, padded_len, seconds) -> Calibration:
             "measurements must vary both the padded length and the tokens per batch (at least 2 "
             "distinct values each) to separate alpha, beta and gamma."
         )
-    from scipy.optimize import nnls
-
     with np.errstate(over="ignore"):
         rows = design / t[:, None]
         norms = np.linalg.norm(rows, axis=0)
     if not (np.isfinite(rows).all() and np.isfinite(norms).all()):
         raise BucketoptError("measurements out of range: batch_size x padded_len^2 / seconds "
                              "overflows float64.")
-    try:
-        scaled, _ = nnls(rows / norms, np.ones_like(t))
-    except RuntimeError as exc:  # iteration limit on degenerate data
-        raise BucketoptError(f"the least-squares fit did not converge: {exc}") from None
-    coef = scaled / norms
+    shapes, inverse = np.unique(np.stack([s, length], axis=1), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    if shapes.shape[0] < MIN_SHAPES:
+        raise BucketoptError(
+            f"measurements must cover at least {MIN_SHAPES} distinct (batch_size, padded_len) "
+            f"shapes to separate alpha, beta and gamma; got {shapes.shape[0]}."
+        )
+    pooled_t = np.array([np.median(t[inverse == i]) for i in range(shapes.shape[0])])
+    pooled = np.stack([np.ones(shapes.shape[0]), shapes[:, 0] * shapes[:, 1],
+                       shapes[:, 0] * shapes[:, 1] ** 2], axis=1).astype(np.float64)
+    scale_cols = np.linalg.norm(pooled / pooled_t[:, None], axis=0)
+    scale_cols[scale_cols == 0] = 1.0
+
+    first = _nnls_fit(pooled, pooled_t, scale_cols)
+    scale = _robust_scale(pooled @ first / pooled_t - 1.0)
+    coef = _robust_fit(pooled, pooled_t, scale_cols, scale, first)
+    scale = _robust_scale(pooled @ coef / pooled_t - 1.0)
+    coef = _robust_fit(pooled, pooled_t, scale_cols, scale, coef)
+
     predicted = design @ coef
     rel = predicted / t - 1.0
-    ss_res = float(np.sum((predicted - t) ** 2))
-    ss_tot = float(np.sum((t - t.mean()) ** 2))
+    pooled_pred = pooled @ coef
+    ss_res = float(np.sum((pooled_pred - pooled_t) ** 2))
+    ss_tot = float(np.sum((pooled_t - pooled_t.mean()) ** 2))
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+    limit = max(OUTLIER_SCALES * scale, OUTLIER_FLOOR)
+    outliers = tuple(
+        {"row": int(i), "batch_size": int(s[i]), "padded_len": int(length[i]),
+         "seconds": float(t[i]), "predicted": float(predicted[i]), "rel_error": float(rel[i])}
+        for i in np.flatnonzero(np.abs(rel) > limit)
+    )
+    keep = np.ones(t.size, dtype=bool)
+    keep[[o["row"] for o in outliers]] = False
+    r2_inliers = _pooled_r2(coef, s[keep], length[keep], t[keep]) if keep.any() else None
+    rng = np.random.default_rng(seed)
+    heldout = _kfold(pooled, pooled_t, scale_cols, scale, coef, folds, rng)
+    sets = _bootstrap(pooled, pooled_t, scale_cols, scale, coef, bootstrap, rng)
+    intervals = {}
+    if sets.size:
+        q = (1.0 - COVERAGE) / 2.0
+        lo, hi = np.quantile(sets, [q, 1.0 - q], axis=0)
+        intervals = {key: [float(min(lo[i], coef[i])), float(max(hi[i], coef[i]))]
+                     for i, key in enumerate(("alpha", "beta", "gamma"))}
+        intervals["coverage"] = COVERAGE
+        intervals["resamples"] = int(bootstrap)
     return Calibration(
         alpha=float(coef[0]), beta=float(coef[1]), gamma=float(coef[2]),
         n_measurements=int(t.size), r2=r2 if math.isfinite(r2) else 0.0,
@@ -151,14 +248,95 @@ def calibrate(batch_size, padded_len, seconds) -> Calibration:
         max_rel_error=float(np.max(np.abs(rel))),
         rms_rel_error=float(np.sqrt(np.mean(rel ** 2))),
         residuals=tuple(float(r) for r in rel),
+        n_shapes=int(shapes.shape[0]), loss=LOSS, scale=float(scale), heldout=heldout,
+        intervals=intervals, coefficient_sets=tuple(tuple(float(v) for v in c) for c in sets),
+        outliers=outliers, r2_inliers=r2_inliers,
     )
+
+
+def _pooled_r2(coef, s, length, t) -> float | None:
+    """R^2 of the fit on the median time of each distinct shape."""
+    shapes, inverse = np.unique(np.stack([s, length], axis=1), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    med = np.array([np.median(t[inverse == i]) for i in range(shapes.shape[0])])
+    pred = coef[0] + shapes[:, 0] * shapes[:, 1] * (coef[1] + coef[2] * shapes[:, 1])
+    ss_tot = float(np.sum((med - med.mean()) ** 2))
+    if ss_tot <= 0:
+        return None
+    return 1.0 - float(np.sum((pred - med) ** 2)) / ss_tot
+
+
+def _robust_scale(rel) -> float:
+    """1.4826 x the median absolute relative residual, kept within SCALE_BOUNDS."""
+    c = 1.4826 * float(np.median(np.abs(rel)))
+    return float(min(max(c, SCALE_BOUNDS[0]), SCALE_BOUNDS[1]))
+
+
+def _nnls_fit(design, t, scale_cols) -> np.ndarray:
+    """Non-negative least squares on relative error (the robust fit's starting point)."""
+    from scipy.optimize import nnls
+
+    rows = design / t[:, None] / scale_cols
+    try:
+        scaled, _ = nnls(rows, np.ones_like(t))
+    except RuntimeError as exc:  # iteration limit on degenerate data
+        raise BucketoptError(f"the least-squares fit did not converge: {exc}") from None
+    return scaled / scale_cols
+
+
+def _robust_fit(design, t, scale_cols, scale, start) -> np.ndarray:
+    """Soft-L1 fit of the relative error with alpha, beta, gamma >= 0."""
+    from scipy.optimize import least_squares
+
+    rows = design / t[:, None] / scale_cols
+    x0 = np.maximum(start * scale_cols, 1e-12)
+    result = least_squares(lambda x: rows @ x - 1.0, x0, jac=lambda x: rows,
+                           bounds=(0.0, np.inf), loss=LOSS, f_scale=scale, method="trf",
+                           x_scale=1.0)
+    x = result.x
+    # A coefficient the fit drives to the bound is exactly 0 (not round-off above it).
+    x = np.where(x < 1e-9 * max(float(x.max()), 1e-300), 0.0, x)
+    return x / scale_cols
+
+
+def _kfold(design, t, scale_cols, scale, coef, folds, rng) -> dict | None:
+    """Held-out relative error: each fold of shapes predicted by a fit on the others."""
+    n = t.size
+    k = min(int(folds), n)
+    if k < 2 or n < MIN_SHAPES + 1:
+        return None
+    order = rng.permutation(n)
+    errors = np.empty(n)
+    for f in range(k):
+        test = order[f::k]
+        train = np.setdiff1d(order, test)
+        fit = _robust_fit(design[train], t[train], scale_cols, scale, coef)
+        errors[test] = design[test] @ fit / t[test] - 1.0
+    err = np.abs(errors)
+    return {"folds": k, "median_rel_error": float(np.median(err)),
+            "p90_rel_error": float(np.quantile(err, 0.9)),
+            "max_rel_error": float(err.max())}
+
+
+def _bootstrap(design, t, scale_cols, scale, coef, resamples, rng) -> np.ndarray:
+    """(resamples, 3) coefficient sets refitted on shapes drawn with replacement."""
+    n = t.size
+    out = np.empty((int(resamples), 3))
+    for b in range(int(resamples)):
+        pick = rng.integers(0, n, size=n)
+        out[b] = _robust_fit(design[pick], t[pick], scale_cols, scale, coef)
+    return out
 
 
 def read_measurements(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(batch_size, padded_len, seconds) from a CSV with a header naming those columns."""
+    from .guards import path_kind, short
+
+    kind = path_kind(path, "measurements file")
     path = Path(path)
-    if not path.is_file():
-        raise BucketoptError(f"measurements file {path} does not exist.")
+    if kind != "file":
+        what = "does not exist" if kind == "missing" else "is not a regular file"
+        raise BucketoptError(f"measurements file {short(str(path))} {what}.")
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.reader(fh)
@@ -166,6 +344,10 @@ def read_measurements(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             if header is None:
                 raise BucketoptError(f"measurements file {path} is empty.")
             header = [h.strip().lower() for h in header]
+            twice = [c for c in COLUMNS if header.count(c) > 1]
+            if twice:
+                raise BucketoptError(
+                    f"measurements file {path}: the header names column {twice[0]} twice.")
             missing = [c for c in COLUMNS if c not in header]
             if missing:
                 raise BucketoptError(
@@ -177,6 +359,11 @@ def read_measurements(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             for line_no, row in enumerate(reader, start=2):
                 if not row or all(not cell.strip() for cell in row):
                     continue
+                if len(row) != len(header):
+                    raise BucketoptError(
+                        f"measurements file {path}, line {line_no}: {len(row)} fields where the "
+                        f"header has {len(header)}; every row needs one value per column."
+                    )
                 for col, i in enumerate(idx):
                     try:
                         out[col].append(float(row[i]))
@@ -184,9 +371,9 @@ def read_measurements(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                         cell = row[i] if i < len(row) else ""
                         raise BucketoptError(
                             f"measurements file {path}, line {line_no}: `{COLUMNS[col]}` must be "
-                            f"a number; got {cell!r}."
+                            f"a number; got {short(cell, 40)}."
                         ) from None
-    except UnicodeDecodeError:
+    except (UnicodeDecodeError, csv.Error):
         raise BucketoptError(f"measurements file {path} is not a text CSV.") from None
     except OSError as exc:
         raise BucketoptError(f"could not read measurements file {path}: {exc.strerror}.") from None

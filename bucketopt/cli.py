@@ -14,7 +14,7 @@ from . import __version__
 from .errors import BucketoptError
 
 # name -> module in bucketopt.commands; each module has add_parser(subparsers) and run(args).
-COMMANDS = ("solve", "sweep", "export", "inspect", "calibrate", "compare")
+COMMANDS = ("solve", "sweep", "export", "inspect", "calibrate", "compare", "probe")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -161,12 +161,14 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     timing = {}
     if cost_model is not None:
         from .costmodel import annotate, timing_fields
+        from .intervals import epochs_intervals
 
         for name, eps in epochs.items():
             if name == "packed":  # rows of many documents: gamma * s * L^2 would charge
                 rows[name].update(ktok_per_s=None, eta_days=None, wait_fraction=None)
                 continue  # attention across the whole row; not modelled
             rows[name].update(timing_fields(eps, cost_model))
+            rows[name].update(epochs_intervals(eps, cost_model))
         for name, boundaries in bucket_sets:  # the analytic fast path, next to the simulation
             analytic = evaluate(hist, boundaries, token_budget=token_budget, pad=pad)
             rows[name]["ktok_per_s_analytic"] = annotate(analytic, hist, cost_model).ktok_per_s

@@ -92,6 +92,7 @@ class CostModel:
     world_size: int = 1
     epochs: int = 1
     name: str = "custom"
+    uncertainty: dict | None = field(default=None, compare=False, repr=False)  # intervals.py
 
     def __post_init__(self):
         for key in ("alpha", "beta", "gamma"):
@@ -129,11 +130,12 @@ class Profile:
     world_size: int = 1
     token_budget: int | None = None
     provenance: dict = field(default_factory=dict, compare=False)
+    uncertainty: dict | None = field(default=None, compare=False)  # see intervals.py
 
     def cost_model(self, world_size=None, epochs: int = 1) -> CostModel:
         return CostModel(self.alpha, self.beta, self.gamma,
                          world_size=self.world_size if world_size is None else world_size,
-                         epochs=epochs, name=self.name)
+                         epochs=epochs, name=self.name, uncertainty=self.uncertainty)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -177,6 +179,8 @@ def profile_from_dict(data, source: str = "profile") -> Profile:
     coeffs = {k: _coefficient(data[k], k, source) for k in ("alpha", "beta", "gamma")}
     if coeffs["alpha"] == coeffs["beta"] == coeffs["gamma"] == 0.0:
         raise BucketoptError(f"{source}: alpha, beta and gamma are all 0.")
+    from .intervals import parse_uncertainty
+
     budget = data.get("token_budget")
     provenance = data.get("provenance", {})
     return Profile(
@@ -185,6 +189,7 @@ def profile_from_dict(data, source: str = "profile") -> Profile:
         world_size=_positive_int(data.get("world_size", 1), "world_size", source),
         token_budget=None if budget is None else _positive_int(budget, "token_budget", source),
         provenance=provenance if isinstance(provenance, dict) else {"note": str(provenance)},
+        uncertainty=parse_uncertainty(data.get("uncertainty"), source),
         **coeffs,
     )
 
@@ -407,8 +412,11 @@ def annotate(solution, hist, cost_model: CostModel):
     seconds = analytic_epoch_seconds(hist, solution.boundaries, solution.token_budget,
                                      solution.pad, cost_model)
     extra = dict(solution.extra)
+    from .intervals import solution_intervals
+
     extra.update(profile=cost_model.name, world_size=cost_model.world_size,
                  epochs=cost_model.epochs, epoch_hours=seconds / 3600.0)
+    extra.update(solution_intervals(solution, hist, cost_model, seconds))
     return replace(solution, ktok_per_s=solution.real_tokens / seconds / 1e3,
                    eta_days=cost_model.epochs * seconds / SECONDS_PER_DAY, extra=extra)
 

@@ -10,7 +10,9 @@ def add_parser(sub) -> None:
         "calibrate", help="fit the GPU cost model to measured step times",
         description="Fit alpha, beta, gamma >= 0 of t = alpha + beta*s*L + gamma*s*L^2 to measured "
                     "micro-batch times (CSV columns batch_size,padded_len,seconds) by least "
-                    "squares on relative error; optionally write a profile for --profile.")
+                    "squares on relative error (repeats pooled, soft-L1 robust loss; k-fold "
+                    "held-out error, bootstrap intervals, outlier rows); optionally write a "
+                    "profile for --profile.")
     p.add_argument("--measurements", metavar="CSV", required=True,
                    help="CSV with a header and columns batch_size, padded_len, seconds")
     p.add_argument("-o", "--output", metavar="FILE", help="write the profile JSON to FILE")
@@ -21,6 +23,10 @@ def add_parser(sub) -> None:
     p.add_argument("--token-budget", type=_int, metavar="T",
                    help="token budget stored in the profile (default: the largest measured "
                         "batch_size x padded_len)")
+    p.add_argument("--folds", type=_int, default=5, metavar="K",
+                   help="folds of the held-out error over the distinct shapes (default: 5)")
+    p.add_argument("--bootstrap", type=_int, default=200, metavar="N",
+                   help="bootstrap resamples for the coefficient intervals (default: 200)")
     p.add_argument("--quiet", "-q", action="store_true", help="no notes on stderr")
     add_output_args(p)
     p.set_defaults(run=run)
@@ -29,10 +35,16 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..calibration import calibrate, read_measurements
     from ..costmodel import _positive_int
+    from ..errors import BucketoptError
     from ..report import table
 
     sizes, lens, seconds = read_measurements(args.measurements)
-    fit = calibrate(sizes, lens, seconds)
+    for flag, value in (("--folds", args.folds), ("--bootstrap", args.bootstrap)):
+        if value < 0:
+            raise BucketoptError(f"{flag} must be an integer >= 0; got {value}.")
+        if value > 10_000:
+            raise BucketoptError(f"{flag} must be at most 10000; got {value}.")
+    fit = calibrate(sizes, lens, seconds, folds=args.folds, bootstrap=args.bootstrap)
     gpus = _positive_int(args.gpus, "--gpus")
     budget = args.token_budget
     if budget is None:
@@ -47,15 +59,31 @@ def run(args) -> int:
     if args.json:
         emit_json(out)
         return 0
-    rows = [
-        ["alpha", f"{fit.alpha:.6g}", "s per micro-batch"],
-        ["beta", f"{fit.beta:.6g}", "s per padded token"],
-        ["gamma", f"{fit.gamma:.6g}", "s per padded token x padded length"],
-    ]
-    print(f"fit on {fit.n_measurements} measurements from {args.measurements}")
-    print(table(["coefficient", "value", "unit"], rows, align="lrl"))
+    units = {"alpha": "s per micro-batch", "beta": "s per padded token",
+             "gamma": "s per padded token x padded length"}
+    rows = []
+    for key, unit in units.items():
+        span = fit.intervals.get(key)
+        rows.append([key, f"{getattr(fit, key):.6g}",
+                     f"[{span[0]:.4g}, {span[1]:.4g}]" if span else "-", unit])
+    print(f"fit on {fit.n_measurements} measurements ({fit.n_shapes} distinct shapes, repeats "
+          f"pooled by their median) from {args.measurements}")
+    print(table(["coefficient", "value", "95% interval", "unit"], rows, align="lrrl"))
     print(f"R^2 {fit.r2:.4f}; relative error: median {fit.median_rel_error * 100:.2f}%, "
-          f"max {fit.max_rel_error * 100:.2f}%, rms {fit.rms_rel_error * 100:.2f}%")
+          f"max {fit.max_rel_error * 100:.2f}%, rms {fit.rms_rel_error * 100:.2f}% "
+          f"(robust {fit.loss} loss, scale {fit.scale * 100:.2f}%)")
+    if fit.outliers and fit.r2_inliers is not None:
+        print(f"R^2 without the outlier rows {fit.r2_inliers:.4f}")
+    if fit.heldout:
+        h = fit.heldout
+        print(f"held-out ({h['folds']}-fold over shapes): median "
+              f"{h['median_rel_error'] * 100:.2f}%, 90th percentile "
+              f"{h['p90_rel_error'] * 100:.2f}%, max {h['max_rel_error'] * 100:.2f}%")
+    if fit.outliers:
+        shown = ", ".join(f"#{o['row'] + 1} ({o['batch_size']}x{o['padded_len']}: "
+                          f"{o['rel_error'] * 100:+.0f}%)" for o in fit.outliers[:8])
+        more = f" and {len(fit.outliers) - 8} more" if len(fit.outliers) > 8 else ""
+        print(f"outlier measurements (discounted by the robust fit): {shown}{more}")
     if "profile" in out:
         print(f"profile: {out['profile']}")
     return 0

@@ -1,0 +1,632 @@
+"""probe(): time real training steps of your model and fit a profile from them.
+
+The cost model is only as good as its coefficients. ``probe`` measures them on the machine that
+will train: it builds the model, then times real training steps (forward, backward, optimizer
+step; the device synchronised before and after, so asynchronous kernels are counted) over a
+designed set of shapes (s, L):
+
+- padded lengths L on a geometric grid from ``max_length / 32`` up to ``max_length`` (multiples
+  of 8), so the quadratic (attention) term is seen;
+- for every L, batches of ``s = token_budget // L`` rows (on the budget: the shapes training
+  runs), about a fifth of that, and 1 row (under the budget: the small batches that expose the
+  per-step overhead alpha);
+- untimed warm-up first: ``warmup`` steps on the largest shape (allocator, optimizer state),
+  then one untimed step of every shape (the first step of a new shape pays for allocations and
+  kernel selection);
+- then rounds, each visiting every shape once in a fresh random order, so that drift on a
+  shared machine (another job, thermal throttling) spreads over all shapes instead of biasing
+  some of them. Repeats are pooled by their median. Without ``time_limit`` there are
+  ``repeats`` rounds (3 by default); with one, rounds continue until the next step would
+  overrun it (at most ``repeats`` when given).
+
+The measurements go through :func:`bucketopt.calibrate` (robust fit, k-fold held-out error over
+the shapes, bootstrap intervals), and the result holds the CSV rows and a
+:class:`~bucketopt.costmodel.Profile` whose ``uncertainty`` gives every later prediction an
+interval. On CUDA the peak memory of every shape is recorded and the largest token budget whose
+peak fits ``memory_fraction`` of the card is reported (the longest length is the worst case at a
+given budget), as NeMo's OOMptimizer does for batch sizes.
+
+torch is an optional dependency: without it, one clear error.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import importlib.util
+import math
+import platform
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from .errors import BucketoptError
+
+DEVICES = ("cpu", "cuda", "mps")
+DTYPES = ("float32", "bfloat16")
+LENGTHS = 6  # padded lengths on the grid
+SHORTEST = 32  # the grid starts at max_length / 32
+REPEATS = 3  # rounds without a time limit
+MAX_ROUNDS = 1000
+WARMUP = 2
+MEMORY_FRACTION = 0.9
+MAX_SHAPES = 400
+FIT_RESERVE_S = 2.0  # seconds kept for the fit when a time limit applies
+TOKEN_LIMIT = 2**31  # far above any real micro-batch; int64 ids of this many tokens = 16 GiB
+CSV_COLUMNS = ("batch_size", "padded_len", "seconds", "round", "peak_memory_bytes")
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What :func:`probe` measured and fitted.
+
+    ``measurements``: one dict per timed step (batch_size, padded_len, seconds, round,
+    peak_memory_bytes); ``calibration``: the fit (:class:`bucketopt.Calibration`);
+    ``profile``: a profile for ``--profile``; ``memory``: the CUDA memory fit (else None).
+    """
+
+    model: str
+    device: str
+    device_name: str
+    dtype: str
+    token_budget: int
+    max_length: int
+    shapes: tuple
+    measurements: tuple = field(repr=False)
+    calibration: object = field(repr=False)
+    profile: object = field(repr=False)
+    rounds: int = 0
+    elapsed_s: float = 0.0
+    stopped_by_time_limit: bool = False
+    memory: dict | None = None
+
+    @property
+    def heldout(self) -> dict | None:
+        """The k-fold held-out relative error of the fit (over shapes)."""
+        return self.calibration.heldout
+
+    def write_measurements(self, path) -> Path:
+        """Write the timed steps as the CSV ``bucketopt calibrate`` reads."""
+        path = Path(path)
+        try:
+            with path.open("w", newline="") as fh:
+                writer = csv.writer(fh)
+                writer.writerow(CSV_COLUMNS)
+                for row in self.measurements:
+                    peak = row["peak_memory_bytes"]
+                    writer.writerow([row["batch_size"], row["padded_len"], repr(row["seconds"]),
+                                     row["round"], "" if peak is None else peak])
+        except OSError as exc:
+            raise BucketoptError(f"could not write the measurements to {path}: "
+                                 f"{exc.strerror}.") from None
+        return path
+
+    def to_dict(self) -> dict:
+        cal = self.calibration
+        return {
+            "model": self.model, "device": self.device, "device_name": self.device_name,
+            "dtype": self.dtype, "token_budget": self.token_budget,
+            "max_length": self.max_length, "shapes": [list(s) for s in self.shapes],
+            "n_measurements": len(self.measurements), "rounds": self.rounds,
+            "elapsed_s": self.elapsed_s, "stopped_by_time_limit": self.stopped_by_time_limit,
+            "alpha": cal.alpha, "beta": cal.beta, "gamma": cal.gamma,
+            "heldout": cal.heldout, "calibration": cal.to_dict(), "memory": self.memory,
+        }
+
+
+def design_shapes(token_budget: int, max_length: int, *, lengths: int = LENGTHS) -> list:
+    """The (batch_size, padded_len) shapes :func:`probe` times.
+
+    Examples
+    --------
+    >>> design_shapes(4096, 512)[:3]
+    [(1, 16), (51, 16), (256, 16)]
+    """
+    token_budget = _positive(token_budget, "token_budget (--token-budget)", TOKEN_LIMIT)
+    max_length = _positive(max_length, "max_length (--max-length)", TOKEN_LIMIT)
+    if max_length > token_budget:
+        raise BucketoptError(f"max_length={max_length} (--max-length) exceeds token_budget="
+                             f"{token_budget} (--token-budget): no batch of that length fits.")
+    low = max(1, max_length // SHORTEST)
+    grid = np.geomspace(low, max_length, num=lengths)
+    align = 8 if max_length >= 64 else 1
+    lens = sorted({max(align, round(x / align) * align) for x in grid[:-1]} | {max_length})
+    lens = [x for x in lens if x <= max_length]
+    shapes = set()
+    for length in lens:
+        top = token_budget // length
+        for size in (1, max(1, round(top / 5)), top):
+            shapes.add((max(1, min(size, top)), length))
+    out = sorted(shapes, key=lambda sl: (sl[1], sl[0]))
+    if len(out) > MAX_SHAPES:  # pragma: no cover - the grid above is small
+        raise BucketoptError(f"the probe design holds {len(out)} shapes; at most {MAX_SHAPES}.")
+    return out
+
+
+def _positive(value, name, limit) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise BucketoptError(f"{name} must be an integer >= 1; got {value!r}.")
+    if value > limit:
+        raise BucketoptError(f"{name} must be at most {limit:,}; got {value:,}.")
+    return int(value)
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise BucketoptError("probe needs torch, which is not installed: pip install torch "
+                             "(see https://pytorch.org for the build that matches your "
+                             "accelerator).") from None
+    return torch
+
+
+def load_model(spec):
+    """(module, loss function, label, vocab size or None) from a ``--model`` SPEC.
+
+    SPEC is ``module:function`` (a dotted module or a ``.py`` file; ``function()`` returns a
+    ``torch.nn.Module`` whose ``forward(input_ids)`` gives a scalar loss, an object with
+    ``.loss`` or logits) or ``hf:CONFIG`` (a local transformers config file or directory; the
+    model is ``AutoModelForCausalLM.from_config`` with random weights).
+    """
+    torch = _torch()
+    if isinstance(spec, torch.nn.Module):
+        return spec, _generic_loss, type(spec).__name__, _vocab_of(spec)
+    if callable(spec) and not isinstance(spec, str):
+        module = _call_factory(spec, getattr(spec, "__name__", "model factory"))
+        return module, _generic_loss, getattr(spec, "__name__", "model"), _vocab_of(module)
+    if not isinstance(spec, str) or ":" not in spec:
+        raise BucketoptError("model= (--model) must be 'module:function' or 'hf:CONFIG'; got "
+                             f"{spec!r}.")
+    if spec.startswith("hf:"):
+        return _load_hf(spec[3:])
+    module_name, _, function = spec.rpartition(":")
+    if not module_name or not function.isidentifier():
+        raise BucketoptError("model= (--model) must be 'module:function' (function a Python "
+                             f"name) or 'hf:CONFIG'; got {spec!r}.")
+    mod = _import(module_name, spec)
+    factory = getattr(mod, function, None)
+    if not callable(factory):
+        raise BucketoptError(f"model= (--model) {spec!r}: {module_name} has no function "
+                             f"{function!r}.")
+    module = _call_factory(factory, spec)
+    return module, _generic_loss, spec, _vocab_of(module)
+
+
+def _import(module_name, spec):
+    try:
+        if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
+            path = Path(module_name)
+            if not path.is_file():
+                raise BucketoptError(f"model= (--model) {spec!r}: file {path} does not exist.")
+            loader_spec = importlib.util.spec_from_file_location(path.stem, path)
+            mod = importlib.util.module_from_spec(loader_spec)
+            loader_spec.loader.exec_module(mod)
+            return mod
+        if "" not in sys.path and str(Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))  # `bucketopt probe --model mymodel:build`
+        return importlib.import_module(module_name)
+    except BucketoptError:
+        raise
+    except Exception as exc:  # the user's module: any failure is one line
+        raise BucketoptError(f"model= (--model) {spec!r}: importing {module_name} failed: "
+                             f"{type(exc).__name__}: {exc}") from None
+
+
+def _call_factory(factory, label):
+    torch = _torch()
+    try:
+        module = factory()
+    except Exception as exc:
+        raise BucketoptError(f"model= (--model) {label!r}: building the model failed: "
+                             f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(module, torch.nn.Module):
+        raise BucketoptError(f"model= (--model) {label!r} must return a torch.nn.Module; got "
+                             f"{type(module).__name__}.")
+    return module
+
+
+def _load_hf(config):
+    try:
+        import transformers
+    except ImportError:
+        raise BucketoptError("model='hf:CONFIG' (--model) needs transformers: pip install "
+                             "transformers.") from None
+    path = Path(config)
+    if not path.exists():
+        raise BucketoptError(f"model= (--model) 'hf:{config}': no such config file or "
+                             "directory (a local transformers config.json is needed).")
+    try:
+        if path.is_file():
+            cfg = transformers.AutoConfig.from_pretrained(str(path.parent), local_files_only=True) \
+                if path.name == "config.json" else _config_from_file(transformers, path)
+        else:
+            cfg = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    except Exception as exc:
+        raise BucketoptError(f"model= (--model) 'hf:{config}': building the model failed: "
+                             f"{type(exc).__name__}: {exc}") from None
+    return model, _hf_loss, f"hf:{config}", getattr(cfg, "vocab_size", None)
+
+
+def _config_from_file(transformers, path):
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise BucketoptError(f"model= (--model) 'hf:{path}': not a readable JSON config: "
+                             f"{exc}") from None
+    if not isinstance(data, dict) or "model_type" not in data:
+        raise BucketoptError(f"model= (--model) 'hf:{path}': the config needs a model_type.")
+    data = dict(data)
+    return transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+
+
+def _vocab_of(module):
+    config = getattr(module, "config", None)
+    vocab = getattr(config, "vocab_size", None) or getattr(module, "vocab_size", None)
+    if vocab:
+        return int(vocab)
+    torch = _torch()
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.Embedding):
+            return int(sub.num_embeddings)
+    return None
+
+
+def _generic_loss(model, ids):
+    torch = _torch()
+    out = model(ids)
+    loss = getattr(out, "loss", None) if not isinstance(out, torch.Tensor) else out
+    if isinstance(loss, torch.Tensor) and loss.ndim == 3 and loss.shape[:2] == ids.shape \
+            and loss.shape[2] > int(ids.max()):
+        # logits: next-token cross-entropy, as a language-model training step computes
+        return torch.nn.functional.cross_entropy(loss[:, :-1].flatten(0, 1).float(),
+                                                 ids[:, 1:].flatten())
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise BucketoptError("the model's forward(input_ids) must return a scalar loss, an "
+                             "object with .loss, or logits of shape (batch, length, vocab); got "
+                             f"{type(out).__name__}"
+                             + (f" of shape {tuple(out.shape)}" if hasattr(out, "shape") else "")
+                             + ".")
+    return loss.reshape(())
+
+
+def _hf_loss(model, ids):
+    return model(input_ids=ids, labels=ids).loss
+
+
+class _ProbeProgress:
+    """One line on stderr: redrawn in place on a terminal (a few times a second); elsewhere a
+    plain line at most every 10 seconds and at the end."""
+
+    def __init__(self, total, time_limit, enabled, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        isatty = getattr(self.stream, "isatty", None)
+        self.tty = bool(isatty and isatty())
+        self.enabled = enabled
+        self.total = total
+        self.time_limit = time_limit
+        self.start = time.monotonic()
+        self._last = self.start
+        self._width = 0
+
+    def text(self, done, round_, rounds, last):
+        elapsed = time.monotonic() - self.start
+        limit = f" of {self.time_limit:.0f} s" if self.time_limit else ""
+        shape = f", last {last[0]}x{last[1]} {last[2] * 1e3:.1f} ms" if last else ""
+        of = f"/{rounds}" if rounds < MAX_ROUNDS else ""
+        steps = f"/{self.total}" if rounds < MAX_ROUNDS else ""
+        return (f"probe: round {round_}{of}, {done}{steps} steps timed, {elapsed:.0f} s{limit}"
+                f"{shape}")
+
+    def step(self, done, round_, rounds, last):
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < (0.2 if self.tty else 10.0):
+            return
+        self._last = now
+        self._write(self.text(done, round_, rounds, last), final=False)
+
+    def done(self, done, round_, rounds, last, note=""):
+        if self.enabled:
+            self._write(self.text(done, round_, rounds, last) + note, final=True)
+
+    def _write(self, text, final):
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self._width) + ("\n" if final else ""))
+            self._width = 0 if final else len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def _device(torch, device):
+    if device not in DEVICES:
+        raise BucketoptError(f"device= (--device) must be one of {', '.join(DEVICES)}; got "
+                             f"{device!r}.")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise BucketoptError("device='cuda' (--device cuda): torch sees no CUDA device "
+                             "(torch.cuda.is_available() is False).")
+    if device == "mps" and not (getattr(torch.backends, "mps", None)
+                                and torch.backends.mps.is_available()):
+        raise BucketoptError("device='mps' (--device mps): the MPS backend is not available.")
+    return torch.device(device)
+
+
+def _device_name(torch, device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "mps":
+        return "Apple MPS"
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU: {name}, {torch.get_num_threads()} threads"
+
+
+def _sync(torch, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def memory_budget(batch_sizes, padded_lens, peak_bytes, *, total_bytes, fraction, max_length):
+    """The largest token budget whose peak memory fits ``fraction`` of ``total_bytes``.
+
+    Peak memory is fitted as ``m0 + m1 s L + m2 s L^2`` (non-negative least squares on the
+    measured peaks); at a budget T the longest rows are the worst case, ``s L = T`` at
+    ``L = max_length``, so ``T = (fraction x total - m0) / (m1 + m2 max_length)``.
+
+    Examples
+    --------
+    >>> s = [1, 4, 16, 1, 4, 16]; L = [128, 128, 128, 512, 512, 512]
+    >>> peak = [1e9 + 1e4 * a * b for a, b in zip(s, L)]
+    >>> memory_budget(s, L, peak, total_bytes=2e9, fraction=0.5, max_length=512)["max_token_budget"]
+    0
+    >>> memory_budget(s, L, peak, total_bytes=4e9, fraction=0.5, max_length=512)["max_token_budget"]
+    100000
+    """
+    from scipy.optimize import nnls
+
+    s = np.asarray(batch_sizes, dtype=np.float64)
+    length = np.asarray(padded_lens, dtype=np.float64)
+    peak = np.asarray(peak_bytes, dtype=np.float64)
+    design = np.stack([np.ones_like(s), s * length, s * length * length], axis=1)
+    norms = np.linalg.norm(design, axis=0)
+    norms[norms == 0] = 1.0
+    coef, _ = nnls(design / norms, peak)
+    m0, m1, m2 = coef / norms
+    room = fraction * float(total_bytes) - m0
+    per_token = m1 + m2 * max_length
+    if room <= 0:
+        budget = 0
+    elif per_token <= 0:
+        budget = None
+    else:
+        budget = int(room / per_token)
+    return {"total_bytes": int(total_bytes), "fraction": float(fraction),
+            "fit_bytes": {"m0": float(m0), "m1_per_token": float(m1),
+                          "m2_per_token_x_length": float(m2)},
+            "max_token_budget": budget, "at_length": int(max_length),
+            "largest_measured_peak_bytes": int(peak.max()) if peak.size else 0}
+
+
+def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", time_limit=None,
+          repeats=None, warmup=WARMUP, seed=0, vocab_size=None, lr=1e-5,
+          memory_fraction=MEMORY_FRACTION, name=None, progress=None, shapes=None,
+          bootstrap=None, threads=None) -> ProbeResult:
+    """Time real training steps of ``model`` and fit the cost model to them.
+
+    Parameters
+    ----------
+    model : str, torch.nn.Module or callable
+        ``"module:function"``, ``"path/to/file.py:function"`` or ``"hf:CONFIG"`` (see
+        :func:`load_model`), a module, or a function returning one.
+    token_budget, max_length : int
+        The micro-batch token budget and the longest padded length to probe.
+    device : {"cpu", "cuda", "mps"}
+    dtype : {"float32", "bfloat16"}
+    time_limit : float, optional
+        Seconds for the whole probe (building the model and the fit included); steps stop when
+        the next one would overrun it.
+    repeats : int, optional
+        Rounds over all shapes (each in a fresh random order). Default: 3 without
+        ``time_limit``, as many as fit with one.
+    warmup : int
+        Untimed steps on the largest shape before the untimed round over every shape.
+    threads : int, optional
+        CPU threads for torch during the probe (``torch.set_num_threads``; restored after).
+        On a shared machine one thread per process often times more steadily.
+    vocab_size : int, optional
+        Token ids are drawn below it (default: the model's config or first embedding).
+    shapes : list of (batch_size, padded_len), optional
+        Time these instead of :func:`design_shapes`.
+    progress : bool, optional
+        The progress line on stderr (None: on a terminal).
+
+    Examples
+    --------
+    >>> import torch                                            # doctest: +SKIP
+    >>> net = torch.nn.Sequential(torch.nn.Embedding(100, 16), torch.nn.Linear(16, 100))
+    >>> result = probe(net, token_budget=512, max_length=64)    # doctest: +SKIP
+    >>> result.profile.save("cpu.json")                         # doctest: +SKIP
+    """
+    start = time.monotonic()
+    token_budget = _positive(token_budget, "token_budget (--token-budget)", TOKEN_LIMIT)
+    max_length = _positive(max_length, "max_length (--max-length)", TOKEN_LIMIT)
+    if repeats is not None:
+        repeats = _positive(repeats, "repeats (--repeats)", MAX_ROUNDS)
+    rounds = repeats if repeats is not None else (REPEATS if time_limit is None else MAX_ROUNDS)
+    if threads is not None:
+        threads = _positive(threads, "threads (--threads)", 4096)
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
+        raise BucketoptError(f"warmup (--warmup) must be an integer >= 0; got {warmup!r}.")
+    if time_limit is not None and (
+            isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+            or not math.isfinite(time_limit) or time_limit <= 0):
+        raise BucketoptError(f"time_limit (--time-limit) must be a number of seconds > 0; "
+                             f"got {time_limit!r}.")
+    if dtype not in DTYPES:
+        raise BucketoptError(f"dtype= (--dtype) must be one of {', '.join(DTYPES)}; got "
+                             f"{dtype!r}.")
+    if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) \
+            or not 0 < memory_fraction <= 1:
+        raise BucketoptError(f"memory_fraction (--memory-fraction) must be in (0, 1]; got "
+                             f"{memory_fraction!r}.")
+    if shapes is None:
+        shapes = design_shapes(token_budget, max_length)
+    else:
+        shapes = [(_positive(s, "shapes batch_size", TOKEN_LIMIT),
+                   _positive(L, "shapes padded_len", max_length)) for s, L in shapes]
+        if any(s * L > token_budget for s, L in shapes):
+            raise BucketoptError("every shape must hold at most token_budget tokens.")
+    torch = _torch()
+    dev = _device(torch, device)
+    net, loss_fn, label, vocab = load_model(model)
+    vocab = vocab_size if vocab_size is not None else vocab
+    if vocab is None:
+        raise BucketoptError("could not find the model's vocabulary size (no config.vocab_size "
+                             "and no nn.Embedding): pass vocab_size= (--vocab-size).")
+    vocab = _positive(vocab, "vocab_size (--vocab-size)", 2**31)
+    try:
+        net = net.to(device=dev, dtype=getattr(torch, dtype))
+        net.train()
+        optimizer = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=lr)
+    except Exception as exc:
+        raise BucketoptError(f"could not move the model to {device} ({dtype}): "
+                             f"{type(exc).__name__}: {exc}") from None
+    if not optimizer.param_groups[0]["params"]:
+        raise BucketoptError("the model has no trainable parameters: nothing to train.")
+
+    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+
+    def step(size, length):
+        ids = torch.randint(0, vocab, (size, length), generator=gen).to(dev)
+        _sync(torch, dev)
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        t0 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(net, ids)
+        loss.backward()
+        optimizer.step()
+        _sync(torch, dev)
+        seconds = time.perf_counter() - t0
+        peak = int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None
+        return seconds, peak
+
+    def guarded(size, length):
+        try:
+            return step(size, length)
+        except BucketoptError:
+            raise
+        except Exception as exc:
+            hint = ""
+            if "out of memory" in str(exc).lower():
+                hint = "; lower token_budget (--token-budget)"
+            raise BucketoptError(f"the training step failed at batch_size={size}, padded_len="
+                                 f"{length}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                                 f"{hint}") from None
+
+    flush = torch.set_flush_denormal(True) if dev.type == "cpu" else None  # random weights
+    old_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    rng = np.random.default_rng(seed)
+    total = len(shapes) * rounds
+    bar = _ProbeProgress(total, time_limit, enabled=bool(progress))
+    if progress is None:  # auto: only on a terminal
+        bar.enabled = bar.tty
+    rows, last, stopped = [], None, False
+    estimate = {}
+    reserve = FIT_RESERVE_S + (0.02 * time_limit if time_limit else 0.0)
+    try:
+        largest = max(shapes, key=lambda sl: (sl[0] * sl[1] * sl[1], sl[0] * sl[1]))
+        for _ in range(int(warmup)):
+            seconds, _peak = guarded(*largest)
+            estimate[largest] = seconds
+        for i in rng.permutation(len(shapes)):  # the first step of each shape, untimed
+            if time_limit is not None and time.monotonic() - start + max(
+                    estimate.values(), default=0.0) + reserve > time_limit:
+                break
+            estimate[shapes[i]] = guarded(*shapes[i])[0]
+        rounds_done = 0
+        for r in range(rounds):
+            for i in rng.permutation(len(shapes)):
+                shape = shapes[i]
+                if time_limit is not None:
+                    guess = estimate.get(shape, max(estimate.values(), default=0.0))
+                    if time.monotonic() - start + guess + reserve > time_limit:
+                        stopped = True
+                        break
+                seconds, peak = guarded(*shape)
+                estimate[shape] = seconds
+                rows.append({"batch_size": shape[0], "padded_len": shape[1],
+                             "seconds": float(seconds), "round": r + 1,
+                             "peak_memory_bytes": peak})
+                last = (shape[0], shape[1], seconds)
+                bar.step(len(rows), r + 1, rounds, last)
+            if stopped:
+                break
+            rounds_done = r + 1
+    finally:
+        if flush is not None:
+            torch.set_flush_denormal(False)
+        torch.set_num_threads(old_threads)
+    bar.done(len(rows), rounds_done + (1 if stopped else 0), rounds, last,
+             note=" (time limit reached)" if stopped else "")
+    measured_shapes = {(row["batch_size"], row["padded_len"]) for row in rows}
+    if len(rows) < 6 or len(measured_shapes) < 3:
+        raise BucketoptError(
+            f"the probe timed {len(rows)} steps over {len(measured_shapes)} shapes before "
+            f"time_limit={time_limit} s (--time-limit) ran out; the fit needs at least 6 over 3 "
+            "shapes: raise --time-limit, or lower --token-budget / --max-length."
+        )
+    from .calibration import BOOTSTRAP, calibrate
+
+    cal = calibrate([r["batch_size"] for r in rows], [r["padded_len"] for r in rows],
+                    [r["seconds"] for r in rows],
+                    bootstrap=BOOTSTRAP if bootstrap is None else bootstrap)
+    memory = None
+    if dev.type == "cuda":
+        total_bytes = torch.cuda.get_device_properties(dev).total_memory
+        memory = memory_budget([r["batch_size"] for r in rows], [r["padded_len"] for r in rows],
+                               [r["peak_memory_bytes"] for r in rows], total_bytes=total_bytes,
+                               fraction=memory_fraction, max_length=max_length)
+    device_name = _device_name(torch, dev)
+    elapsed = time.monotonic() - start
+    profile_name = name or f"probe-{dev.type}"
+    profile = cal.to_profile(name=profile_name,
+                             description=f"{label} on {device_name}, {dtype}, measured by "
+                                         "bucketopt probe (one device, no data parallelism)",
+                             world_size=1, token_budget=token_budget)
+    provenance = dict(profile.provenance)
+    provenance["probe"] = {
+        "model": label, "device": dev.type, "device_name": device_name, "dtype": dtype,
+        "torch": torch.__version__, "python": platform.python_version(),
+        "token_budget": token_budget, "max_length": max_length, "shapes": len(shapes),
+        "rounds": rounds_done, "warmup": int(warmup), "seed": int(seed),
+        "threads": torch.get_num_threads() if threads is None else threads,
+        "elapsed_s": elapsed, "stopped_by_time_limit": stopped, "memory": memory,
+        "step": "zero_grad + forward + backward + AdamW step, device synchronised",
+    }
+    profile = replace(profile, provenance=provenance)
+    return ProbeResult(model=label, device=dev.type, device_name=device_name, dtype=dtype,
+                       token_budget=token_budget, max_length=max_length,
+                       shapes=tuple(tuple(s) for s in shapes), measurements=tuple(rows),
+                       calibration=cal, profile=profile, rounds=rounds_done,
+                       elapsed_s=elapsed, stopped_by_time_limit=stopped, memory=memory)

@@ -1,0 +1,230 @@
+"""bucketopt probe: the shape design, the memory fit, and the probe end to end on a tiny model."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from bucketopt import BucketoptError
+from bucketopt.cli import main
+from bucketopt.probe import design_shapes, memory_budget
+
+TINY = '''
+import torch
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 8)
+        self.head = torch.nn.Linear(8, 50)
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.embed(ids)))  # logits: probe adds the loss
+
+
+def build():
+    torch.manual_seed(0)
+    return Tiny()
+
+
+def scalar():
+    class Loss(Tiny):
+        def forward(self, ids):
+            return super().forward(ids).pow(2).mean()
+    return Loss()
+
+
+def wrong_output():
+    class Bad(Tiny):
+        def forward(self, ids):
+            return super().forward(ids)[..., :3]
+    return Bad()
+
+
+def not_a_module():
+    return 42
+
+
+def broken():
+    raise RuntimeError("no weights here")
+'''
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    path = tmp_path / "tiny_model.py"
+    path.write_text(TINY)
+    return path
+
+
+# --- the design and the memory fit (no torch needed) -----------------------------------------
+
+
+@pytest.mark.parametrize("budget, max_length", [(4096, 512), (256, 32), (100, 100),
+                                                (131_072, 8192), (10, 3)])
+def test_design_is_on_and_under_the_budget_up_to_max_length(budget, max_length):
+    shapes = design_shapes(budget, max_length)
+    assert len(shapes) == len(set(shapes)) >= 3
+    assert all(s >= 1 and s * length <= budget for s, length in shapes)
+    lengths = sorted({length for _, length in shapes})
+    assert lengths[-1] == max_length
+    for length in lengths:  # every length: on the budget and a single row
+        sizes = {s for s, L in shapes if L == length}
+        assert budget // length in sizes and 1 in sizes
+
+
+def test_design_refuses_a_length_above_the_budget():
+    with pytest.raises(BucketoptError, match="max_length"):
+        design_shapes(100, 200)
+    with pytest.raises(BucketoptError, match="token_budget"):
+        design_shapes(0, 1)
+
+
+def test_memory_budget_recovers_the_budget_of_a_known_memory_law():
+    rng = np.random.default_rng(0)
+    s = rng.integers(1, 64, size=30)
+    length = rng.choice([128, 256, 512, 1024], size=30)
+    m0, m1, m2 = 2e9, 3e5, 50.0
+    peak = m0 + m1 * s * length + m2 * s * length ** 2
+    out = memory_budget(s, length, peak, total_bytes=80e9, fraction=0.9, max_length=1024)
+    expected = (0.9 * 80e9 - m0) / (m1 + m2 * 1024)
+    assert out["max_token_budget"] == pytest.approx(np.floor(expected), abs=2)
+    # The budget it reports really fits: the fitted peak at that budget is at the fraction.
+    t = out["max_token_budget"]
+    assert m0 + m1 * t + m2 * t * 1024 <= 0.9 * 80e9 * (1 + 1e-9)
+
+
+# --- the probe itself --------------------------------------------------------------------------
+
+
+def test_probe_cli_end_to_end(tiny, tmp_path, capsys):
+    pytest.importorskip("torch")
+    profile, measurements = tmp_path / "p.json", tmp_path / "m.csv"
+    code = main(["probe", "--model", f"{tiny}:build", "--token-budget", "256", "--max-length",
+                 "32", "--repeats", "2", "--threads", "1", "-o", str(profile),
+                 "--measurements", str(measurements), "--json", "-q"])
+    assert code == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    shapes = design_shapes(256, 32)
+    assert out["n_measurements"] == 2 * len(shapes) and out["rounds"] == 2
+    assert {"alpha", "beta", "gamma", "heldout"} <= set(out)
+    assert out["heldout"]["folds"] >= 2
+    assert min(out["alpha"], out["beta"], out["gamma"]) >= 0
+    # The CSV is what calibrate reads; refitting it gives the probe's coefficients.
+    with measurements.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == out["n_measurements"]
+    assert {(int(r["batch_size"]), int(r["padded_len"])) for r in rows} == set(shapes)
+    assert all(float(r["seconds"]) > 0 for r in rows)
+    assert main(["calibrate", "--measurements", str(measurements), "--json", "-q"]) == 0
+    refit = json.loads(capsys.readouterr().out)
+    for key in ("alpha", "beta", "gamma"):
+        assert refit[key] == pytest.approx(out[key], rel=1e-9, abs=1e-15)
+    # The profile carries its uncertainty, so predictions with it carry an interval.
+    data = json.loads(profile.read_text())
+    assert data["token_budget"] == 256 and data["provenance"]["probe"]["device"] == "cpu"
+    assert len(data["uncertainty"]["coefficient_sets"]) > 10
+    lens = tmp_path / "lens.txt"
+    lens.write_text("\n".join(str(x) for x in range(1, 33)) + "\n")
+    assert main(["solve", "--lens", str(lens), "-k", "3", "--profile", str(profile), "--json",
+                 "-q"]) == 0
+    solved = json.loads(capsys.readouterr().out)
+    low, high = solved["ktok_per_s_interval"]
+    assert low <= solved["ktok_per_s"] <= high
+
+
+def test_probe_python_api_with_a_module_and_a_scalar_loss(tiny):
+    pytest.importorskip("torch")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tiny_model_api", tiny)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from bucketopt.probe import probe
+
+    result = probe(mod.scalar(), token_budget=128, max_length=16, repeats=1, warmup=0,
+                   bootstrap=0, progress=False)
+    assert len(result.measurements) == len(result.shapes) == len(design_shapes(128, 16))
+    assert result.calibration.intervals == {}
+    assert result.profile.uncertainty is None
+
+
+def test_probe_stops_at_the_time_limit(tiny):
+    pytest.importorskip("torch")
+    from bucketopt.probe import MAX_ROUNDS, probe
+
+    result = probe(f"{tiny}:build", token_budget=256, max_length=32, time_limit=5.0,
+                   threads=1, progress=False, bootstrap=20)
+    assert result.stopped_by_time_limit and result.rounds < MAX_ROUNDS
+    assert len(result.measurements) > len(result.shapes)  # more than one round fits
+    assert result.elapsed_s <= 5.0 + 1.0
+
+
+def test_probe_progress_line_without_a_terminal(tiny, capsys):
+    pytest.importorskip("torch")
+    from bucketopt.probe import probe
+
+    probe(f"{tiny}:build", token_budget=128, max_length=16, repeats=1, bootstrap=0,
+          progress=True)
+    err = capsys.readouterr().err
+    assert "probe: round 1/1" in err and "\r" not in err  # plain lines off a terminal
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("no-colon-here", "module:function"),
+    ("no_such_module_xyz:build", "importing"),
+    ("{tiny}:missing", "no function"),
+    ("{tiny}:not_a_module", "torch.nn.Module"),
+    ("{tiny}:broken", "no weights here"),
+    ("{tiny}:wrong_output", "scalar loss"),
+    ("hf:/no/such/config", "config"),
+])
+def test_bad_model_specs_exit_2_with_one_line(tiny, capsys, spec, match):
+    pytest.importorskip("torch")
+    code = main(["probe", "--model", spec.format(tiny=tiny), "--token-budget", "64",
+                 "--max-length", "8", "--repeats", "1", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "Traceback" not in err
+    assert match in err
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--token-budget", "16", "--max-length", "32"], "exceeds"),
+    (["--token-budget", "64", "--max-length", "8", "--time-limit", "0.05"], "time-limit"),
+    (["--token-budget", "64", "--max-length", "8", "--time-limit", "-3"], "seconds"),
+    (["--token-budget", "64", "--max-length", "8", "--device", "tpu"], "device"),
+    (["--token-budget", "64", "--max-length", "8", "--memory-fraction", "1.5"], "memory"),
+    (["--token-budget", "64", "--max-length", "8", "-o", "/no/such/dir/p.json"], "-o"),
+])
+def test_bad_probe_arguments_exit_2(tiny, capsys, args, match):
+    pytest.importorskip("torch")
+    code = main(["probe", "--model", f"{tiny}:build", *args, "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and match in err
+
+
+def test_without_torch_one_clear_line(tiny, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    code = main(["probe", "--model", f"{tiny}:build", "--token-budget", "64",
+                 "--max-length", "8"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "pip install torch" in err
+
+
+def test_probe_hf_config(tmp_path):
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64,
+                                     n_positions=32)
+    config.save_pretrained(tmp_path / "cfg")
+    from bucketopt.probe import probe
+
+    result = probe(f"hf:{tmp_path / 'cfg'}", token_budget=64, max_length=16, repeats=1,
+                   warmup=0, bootstrap=0, progress=False)
+    assert result.model.startswith("hf:") and len(result.measurements) == len(result.shapes)
+    assert result.calibration.beta + result.calibration.alpha > 0
