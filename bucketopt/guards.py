@@ -1,0 +1,107 @@
+"""Cheap checks that run before any data is read or any work is done.
+
+Paths: :func:`path_kind` stats a path once and turns every way that can fail (a name longer than
+the system allows, a symbolic-link loop, no permission, an empty string) into one line naming
+the path, instead of an ``OSError`` traceback or a wrong "no such file". :func:`short` keeps a
+hostile 5,000-character path from filling the message.
+
+Budgets: :func:`check_budget_scale` refuses a token budget under which even a batch of the
+shortest samples would hold far more samples than the data set has (batch sizes in the
+trillions): such a budget means nothing, and some statistics grow with the batch size.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from .errors import BucketoptError
+
+# A token budget is refused when the batch size of the shortest samples, token_budget //
+# min_length, exceeds both the number of samples and this many (a batch larger than the data
+# set is harmless while it is small: tiny examples use budgets like that).
+BATCH_SIZE_LIMIT = 1 << 16
+# The magic bytes of compressed files, to say "decompress it first" instead of a format error.
+COMPRESSED_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
+                    (b"\x28\xb5\x2f\xfd", "zstd"), (b"\x04\x22\x4d\x18", "lz4"))
+
+
+def short(text, limit: int = 80) -> str:
+    """``repr`` of a path, shortened in the middle past ``limit`` characters."""
+    text = os.fspath(text) if isinstance(text, os.PathLike) else str(text)
+    if len(text) <= limit:
+        return repr(text)
+    keep = (limit - 5) // 2
+    return repr(f"{text[:keep]}...{text[-keep:]}") + f" ({len(text):,} characters)"
+
+
+def path_kind(text, what: str = "path") -> str:
+    """'file', 'dir', 'other' (a device, a pipe, a socket) or 'missing' for a path.
+
+    Raises :class:`BucketoptError` for an empty path, a name too long for the file system, a
+    symbolic-link loop and a permission failure, each named for what it is.
+    """
+    text = os.fspath(text)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text or not text.strip():
+        raise BucketoptError(f"{what} is an empty path: give a file, a directory or a glob.")
+    if "\x00" in text:
+        raise BucketoptError(f"{what} {short(text)} holds a NUL character: not a valid path.")
+    try:
+        mode = os.stat(text).st_mode
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            try:
+                os.lstat(text)
+            except OSError:
+                return "missing"
+            raise BucketoptError(
+                f"{what} {short(text)} is a symbolic link to a missing file.") from None
+        if exc.errno == errno.ENAMETOOLONG:
+            raise BucketoptError(
+                f"{what} {short(text)} is too long a path for the file system "
+                "(at most 255 characters per name and 4,096 in all).") from None
+        if exc.errno == errno.ELOOP:
+            raise BucketoptError(
+                f"{what} {short(text)} is a loop of symbolic links.") from None
+        if exc.errno == errno.EACCES:
+            raise BucketoptError(f"{what} {short(text)}: permission denied.") from None
+        raise BucketoptError(
+            f"{what} {short(text)} could not be opened ({exc.strerror or exc}).") from None
+    except ValueError:  # e.g. an embedded NUL from another route
+        raise BucketoptError(f"{what} {short(text)} is not a valid path.") from None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    return "other"
+
+
+def compressed_kind(head: bytes) -> str | None:
+    """The compression format whose magic bytes ``head`` starts with, else None."""
+    for magic, name in COMPRESSED_MAGIC:
+        if head.startswith(magic):
+            return name
+    return None
+
+
+def check_budget_scale(token_budget: int, hist, name: str = "token_budget") -> None:
+    """Refuse a budget whose batch sizes exceed the number of samples by a large factor."""
+    largest = token_budget // hist.min_length
+    if largest > max(hist.n, BATCH_SIZE_LIMIT):
+        top = max(hist.n, BATCH_SIZE_LIMIT) * hist.min_length
+        raise BucketoptError(
+            f"{name}={token_budget} allows batches of {largest:,} samples of the shortest length "
+            f"({hist.min_length}), more than the {hist.n:,} samples there are: no batch could "
+            f"ever be full; use {name} <= {top:,}."
+        )
+
+
+def path_size(text) -> int:
+    """The size in bytes of an existing file (0 where it cannot be read)."""
+    try:
+        return os.stat(text).st_size
+    except (OSError, ValueError):
+        return 0
