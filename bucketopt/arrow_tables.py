@@ -64,11 +64,23 @@ class ArrowTable:
 
     def batches(self, names: list[str], *, batch_rows: int = BATCH_ROWS) -> Iterator:
         """Record batches holding only the columns ``names``, one file after the other."""
+        for _, batch in self.file_batches(names, batch_rows=batch_rows):
+            yield batch
+
+    def file_label(self, path: Path) -> str:
+        """The label for messages about one file: the table's, plus the file of a shard set."""
+        return self.label if len(self.files) == 1 else f"{self.label} (file {path.name})"
+
+    def file_batches(self, names: list[str], *, batch_rows: int = BATCH_ROWS) -> Iterator:
+        """(file, record batch) pairs: like :meth:`batches`, naming the file each came from."""
         for path in self.files:
+            label = self.file_label(path)
             if self.format == "parquet":
-                yield from _parquet_batches(path, names, self.label, batch_rows)
+                parts = _parquet_batches(path, names, label, batch_rows)
             else:
-                yield from _ipc_batches(path, names, self.label)
+                parts = _ipc_batches(path, names, label)
+            for batch in parts:
+                yield path, batch
 
 
 def _parquet_file(path: Path):
@@ -98,9 +110,10 @@ def _check_columns(schema, names, path: Path, label: str) -> None:
 
 def open_parquet(files: list[Path], label: str) -> ArrowTable:
     """Parquet file(s): the schema of the first, the row count of all (from the footers)."""
-    with arrow_errors(label, "Parquet"):
-        schema, num_rows = None, 0
-        for path in files:
+    schema, num_rows = None, 0
+    for path in files:
+        with arrow_errors(label if len(files) == 1 else f"{label} (file {path.name})",
+                          "Parquet"):
             parquet = _parquet_file(path)
             schema = parquet.schema_arrow if schema is None else schema
             num_rows += parquet.metadata.num_rows

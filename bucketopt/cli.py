@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 from . import __version__
@@ -34,16 +35,69 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Python parameter -> CLI flag, for messages the library raises during a command: the command
+# line speaks flags (--token-budget), never the API's names (token_budget=).
+PARAMETER_FLAGS = {
+    "k": "-k", "ks": "-k", "token_budget": "--token-budget", "pad": "--pad",
+    "objective": "--objective", "min_share": "--min-share", "max_share": "--max-share",
+    "align": "--align", "profile": "--profile", "world_size": "--gpus", "epochs": "--epochs",
+    "column": "--column", "tolerance": "--tolerance", "simulations": "--simulations",
+    "seed": "--seed", "grad_accum": "--grad-accum", "min_fill": "--min-fill",
+    "max_length": "--max-length", "overflow": "--overflow", "lhotse_version": "--lhotse-version",
+    "boundaries": "--boundaries", "folds": "--folds", "bootstrap": "--bootstrap",
+}
+_VALUE = r"(\"[^\"]*\"|'[^']*'|[^\s,;)]*[^\s,;).])"
+
+
+def cli_message(message: str, flags) -> str:
+    """Reword an API message for the command line: ``token_budget=4096`` -> ``--token-budget
+    4096``, `` `align` `` -> ``--align``, ``pass drop_last=True or ...`` (no such flag) -> the
+    rest. ``flags``: the option strings of the command that ran."""
+    def flag(name):
+        found = PARAMETER_FLAGS.get(name)
+        return found if found in flags else None
+
+    def valued(m):
+        name, value = m.group(1), m.group(2)
+        if flag(name) is None:
+            return m.group(0)
+        return f"{flag(name)} {value.strip(chr(34) + chr(39))}" if value else flag(name)
+
+    text = re.sub(r"\b(\w+)=/(--[\w-]+)", r"\2", message)           # column=/--column
+    text = re.sub(r"\b(\w+)=? \((?:CLI: )?(--[\w-]+)\)", lambda m: m.group(2)
+                  if PARAMETER_FLAGS.get(m.group(1)) == m.group(2) else m.group(0), text)
+    text = re.sub(r"\bpass (\w+)=" + _VALUE + r" or ",                  # no such flag here
+                  lambda m: m.group(0) if flag(m.group(1)) else "", text)
+    text = re.sub(r"\b(\w+)=" + _VALUE + r"?(?=[\s,;).]|$)", valued, text)
+    text = re.sub(r"`(\w+)`", lambda m: flag(m.group(1)) or m.group(0), text)
+    return re.sub(r"(?<![\w/.-])([a-z]+_[a-z_]+)(?![\w/-]|\.\w)",  # not inside a path
+                  lambda m: flag(m.group(1)) or m.group(0), text)
+
+
+def _flags(parser, command) -> set:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return {o for a in action.choices[command]._actions for o in a.option_strings}
+    return set()
+
+
 def main(argv=None) -> int:
+    parser = args = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
+        from .commands.common import check_args
+
+        check_args(args)
         return int(args.run(args) or 0)
     except BucketoptError as exc:
-        print(f"bucketopt: error: {exc}", file=sys.stderr)
+        message = str(exc)
+        if args is not None and getattr(args, "command", None):
+            message = cli_message(message, _flags(parser, args.command))
+        print(f"bucketopt: error: {message}", file=sys.stderr)
         return 2
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if isinstance(exc.code, int) else 0

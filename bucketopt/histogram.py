@@ -138,16 +138,33 @@ class Histogram:
             )
         return np.repeat(self.values, self.counts)
 
-    def percentile(self, q) -> np.ndarray:
-        """Percentiles with numpy's default (linear) rule, without expanding the samples."""
+    def percentile(self, q, *, method: str = "linear") -> np.ndarray:
+        """Percentiles without expanding the samples, by one of numpy's rules.
+
+        ``method="linear"`` (numpy's default) interpolates between neighbours, so it can fall
+        between two lengths; ``"inverted_cdf"`` is the smallest length with at least q% of the
+        samples at or below it: always a length that occurs.
+
+        Examples
+        --------
+        >>> h = Histogram.from_lengths([1, 2, 3, 10])
+        >>> h.percentile([50, 75]).tolist(), h.percentile([50, 75], method="inverted_cdf").tolist()
+        ([2.5, 4.75], [2, 3])
+        """
+        if method not in ("linear", "inverted_cdf"):
+            raise BucketoptError(
+                f"`method` must be 'linear' or 'inverted_cdf'; got {method!r}.")
         try:
             q = np.atleast_1d(np.asarray(q, dtype=float))
         except (TypeError, ValueError):
             raise BucketoptError(f"percentiles must be numbers in [0, 100]; got {q!r}.") from None
         if not np.all((q >= 0) & (q <= 100)):  # also refuses NaN
             raise BucketoptError(f"percentiles must be numbers in [0, 100]; got {q.tolist()}.")
-        pos = q / 100.0 * (self.n - 1)
         cum = np.cumsum(self.counts)
+        if method == "inverted_cdf":
+            rank = np.clip(np.ceil(q / 100.0 * self.n), 1, self.n).astype(np.int64)
+            return self.values[np.searchsorted(cum, rank, side="left")]
+        pos = q / 100.0 * (self.n - 1)
         lo = np.floor(pos).astype(np.int64)
         hi = np.ceil(pos).astype(np.int64)
         v_lo = self.values[np.searchsorted(cum, lo, side="right")]
@@ -302,12 +319,16 @@ class HistogramBuilder:
         self._sparse_size = 0
         self._count_total = 0.0  # keeps every int64 sum of counts far from overflow
 
-    def add(self, lengths) -> None:
-        """Count one chunk of raw lengths (an empty chunk is allowed and adds nothing)."""
+    def add(self, lengths, *, name: str | None = None, start: int | None = None) -> None:
+        """Count one chunk of raw lengths (an empty chunk is allowed and adds nothing).
+
+        ``name`` and ``start`` override what messages about this chunk say (e.g. the shard file
+        it came from and the row within it)."""
         arr = np.asarray(lengths)
         if arr.ndim == 1 and arr.size == 0:
             return
-        arr = validate_lengths(arr, name=self.name, start=self.rows)
+        arr = validate_lengths(arr, name=name or self.name,
+                               start=self.rows if start is None else start)
         self.rows += arr.size
         top = int(arr.max())
         if top <= _DENSE_MAX:
@@ -321,20 +342,23 @@ class HistogramBuilder:
             values, counts = np.unique(arr, return_counts=True)
             self._add_sparse(values, counts.astype(np.int64))
 
-    def add_counts(self, values, counts) -> None:
+    def add_counts(self, values, counts, *, name: str | None = None,
+                   start: int | None = None) -> None:
         """Add a chunk of (length, count) pairs, e.g. rows of a histogram file."""
         values = np.asarray(values)
         if values.ndim == 1 and values.size == 0:
             return
-        values = validate_lengths(values, name=f"{self.name} (length column)", start=self.rows)
-        counts = validate_lengths(counts, name=f"{self.name} (count column)", positive=False,
-                                  start=self.rows)
+        name = name or self.name
+        start = self.rows if start is None else start
+        values = validate_lengths(values, name=f"{name} (length column)", start=start)
+        counts = validate_lengths(counts, name=f"{name} (count column)", positive=False,
+                                  start=start)
         if counts.size != values.size:
             raise BucketoptError(f"{self.name}: length and count columns differ in size.")
         if counts.min() < 0:
             i = int(np.argmin(counts))
             raise BucketoptError(
-                f"{self.name}: counts must be >= 0; got {int(counts[i])} at row {self.rows + i}."
+                f"{name}: counts must be >= 0; got {int(counts[i])} at row {start + i}."
             )
         self._count_total += float(counts.sum(dtype=np.float64))
         if self._count_total >= TOKEN_LIMIT:

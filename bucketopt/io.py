@@ -16,7 +16,9 @@ that want to say which column was used. Every path ends in the one choke point o
 from __future__ import annotations
 
 import glob
+import math
 import os
+import re
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import BucketoptError
+from .guards import compressed_kind, path_kind, short
 from .histogram import Histogram, HistogramBuilder, validate_lengths
 
 LENGTH_COLUMN_NAMES = ("seq_len", "length", "lengths", "len", "num_tokens", "n_tokens",
@@ -92,11 +95,12 @@ class Source:
 
         builder = HistogramBuilder(name=self._name)
         with Progress(self.label, self.num_rows, enabled=progress) as bar:
-            for values, counts in self._chunks():
+            for values, counts, where in self._chunks():
+                name, start = where or (None, None)
                 if counts is None:
-                    builder.add(values)
+                    builder.add(values, name=name, start=start)
                 else:
-                    builder.add_counts(values, counts)
+                    builder.add_counts(values, counts, name=name, start=start)
                 bar.update(len(values))
         return builder.result()
 
@@ -112,8 +116,9 @@ class Source:
                 )
             return hist.to_lengths()
         parts, rows = [], 0
-        for values, _ in self._chunks():
-            parts.append(validate_lengths(values, name=name, start=rows))
+        for values, _, where in self._chunks():
+            chunk_name, start = where or (name, rows)
+            parts.append(validate_lengths(values, name=chunk_name, start=start))
             rows += len(values)
         if not parts:
             raise BucketoptError(f"{name} is empty: at least one length is required.")
@@ -175,23 +180,33 @@ def open_source(source, *, column: str | None = None) -> Source:
     if column is not None and (not isinstance(column, str) or not column):
         raise BucketoptError(f"column must be a non-empty string; got {column!r}.")
     text = os.fspath(source)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    kind = path_kind(text, "source")
     path = Path(text)
-    if path.is_dir():
+    if kind == "dir":
         from .arrow_tables import is_huggingface_dir, open_huggingface
 
         if is_huggingface_dir(path):
             return _table_source(open_huggingface(path, text), column)
         return _multi_source(_files_under(path), text, column)
-    if path.is_file():
+    if kind == "file":
         return _file_source(path, column)
-    if path.exists():
-        raise BucketoptError(f"{text!r} is not a regular file (a device or a pipe?).")
+    if kind == "other":
+        raise BucketoptError(f"{short(text)} is not a regular file (a device or a pipe?).")
     if _GLOB_CHARS & set(text):
-        files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
+        files = sorted(Path(p) for p in glob.glob(text, recursive=True) if _is_file(p))
         if not files:
-            raise BucketoptError(f"no files match {text!r}.")
+            raise BucketoptError(f"no files match {short(text)}.")
         return _multi_source(files, text, column)
-    raise BucketoptError(f"no such file or directory: {text!r}.")
+    raise BucketoptError(f"no such file or directory: {short(text)}.")
+
+
+def _is_file(text) -> bool:
+    try:
+        return path_kind(text) == "file"
+    except BucketoptError:  # a broken link, a loop or an unreadable entry in a directory or glob
+        return False
 
 
 def sniff_format(path: Path) -> str:
@@ -211,9 +226,20 @@ def sniff_format(path: Path) -> str:
         return "parquet"
     if head.startswith(b"ARROW1") or head.startswith(b"\xff\xff\xff\xff"):
         return "arrow"
+    packed = compressed_kind(head)
+    if packed is not None:
+        raise BucketoptError(
+            f"{path.name}: is {packed}-compressed; decompress it first (supported: .npy, .npz, "
+            "Parquet, Arrow IPC / Feather, text/CSV)."
+        )
     suffix = path.suffix.lower()
     if suffix in (".npy", ".npz"):
-        return suffix[1:]
+        what = "a Python pickle" if head[:1] == b"\x80" else "no NumPy header"
+        raise BucketoptError(
+            f"{path.name}: is not a {suffix} file ({what}; a {suffix} file starts with "
+            f"{'the NUMPY magic' if suffix == '.npy' else 'a zip header'}). bucketopt never "
+            "unpickles data."
+        )
     if suffix in PARQUET_SUFFIXES:
         return "parquet"
     if suffix in IPC_SUFFIXES:
@@ -293,19 +319,22 @@ def _table_source(table, column: str | None) -> Source:
     batch_rows = LIST_BATCH_ROWS if kind == "list" else BATCH_ROWS
 
     def chunks():
-
-        rows = 0
+        rows, current = 0, None
         with arrow_errors(table.label, table.what):
-            for batch in table.batches(names, batch_rows=batch_rows):
-                values = column_values(batch.column(chosen.name), kind=kind, label=table.label,
+            for path, batch in table.file_batches(names, batch_rows=batch_rows):
+                if path != current:  # rows count within each file, as messages name the file
+                    rows, current = 0, path
+                label = table.file_label(path)
+                values = column_values(batch.column(chosen.name), kind=kind, label=label,
                                        column=chosen.name, start=rows)
                 counts = None
                 if chosen.count_column:
                     counts = column_values(batch.column(chosen.count_column), kind="integer",
-                                           label=table.label, column=chosen.count_column,
+                                           label=label, column=chosen.count_column,
                                            start=rows)
                 rows += len(values)
-                yield values, counts
+                where = (f"{label}[{chosen.name}]", rows - len(values))
+                yield values, counts, where
 
     schema = tuple((name, type_) for name, _, type_, _ in fields)
     note = table.note
@@ -332,11 +361,11 @@ def choose_column(fields, column: str | None, label: str) -> Column:
     if column is not None:
         if column not in by_name:
             raise BucketoptError(f"{label}: no column {column!r}; columns are {listing}.")
-        kind, type_, _ = by_name[column]
+        kind, type_, nested = by_name[column]
         if hist and column == hist[0]:
             return Column(column, "histogram", type_, "given; the table is a histogram",
                           hist[1])
-        _check_usable(label, column, kind, type_)
+        _check_usable(label, column, kind, type_, nested)
         return Column(column, kind, type_, "given")
     if hist:
         return Column(hist[0], "histogram", by_name[hist[0]][1],
@@ -362,8 +391,8 @@ def choose_column(fields, column: str | None, label: str) -> Column:
             "one with column=/--column."
         )
     if len(fields) == 1:
-        name, kind, type_, _ = fields[0]
-        _check_usable(label, name, kind, type_)
+        name, kind, type_, nested = fields[0]
+        _check_usable(label, name, kind, type_, nested)
         return Column(name, kind, type_, "the only column")
     raise BucketoptError(
         f"{label}: no column named like a length ({', '.join(LENGTH_COLUMN_NAMES[:4])}, ...) and "
@@ -382,7 +411,13 @@ def _histogram_layout(fields) -> tuple[str, str] | None:
     return (b, a) if a_count else (a, b)
 
 
-def _check_usable(label: str, name: str, kind: str, type_: str) -> None:
+def _check_usable(label: str, name: str, kind: str, type_: str, nested: bool = False) -> None:
+    if nested:
+        raise BucketoptError(
+            f"{label}: column {name!r} has type {type_}, a list of lists (e.g. chat turns): its "
+            "length counts the inner lists, not tokens; store the token count per sample (an "
+            "integer column) or the flat token list."
+        )
     if kind in ("integer", "list"):
         return
     hint = {
@@ -403,7 +438,7 @@ def _array_source(path, fmt, schema, data, *, column, given=None, reason="the on
     chosen = Column(column or "", kind, schema[0][1] if schema else "", reason, count_column)
 
     def chunks():
-        yield data, counts
+        yield data, counts, None
 
     return Source(path.name, fmt, (path,), tuple(schema), chosen, len(data), None, chunks)
 
@@ -517,7 +552,25 @@ def _read_text(path: Path):
             )
     header = None
     if not all(_is_number(c) for c in cells[0][1]):
-        header = cells[0][1]
+        # A header names columns: every cell a name (seq_len, count, "num tokens"). A first line
+        # like 0x10 or 12abc is a bad value, not a header: it must not silently vanish.
+        lineno, first_row = cells[0]
+        for cell in first_row:
+            if not _is_number(cell) and not _HEADER_NAME.fullmatch(cell):
+                raise BucketoptError(
+                    f"{path.name}: line {lineno}: {_cell(cell)} is neither a number nor a column "
+                    "name (a header's cells are names like seq_len)."
+                )
+            if _is_number(cell):
+                shown = ", ".join(map(_cell, first_row[:6]))
+                raise BucketoptError(
+                    f"{path.name}: line {lineno} mixes numbers and names ({shown}); a header row "
+                    "holds column names only."
+                )
+        header = first_row
+        if len(set(header)) != len(header):
+            twice = next(h for h in header if header.count(h) > 1)
+            raise BucketoptError(f"{path.name}: the header names column {twice!r} twice.")
         cells = cells[1:]
         if not cells:
             raise BucketoptError(f"{path.name}: has a header but no rows.")
@@ -526,13 +579,30 @@ def _read_text(path: Path):
 
 def _text_column(path, rows, col, first_line, name, *, positive=True) -> np.ndarray:
     cells = [row[col] for _, row in rows]
+    joined = "".join(cells)
     try:
+        if not joined.isascii() or "_" in joined:  # int() takes 1_000 and non-ASCII digits
+            raise ValueError
         arr = np.array(cells, dtype=np.int64)
     except (ValueError, OverflowError):
         for lineno, row in rows:
-            if not _is_number(row[col]):
+            cell = row[col]
+            if _INTEGER.fullmatch(cell):
+                digits = cell.lstrip("+-").lstrip("0")
+                if len(digits) <= 18 or (len(digits) == 19
+                                         and int(digits) <= np.iinfo(np.int64).max):
+                    continue
                 raise BucketoptError(
-                    f"{path.name}: line {lineno}: {row[col]!r} is not a number."
+                    f"{path.name}: line {lineno}: an integer of {len(digits):,} digits exceeds "
+                    "the int64 range."
+                ) from None
+            if not _is_number(cell):
+                raise BucketoptError(
+                    f"{path.name}: line {lineno}: {_cell(cell)} is not a number."
+                ) from None
+            if not math.isfinite(float(cell)) and not _NON_FINITE.fullmatch(cell):
+                raise BucketoptError(
+                    f"{path.name}: line {lineno}: {_cell(cell)} exceeds the range of numbers."
                 ) from None
         arr = np.array(cells, dtype=np.float64)
     return validate_lengths(arr, name=name, positive=positive)
@@ -542,9 +612,19 @@ def _split(line: str, delimiter):
     return line.split(delimiter) if delimiter else [line]
 
 
+_HEADER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ .()*/:-]{0,199}")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NON_FINITE = re.compile(r"[+-]?(nan|inf|infinity)", re.IGNORECASE)
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)",
+                     re.IGNORECASE)
+
+
+def _cell(cell: str) -> str:
+    if len(cell) <= 40:
+        return repr(cell)
+    return repr(cell[:37] + "...") + f" ({len(cell):,} characters)"
+
+
 def _is_number(cell: str) -> bool:
-    try:
-        float(cell.strip().strip('"'))
-    except ValueError:
-        return False
-    return True
+    """A decimal number as people write one (not Python's 1_000, 0x10 or non-ASCII digits)."""
+    return _NUMBER.fullmatch(cell.strip().strip('"')) is not None

@@ -68,13 +68,13 @@ def test_table_for_people(lens_file, capsys):
 
 @pytest.mark.parametrize("argv, words", [
     (["compare", "-k", "3"], "--token-budget"),
-    (["compare", "-k", "0", "--token-budget", "4096"], "`k`"),
-    (["compare", "-k", "3", "--token-budget", "100"], "token_budget=100"),
+    (["compare", "-k", "0", "--token-budget", "4096"], "-k must be"),
+    (["compare", "-k", "3", "--token-budget", "100"], "--token-budget 100 is"),
     (["compare", "-k", "3", "--token-budget", "4096", "--simulations", "0"], "simulations"),
     (["compare", "-k", "3", "--token-budget", "4096", "--simulations", "1000000000"],
      "simulations"),
-    (["compare", "-k", "3", "--token-budget", "4096", "--grad-accum", "0"], "grad_accum"),
-    (["compare", "-k", "3", "--token-budget", "4096", "--grad-accum", "-2"], "grad_accum"),
+    (["compare", "-k", "3", "--token-budget", "4096", "--grad-accum", "0"], "--grad-accum"),
+    (["compare", "-k", "3", "--token-budget", "4096", "--grad-accum", "-2"], "--grad-accum"),
     (["compare", "-k", "3", "--token-budget", "4096", "--gpus", "-1"], "--gpus: must be an"),
 ])
 def test_bad_input_is_one_line_and_exit_2(lens_file, capsys, argv, words):

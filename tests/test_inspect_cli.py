@@ -35,9 +35,15 @@ def shards(tmp_path):
 
 
 def _expected_bins(lengths):
-    low, high = int(np.log2(lengths.min())), int(np.log2(lengths.max()))
-    edges = [2**j for j in range(low, high + 2)]
-    return edges, np.histogram(lengths, bins=edges)[0].tolist()
+    """(2^j, 2^(j+1)] bins, bucketopt's (a, b] convention, counted sample by sample."""
+    low = 0
+    while 2 ** (low + 1) < lengths.min():
+        low += 1
+    edges = [2**low]
+    while edges[-1] < lengths.max():
+        edges.append(edges[-1] * 2)
+    counts = [int(((lengths > a) & (lengths <= b)).sum()) for a, b in zip(edges, edges[1:])]
+    return edges, counts
 
 
 @pytest.mark.parametrize("column", [None, "input_ids"])
@@ -55,10 +61,13 @@ def test_inspect_json_matches_numpy(shards, column, capsys):
     assert info["mean"] == pytest.approx(lengths.mean())
     assert info["real_tokens"] == lengths.sum()
     got = [info["percentiles"][f"P{p}"] for p in PERCENTILES]
-    np.testing.assert_allclose(got, np.percentile(lengths, PERCENTILES), atol=0.01)
+    # lengths that occur: the smallest with at least q% at or below it
+    assert got == np.percentile(lengths, PERCENTILES, method="inverted_cdf").tolist()
+    assert all(isinstance(v, int) for v in got)
     edges, counts = _expected_bins(lengths)
     assert [b["lo"] for b in info["histogram"]] == edges[:-1]
     assert [b["count"] for b in info["histogram"]] == counts
+    assert sum(counts) == lengths.size
 
 
 def test_inspect_table_for_people(shards, capsys):
@@ -69,7 +78,7 @@ def test_inspect_table_for_people(shards, capsys):
     assert f"n = {lengths.size:,}" in out and f"max = {lengths.max():,}" in out
     assert "P50" in out and "P100" in out
     edges, counts = _expected_bins(lengths)
-    assert f"[{edges[0]:,}, {edges[1]:,})" in out
+    assert f"({edges[0]:,}, {edges[1]:,}]" in out
     assert f"{counts[-1]:,}" in out
 
 

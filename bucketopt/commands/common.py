@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from ..errors import BucketoptError
+from ..guards import path_kind, path_size, short
 
 
 def add_lens_args(parser, *, required: bool = False) -> None:
@@ -35,9 +37,9 @@ def add_solver_args(parser, *, k_required: bool = True) -> None:
                         help="edges are multiples of A")
     parser.add_argument("--profile", metavar="NAME|FILE", help="hardware profile (Ktok/s, ETA)")
     parser.add_argument("--gpus", type=_count, default=None, metavar="G",
-                        help="data-parallel GPUs (default: the profile's)")
-    parser.add_argument("--epochs", type=_count, default=1, metavar="E",
-                        help="epochs for the ETA")
+                        help="data-parallel GPUs (with --profile; default: the profile's)")
+    parser.add_argument("--epochs", type=_count, default=None, metavar="E",
+                        help="epochs for the ETA (with --profile; default 1)")
 
 
 def add_output_args(parser) -> None:
@@ -46,9 +48,15 @@ def add_output_args(parser) -> None:
 
 def _int(text: str) -> int:
     try:
+        if len(text.strip()) > 30:  # int() of a 5,000-digit flag value is no integer anyone means
+            raise ValueError
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an integer; got {_shown(text)}") from None
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
 
 
 def _count(text: str) -> int:
@@ -60,15 +68,116 @@ def _count(text: str) -> int:
 
 def _float(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a number; got {_shown(text)}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number; got {_shown(text)}")
+    return value
 
 
 def note(args, message: str) -> None:
     """A line for people on stderr (silent with --quiet)."""
     if not getattr(args, "quiet", False):
         print(message, file=sys.stderr)
+
+
+# The most padded tokens per batch, and the largest alignment, that int64 totals can carry.
+_INT_LIMIT = 2**60
+# The size past which a --profile file cannot be a profile (they are a few hundred bytes).
+_PROFILE_BYTES = 1 << 20
+
+
+def check_args(args) -> None:
+    """Every check that needs no data, before any data is read: a bad -k, budget, share,
+    alignment, tolerance, path or profile is reported at once, not after a long read.
+
+    Also settles --gpus / --epochs: they shape the Ktok/s and ETA prediction, so without
+    --profile they are refused (``compare`` keeps --gpus: its step mix gap counts ranks).
+    """
+    def bad(message):
+        raise BucketoptError(message)
+
+    for flag, attr in (("--lens", "lens"), ("PATH", "path"), ("--measurements", "measurements"),
+                       ("--output", "output"), ("--plot", "plot")):  # given, yet empty
+        value = getattr(args, attr, None)
+        if value is not None and not str(value).strip():
+            bad(f"{flag} is empty: give a file path.")
+    k = getattr(args, "k", None)
+    if isinstance(k, int) and k < 1:
+        bad(f"-k must be an integer >= 1; got {k}.")
+    for flag, attr, low, high in (("--token-budget", "token_budget", 1, _INT_LIMIT),
+                                  ("--align", "align", 1, _INT_LIMIT),
+                                  ("--simulations", "simulations", 1, None),
+                                  ("--grad-accum", "grad_accum", 1, None)):
+        value = getattr(args, attr, None)
+        if value is None:
+            continue
+        if value < low:
+            bad(f"{flag} must be an integer >= {low}; got {value}.")
+        if high is not None and value > high:
+            bad(f"{flag} must be at most 2**60; got {value}.")
+    shares = [getattr(args, a, None) for a in ("min_share", "max_share")]
+    for flag, value in zip(("--min-share", "--max-share"), shares):
+        if value is not None and not 0.0 <= value <= 1.0:
+            bad(f"{flag} must be a number in [0, 1]; got {value}.")
+    if None not in shares and shares[0] > shares[1]:
+        bad(f"--min-share ({shares[0]}) must not exceed --max-share ({shares[1]}).")
+    tolerance = getattr(args, "tolerance", None)
+    if tolerance is not None and tolerance < 0:
+        bad(f"--tolerance must be a number >= 0; got {tolerance}.")
+    if hasattr(args, "epochs") and hasattr(args, "profile"):
+        if args.profile is None:
+            given = [f for f, a in (("--gpus", "gpus"), ("--epochs", "epochs"))
+                     if getattr(args, a) is not None and not (a == "gpus"
+                                                              and args.command == "compare")]
+            if given:
+                bad(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --profile: "
+                    "they set the GPUs and epochs of the Ktok/s and ETA prediction, which only "
+                    "a hardware profile gives.")
+        if args.epochs is None:
+            args.epochs = 1
+    if getattr(args, "profile", None) is not None:
+        _check_profile(args.profile)
+    for flag, attr in (("--measurements", "measurements"),):  # an input of calibrate only
+        value = getattr(args, attr, None) if args.command == "calibrate" else None
+        kind = None if value is None else path_kind(value, flag)
+        if kind not in (None, "file"):
+            bad(f"{flag} {short(value)} "
+                f"{'does not exist' if kind == 'missing' else 'is not a regular file'}.")
+    for flag, attr in (("--output", "output"), ("--plot", "plot")):
+        value = getattr(args, attr, None)
+        if value is not None and path_kind(value, flag) == "dir":
+            bad(f"{flag} {short(value)} is a directory; give a file path.")
+
+
+def _check_profile(profile: str) -> None:
+    from ..costmodel import available_profiles, load_profile
+
+    if profile in available_profiles():
+        return
+    kind = path_kind(profile, "--profile")
+    if kind != "file":
+        names = ", ".join(available_profiles()) or "none"
+        raise BucketoptError(f"--profile {short(profile)} is neither a shipped profile ({names}) "
+                             "nor a JSON file.")
+    if path_size(profile) > _PROFILE_BYTES:
+        raise BucketoptError(f"--profile {short(profile)} is over 1 MB: not a profile JSON.")
+    load_profile(profile)
+
+
+def check_against_data(args, data) -> None:
+    """Checks that need only the longest length: --align far above it is refused (every edge a
+    multiple of A would pad every sample to A or more)."""
+    align = getattr(args, "align", None)
+    if align is None or align <= 1:
+        return
+    longest = data.max_length if hasattr(data, "max_length") else int(data.max())
+    if align > 2 * longest:
+        raise BucketoptError(
+            f"--align {align} is more than twice the longest length ({longest:,}): every edge "
+            f"must be a multiple of {align}, so every sample would be padded to {align} or more "
+            "(over 50% padding); use an --align at most the longest length.")
 
 
 def read_lengths(args, *, per_sample: bool = False):
@@ -91,12 +200,13 @@ def read_lengths(args, *, per_sample: bool = False):
     source = open_source(args.lens, column=args.column)
     if len(source.schema) > 1 or source.column.kind != "integer" or source.note:
         note(args, "reading " + source.describe())
-    if per_sample:
-        return source.lengths(), str(args.lens)
-    if source.format in ("npy", "npz", "text") and source.column.kind != "histogram":
-        return source.lengths(), str(args.lens)
-    progress = False if getattr(args, "quiet", False) else None
-    return source.histogram(progress=progress), str(args.lens)
+    if per_sample or (source.format in ("npy", "npz", "text")
+                      and source.column.kind != "histogram"):
+        data = source.lengths()
+    else:
+        data = source.histogram(progress=False if getattr(args, "quiet", False) else None)
+    check_against_data(args, data)
+    return data, str(args.lens)
 
 
 def emit_json(obj) -> None:

@@ -3,6 +3,11 @@
 Schema, the column used (and why), n, min / max / mean, P0..P100 and a power-of-two length
 histogram: the story's ``seq_len`` query as one command. The read streams, so it works on data
 of any size.
+
+The histogram's bins are ``(lo, hi]``, the convention of bucket boundaries everywhere in
+bucketopt (a bin's count is what a bucket with edges lo, hi would hold). Percentiles are lengths
+that occur: P_q is the smallest length with at least q% of the samples at or below it
+(numpy's ``method="inverted_cdf"``).
 """
 
 from __future__ import annotations
@@ -27,12 +32,16 @@ def add_parser(sub) -> None:
 
 
 def power_of_two_bins(hist) -> list[dict]:
-    """Counts in [2^j, 2^(j+1)) bins covering the histogram's range (story-style)."""
-    low = int(np.log2(hist.min_length))
-    high = int(np.log2(hist.max_length))
-    edges = [1 << j for j in range(low, high + 2)]
+    """Counts in (2^j, 2^(j+1)] bins covering the histogram's range (the first bin is (0, 1]
+    when the shortest length is 1)."""
+    top = (hist.max_length - 1).bit_length()  # 2**top >= the longest length
+    if hist.min_length == 1:
+        edges = [0] + [1 << j for j in range(top + 1)]
+    else:
+        low = (hist.min_length - 1).bit_length() - 1  # 2**low < the shortest length
+        edges = [1 << j for j in range(low, top + 1)]
     cum = np.concatenate([[0], np.cumsum(hist.counts)])
-    positions = np.searchsorted(hist.values, edges, side="left")
+    positions = np.searchsorted(hist.values, edges, side="right")
     n = hist.n
     bins = []
     for j in range(len(edges) - 1):
@@ -43,7 +52,7 @@ def power_of_two_bins(hist) -> list[dict]:
 
 def summary(source, hist) -> dict:
     """The JSON-ready description of a source and its histogram."""
-    percentiles = hist.percentile(PERCENTILES)
+    percentiles = hist.percentile(PERCENTILES, method="inverted_cdf")
     return {
         "source": source.label,
         "format": source.format,
@@ -63,20 +72,16 @@ def summary(source, hist) -> dict:
         "max": hist.max_length,
         "mean": hist.real_tokens / hist.n,
         "real_tokens": hist.real_tokens,
-        "percentiles": {f"P{p}": _number(v) for p, v in zip(PERCENTILES, percentiles)},
+        "percentiles": {f"P{p}": int(v) for p, v in zip(PERCENTILES, percentiles)},
         "histogram": power_of_two_bins(hist),
     }
-
-
-def _number(x: float):
-    return int(x) if float(x).is_integer() else round(float(x), 2)
 
 
 def run(args) -> int:
     from ..io import open_source
     from ..report import table
 
-    source = open_source(args.path, column=args.column)
+    source = open_source(args.path, column=args.column)  # checks the path itself
     hist = source.histogram(progress=False if args.quiet else None)
     info = summary(source, hist)
     if args.json:
@@ -95,7 +100,7 @@ def run(args) -> int:
           f"tokens = {info['real_tokens']:,}")
     print("  ".join(f"{p} {v:,}" for p, v in info["percentiles"].items()))
     peak = max(b["count"] for b in info["histogram"])
-    rows = [[f"[{b['lo']:,}, {b['hi']:,})", f"{b['count']:,}", f"{100 * b['share']:.1f}%",
+    rows = [[f"({b['lo']:,}, {b['hi']:,}]", f"{b['count']:,}", f"{100 * b['share']:.1f}%",
              "#" * round(30 * b["count"] / peak)] for b in info["histogram"]]
     print(table(["length", "samples", "share", ""], rows, align="lrrl"))
     return 0
