@@ -92,6 +92,10 @@ def check_token_budget(token_budget, hist: Histogram | None = None):
         raise BucketoptError(
             f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length})."
         )
+    if hist is not None:  # batch sizes in the trillions: refused before any allocation
+        from .guards import check_budget_scale
+
+        check_budget_scale(token_budget, hist)
     return token_budget
 
 
