@@ -1,0 +1,139 @@
+"""BucketedTrainer: a tiny causal LM (random weights, CPU) trained with the Hugging Face Trainer.
+
+Skipped where transformers (with torch and datasets) is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("datasets")
+pytest.importorskip("accelerate")
+
+from bucketopt import BucketoptError
+
+from . import _trainer_job as job
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    """One uninterrupted epoch, with workers prefetching, checkpoints every 3 optimizer steps."""
+    out = tmp_path_factory.mktemp("full")
+    trainer = job.trainer(out, save_steps=3, num_workers=2)
+    trainer.train()
+    return out, trainer
+
+
+def test_one_epoch_sees_every_sample_once_under_the_budget(full_run):
+    _, trainer = full_run
+    trained = trainer.trained
+    seen = sorted(i for batch in trained for i in batch["idx"])
+    assert seen == list(range(job.N_SAMPLES))  # every sample exactly once
+    lengths = job.sample_lengths()
+    edges = np.asarray(job.BOUNDARIES)
+    plan = trainer.bucket_sampler.plan(0)
+    assert [len(b) for b in plan.batches(0)] == [len(b["idx"]) for b in trained]
+    for batch in trained:
+        rows, width = batch["shape"]
+        assert rows * width <= job.TOKEN_BUDGET  # never a batch over the token budget
+        bucket = np.searchsorted(edges, lengths[batch["idx"]], side="left")
+        assert np.unique(bucket).size == 1  # one bucket per batch
+        assert rows <= job.TOKEN_BUDGET // edges[bucket[0]]  # sized by its bucket
+    sizes = {rows for rows, _ in (b["shape"] for b in trained)}
+    assert len(sizes) > 1 and sizes != {trainer.args.per_device_train_batch_size}
+    assert trainer.state.global_step == len(trained) // job.GRAD_ACCUM
+
+
+def test_checkpoints_hold_what_the_loop_consumed(full_run):
+    out, trainer = full_run
+    steps = sorted(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*"))
+    assert steps[:2] == [3, 6] and steps[-1] == trainer.state.global_step
+    for step in steps:
+        state = json.loads((out / f"checkpoint-{step}" / "bucketopt_sampler.json").read_text())
+        # the workers had been handed batches ahead of the loop; the state is what was trained
+        assert state["epoch"] == 0 and state["position"] == step * job.GRAD_ACCUM
+        assert state["world_size"] == 1 and state["grad_accum"] == job.GRAD_ACCUM
+
+
+def test_resume_in_a_fresh_process_continues_exactly(full_run, tmp_path):
+    out, trainer = full_run
+    checkpoint = out / "checkpoint-3"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run([sys.executable, "-m", "tests._trainer_job", str(tmp_path),
+                             str(checkpoint)], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    resumed = json.loads((tmp_path / "batches.json").read_text())
+    after = 3 * job.GRAD_ACCUM
+    assert resumed["trained"] == trainer.trained[after:]  # the batches the full run had next
+    assert resumed["seeks"] == [[after, after]]  # the sampler was put there, not replayed
+
+
+def test_sft_trainer_batches_with_the_sampler(tmp_path):
+    trl = pytest.importorskip("trl")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from bucketopt.integrations.transformers import bucketed
+
+    vocab = {"[PAD]": 0, **{f"t{i}": i for i in range(1, 64)}}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t1"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", eos_token="t2")
+    args = trl.SFTConfig(output_dir=str(tmp_path), per_device_train_batch_size=4,
+                         num_train_epochs=1, gradient_accumulation_steps=job.GRAD_ACCUM,
+                         save_strategy="no", logging_strategy="no", report_to=[], use_cpu=True,
+                         disable_tqdm=True, max_length=None, seed=7)
+    shapes = []
+
+    class Recording(bucketed(trl.SFTTrainer)):
+        def compute_loss(self, model, inputs, *a, **k):
+            shapes.append(tuple(inputs["input_ids"].shape))
+            return super().compute_loss(model, inputs, *a, **k)
+
+    trainer = Recording(model=job.tiny_model(), args=args, train_dataset=job.dataset(),
+                        processing_class=tokenizer, boundaries=job.BOUNDARIES,
+                        token_budget=job.TOKEN_BUDGET)
+    assert tokenizer.pad_token_id == 0 and len(tokenizer) == 64
+    trainer.train()
+    lengths = job.sample_lengths()
+    expected = [(len(b), int(lengths[b].max())) for b in trainer.bucket_sampler.plan(0).batches()]
+    assert shapes == expected  # the sampler's batches, padded to their longest sample
+    assert max(r * w for r, w in shapes) <= job.TOKEN_BUDGET
+
+
+def test_bad_arguments_and_an_over_budget_collator(tmp_path):
+    from bucketopt.integrations.transformers import BucketedTrainer, bucketed
+
+    with pytest.raises(BucketoptError, match="boundaries are required"):
+        BucketedTrainer(model=job.tiny_model(), token_budget=100)
+    with pytest.raises(BucketoptError, match="trainer_class must be a transformers.Trainer"):
+        bucketed(dict)
+    trainer = job.trainer(tmp_path, lengths=[5] * 3)
+    with pytest.raises(BucketoptError, match="lengths has 3 entries but train_dataset has 96"):
+        trainer.get_train_dataloader()
+
+    def pad_to_96(features):  # pads every batch to 96 tokens: over the budget for short buckets
+        batch = job.pad_collate(features)
+        import torch
+
+        extra = 96 - batch["input_ids"].shape[1]
+        for key, fill in (("input_ids", 0), ("attention_mask", 0), ("labels", -100)):
+            batch[key] = torch.nn.functional.pad(batch[key], (0, extra), value=fill)
+        return batch
+
+    trainer = job.trainer(tmp_path)
+    trainer.data_collator = pad_to_96
+    with pytest.raises(BucketoptError, match="over token_budget=384: the collator pads beyond"):
+        trainer.train()
