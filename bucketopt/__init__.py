@@ -10,6 +10,7 @@ from .comparison import Comparison, compare
 from .costmodel import CostModel, Profile, load_profile, time_epoch
 from .errors import BucketoptError
 from .histogram import Histogram
+from .plans import BatchPlan, batch_plan
 from .sampler import BucketBatchSampler
 from .simulate import simulate
 from .solution import Solution
@@ -18,6 +19,7 @@ from .solver import Sweep, evaluate, solve, sweep
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchPlan",
     "BucketBatchSampler",
     "BucketoptError",
     "Calibration",
@@ -28,6 +30,7 @@ __all__ = [
     "Solution",
     "Sweep",
     "__version__",
+    "batch_plan",
     "calibrate",
     "compare",
     "evaluate",

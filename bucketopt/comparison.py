@@ -32,6 +32,13 @@ class Comparison:
     strategies: dict
     epochs: dict = field(default_factory=dict, repr=False)
     timing: dict = field(default_factory=dict)  # profile, world_size, epochs (with a profile)
+    lengths: np.ndarray | None = field(default=None, repr=False, compare=False)  # for batches()
+
+    def batches(self, name: str, epoch: int = 0) -> list:
+        """The batches (dataset indices, training order) row ``name`` timed in ``epoch``."""
+        from .plans import comparison_batches
+
+        return comparison_batches(self, name, epoch)
 
     def to_dict(self) -> dict:
         return {"k": self.k, "token_budget": self.token_budget, "pad": self.pad,
@@ -151,6 +158,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
             add("sampler", "bucketed:sampler", sampler_epochs(
                 lengths, edges, token_budget=token_budget, world_size=ranks,
                 grad_accum=grad_accum, seed=seed, epochs=simulations, pad=pad), edges)
+            rows["sampler"].update(world_size=ranks, grad_accum=grad_accum)
         if diversity:
             for name, fields in comparison_diversity(
                     lengths, edges, token_budget=token_budget, world_size=ranks,
@@ -174,4 +182,4 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
             rows[name]["ktok_per_s_analytic"] = annotate(analytic, hist, cost_model).ktok_per_s
         timing = {"profile": cost_model.name, "world_size": cost_model.world_size,
                   "epochs": cost_model.epochs}
-    return Comparison(k, token_budget, pad, simulations, seed, rows, epochs, timing)
+    return Comparison(k, token_budget, pad, simulations, seed, rows, epochs, timing, lengths)
