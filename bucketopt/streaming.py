@@ -1,0 +1,384 @@
+"""Streamed data: boundaries planned on a sample, with a bound; online batching in a bounded buffer.
+
+For an ``IterableDataset`` or a corpus too large to index there is no array of lengths to plan
+an epoch on. Two pieces replace it:
+
+- :func:`plan_from_sample` solves the boundaries on a sample of the lengths (e.g.
+  :func:`sample_lengths`, a reservoir sample of the stream) and bounds what planning on a
+  sample costs, from the Dvoretzky-Kiefer-Wolfowitz inequality: with probability at least
+  ``confidence``, the sample's CDF is within ``eps = sqrt(ln(2 / (1 - confidence)) / (2 n))`` of
+  the stream's everywhere. For any function ``g`` of the length, ``|E[g] - E_n[g]| <= eps TV(g)``
+  (integrate by parts; ``TV`` = total variation over the lengths), which bounds the padded tokens
+  per sample under edge padding (``g = edge(x) - x``), the computed tokens (``g = edge(x)``), and
+  so the stream's edge-padding fraction; padding each batch to its longest sample never pads
+  more, so the upper end bounds that too. The same ``eps`` bounds the share of the stream longer
+  than the sample's longest (which the plan cannot place without ``max_length``).
+- :class:`StreamBatcher` batches online, as Lhotse's dynamic bucketing does: items fill a buffer
+  of at most ``buffer_size``; each is put in its bucket; when the buffer is full, a bucket holding
+  a whole micro-step (``world_size`` batches of ``floor(token_budget / b_k)`` samples) is chosen
+  at random (weighted by the micro-steps it holds) and released. Every rank reads the same stream
+  with the same seed and keeps batch ``rank`` of each micro-step, so every rank gets the same
+  number of batches by construction; at the end the leftovers are split (or, without enough
+  samples, the last fewer-than-``world_size`` batches dropped and counted) to whole micro-steps.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import BucketoptError
+from .histogram import Histogram, validate_lengths
+from .solution import batch_sizes_for, check_boundaries, check_token_budget
+
+__all__ = ["SamplePlan", "StreamBatcher", "dkw_epsilon", "plan_from_sample", "sample_lengths"]
+
+
+def dkw_epsilon(n, confidence=0.95) -> float:
+    """The DKW band half-width: ``P(sup |F_n - F| > eps) <= 1 - confidence`` for ``n`` draws."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise BucketoptError(f"n must be an integer >= 1; got {n!r}.")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
+            or not 0 < confidence < 1:
+        raise BucketoptError(f"confidence must be a number in (0, 1); got {confidence!r}.")
+    return math.sqrt(math.log(2.0 / (1.0 - confidence)) / (2.0 * int(n)))
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """Boundaries solved on a sample, and what planning on a sample may cost.
+
+    Attributes
+    ----------
+    boundaries : tuple of int
+    sample_size : int
+    confidence, epsilon : float
+        The DKW band: with probability >= ``confidence`` every CDF value is within ``epsilon``.
+    padding_fraction_sample : float
+        Edge-padding fraction of ``boundaries`` on the sample.
+    padding_fraction_bound : (float, float)
+        The stream's edge-padding fraction lies in this interval (with ``confidence``); with
+        dynamic padding (each batch to its longest) the stream pads at most the upper end.
+    padded_per_sample_bound : float
+        ``|E[pad] - E_n[pad]|``: padded tokens per sample, stream against sample, at most this.
+    regret_per_sample_bound : float
+        Padded tokens per sample that the sample's optimum may lose against the stream's
+        optimum over the same ``k`` (edge padding): ``2 epsilon`` x the largest total variation.
+    overflow_share_bound : float
+        Share of the stream that may be longer than ``boundaries[-1]`` (0 when ``max_length``
+        set the last edge).
+    solution : bucketopt.Solution
+        The solve on the sample.
+    """
+
+    boundaries: tuple
+    sample_size: int
+    confidence: float
+    epsilon: float
+    padding_fraction_sample: float
+    padding_fraction_bound: tuple
+    padded_per_sample_bound: float
+    regret_per_sample_bound: float
+    overflow_share_bound: float
+    solution: object = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        return {"boundaries": list(self.boundaries), "sample_size": self.sample_size,
+                "confidence": self.confidence, "epsilon": self.epsilon,
+                "padding_fraction_sample": self.padding_fraction_sample,
+                "padding_fraction_bound": list(self.padding_fraction_bound),
+                "padded_per_sample_bound": self.padded_per_sample_bound,
+                "regret_per_sample_bound": self.regret_per_sample_bound,
+                "overflow_share_bound": self.overflow_share_bound}
+
+
+def edge_padding_bound(sample, boundaries, *, epsilon):
+    """(sample fraction, (low, high), padded-per-sample bound) for fixed ``boundaries``."""
+    sample = validate_lengths(sample)
+    edges = np.asarray(boundaries, dtype=np.int64)
+    top = int(edges[-1])
+    grid = np.arange(1, top + 1)
+    edge_of = edges[np.searchsorted(edges, grid, side="left")]
+    pad = edge_of - grid  # g(x) = edge(x) - x on the integers 1..top
+    tv_pad = float(np.abs(np.diff(pad)).sum())
+    tv_edge = float(np.abs(np.diff(edge_of)).sum())
+    per = edges[np.searchsorted(edges, sample, side="left")]
+    mean_pad = float((per - sample).mean())
+    mean_edge = float(per.mean())
+    dp, de = epsilon * tv_pad, epsilon * tv_edge
+    low = max(0.0, mean_pad - dp) / (mean_edge + de)
+    high = min(1.0, (mean_pad + dp) / max(mean_edge - de, 1e-300))
+    return mean_pad / mean_edge, (float(low), float(min(high, 1.0))), dp, top
+
+
+def plan_from_sample(sample, k, *, token_budget, confidence=0.95, max_length=None, pad="batch",
+                     **solve_kwargs) -> SamplePlan:
+    """Solve boundaries on a sample of a stream's lengths and bound the cost of the sample.
+
+    Parameters
+    ----------
+    sample : array-like of int
+        Lengths drawn uniformly from the stream (:func:`sample_lengths`).
+    k : int
+        Most buckets.
+    token_budget : int
+    confidence : float
+        Of the DKW band (default 0.95).
+    max_length : int, optional
+        The longest length the stream may hold (e.g. the truncation length): the last edge
+        becomes ``max_length``, so nothing overflows. Default: the sample's longest.
+    pad : {"batch", "edge"}
+        Objective of the solve (the bounds are on edge padding, which bounds batch padding).
+    solve_kwargs
+        Passed to :func:`bucketopt.solve`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> stream = np.random.default_rng(0).integers(10, 500, 100_000)
+    >>> plan = plan_from_sample(stream[:5_000], 4, token_budget=4_000)
+    >>> low, high = plan.padding_fraction_bound
+    >>> low <= plan.padding_fraction_sample <= high
+    True
+    """
+    from .solver import solve
+
+    sample = validate_lengths(sample, name="sample")
+    eps = dkw_epsilon(sample.size, confidence)
+    solve_lengths = sample
+    if max_length is not None:
+        if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) \
+                or max_length < int(sample.max()):
+            raise BucketoptError(f"max_length must be an integer >= the sample's longest length "
+                                 f"({int(sample.max())}); got {max_length!r}.")
+        max_length = int(max_length)
+    solution = solve(solve_lengths, k, token_budget=token_budget, pad=pad, **solve_kwargs)
+    edges = list(solution.boundaries)
+    if max_length is not None and edges[-1] < max_length:
+        edges[-1] = max_length  # room for the stream's longest, unseen in the sample
+        batch_sizes_for(np.asarray(edges), check_token_budget(token_budget))  # still fits?
+    frac, bound, per_sample, top = edge_padding_bound(sample, edges, epsilon=eps)
+    # any boundaries with last edge `top`: TV(edge(x) - x) <= 2 (top - 1)
+    regret = 2.0 * eps * 2.0 * (top - 1)
+    overflow = 0.0 if max_length is not None else min(1.0, eps)
+    return SamplePlan(tuple(int(e) for e in edges), int(sample.size), float(confidence),
+                      float(eps), float(frac), bound, float(per_sample), float(regret),
+                      float(overflow), solution)
+
+
+def sample_lengths(stream, size, *, length=len, seed=0) -> np.ndarray:
+    """A uniform sample (without replacement) of ``size`` lengths from an iterable of items of
+    unknown count: reservoir sampling (Li's algorithm L), one pass, memory ``size``.
+
+    ``length(item)`` gives an item's length (default ``len``; pass ``length=int`` for a stream of
+    lengths).
+    """
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise BucketoptError(f"size must be an integer >= 1; got {size!r}.")
+    size = int(size)
+    rng = random.Random(int(np.random.SeedSequence([int(seed), 7]).generate_state(1)[0]))
+    it = iter(stream)
+    reservoir = [int(length(item)) for item in itertools.islice(it, size)]
+    if not reservoir:
+        raise BucketoptError("stream is empty: there is nothing to sample.")
+    if len(reservoir) == size:
+        w = math.exp(math.log(rng.random()) / size)
+        while True:
+            skip = math.floor(math.log(rng.random()) / math.log(1.0 - w))
+            item = next(itertools.islice(it, skip, None), _END)
+            if item is _END:
+                break
+            reservoir[rng.randrange(size)] = int(length(item))
+            w *= math.exp(math.log(rng.random()) / size)
+    return validate_lengths(reservoir, name="sample")
+
+
+_END = object()
+
+
+def _pick(ready, rng):
+    """A bucket holding whole micro-steps, at random, weighted by how many it holds."""
+    keys = sorted(ready)
+    return rng.choices(keys, weights=[ready[k] for k in keys])[0]
+
+
+@dataclass
+class StreamStats:
+    """What one pass of a :class:`StreamBatcher` did (all ranks' batches; the same on every
+    rank)."""
+
+    items: int = 0
+    batches: int = 0
+    split_batches: int = 0
+    dropped: int = 0
+    max_buffered: int = 0
+    real_tokens: int = 0
+    padded_tokens: int = 0  # each batch padded to its longest sample
+
+    @property
+    def padding_fraction(self) -> float:
+        total = self.real_tokens + self.padded_tokens
+        return self.padded_tokens / total if total else 0.0
+
+
+class StreamBatcher:
+    """Batches of a stream, online, under the token budget, for one data-parallel rank.
+
+    Parameters
+    ----------
+    stream : iterable
+        Re-iterable (a list, a ``datasets.IterableDataset``, a generator factory wrapped by an
+        object with ``__iter__``): every epoch iterates it once, on every rank.
+    boundaries : sequence of int
+        Inclusive upper edges (e.g. :func:`plan_from_sample` ``.boundaries``). A longer item is an
+        error (set ``max_length`` when planning).
+    token_budget : int
+        Bucket ``k`` batches hold ``floor(token_budget / b_k)`` items, so a batch never holds more
+        than ``token_budget`` padded tokens.
+    length : callable
+        ``length(item)`` -> int (default ``len``).
+    buffer_size : int, optional
+        Most items held at once (default: ``max(10_000, 2 x the minimum)``); at least the minimum
+        that guarantees progress, ``sum_k (world_size * B_k - 1) + 1``.
+    seed, rank, world_size : int
+    drop_last : bool
+        Drop the leftover batches that do not fill a micro-step instead of splitting batches.
+
+    Iterating yields lists of items (this rank's batches); :attr:`stats` describes the pass.
+    """
+
+    def __init__(self, stream, boundaries, *, token_budget, length=len, buffer_size=None,
+                 seed=0, rank=0, world_size=1, drop_last=False):
+        from .sampler import _check_bool, _check_int
+
+        self.token_budget = check_token_budget(token_budget)
+        if self.token_budget is None:
+            raise BucketoptError("token_budget is required: batches are built under it.")
+        edges = validate_lengths(boundaries, name="boundaries")
+        self.edges = check_boundaries(edges, Histogram.from_lengths(edges[-1:]))
+        self.batch_sizes = batch_sizes_for(self.edges, self.token_budget)
+        self.world_size = _check_int("world_size", world_size, 1)
+        self.rank = _check_int("rank", rank, 0)
+        if self.rank >= self.world_size:
+            raise BucketoptError(
+                f"rank must be in [0, world_size) = [0, {self.world_size}); got {self.rank}.")
+        self.seed = _check_int("seed", seed, 0)
+        self.drop_last = _check_bool("drop_last", drop_last)
+        if not callable(length):
+            raise BucketoptError(f"length must be a callable item -> int; got {length!r}.")
+        self.length = length
+        self.minimum_buffer = int((self.world_size * self.batch_sizes - 1).sum() + 1)
+        if buffer_size is None:
+            buffer_size = max(10_000, 2 * self.minimum_buffer)
+        self.buffer_size = _check_int("buffer_size", buffer_size, 1)
+        if self.buffer_size < self.minimum_buffer:
+            raise BucketoptError(
+                f"buffer_size must be at least {self.minimum_buffer} (sum over buckets of "
+                f"world_size x batch size - 1, plus 1) so that a full buffer always holds a whole "
+                f"micro-step of one bucket; got {self.buffer_size}.")
+        if not hasattr(stream, "__iter__"):
+            raise BucketoptError(f"stream must be iterable; got {type(stream).__name__}.")
+        self.stream = stream
+        self.epoch = 0
+        self.stats = StreamStats()
+
+    def set_epoch(self, epoch) -> None:
+        from .sampler import _check_int
+
+        self.epoch = _check_int("epoch", epoch, 0)
+
+    def __iter__(self):
+        for step in self.micro_steps():
+            yield step[self.rank]
+
+    def micro_steps(self):
+        """Every micro-step of the pass: ``world_size`` batches (lists of items), rank ``r``'s
+        at index ``r``."""
+        G, sizes, edges = self.world_size, self.batch_sizes, self.edges
+        state = np.random.SeedSequence([self.seed, self.epoch]).generate_state(1)[0]
+        rng = random.Random(int(state))
+        buckets = [[] for _ in edges]  # (item, length) pairs
+        need = [G * int(b) for b in sizes]
+        ready = {}  # bucket -> whole micro-steps it holds
+        stats = self.stats = StreamStats()
+        buffered = 0
+        top = int(edges[-1])
+        edge_list = [int(e) for e in edges]
+        for item in self.stream:
+            n = self.length(item)
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+                raise BucketoptError(f"length(item) must be an integer >= 1; got {n!r} for item "
+                                     f"{stats.items}.")
+            if n > top:
+                raise BucketoptError(
+                    f"stream item {stats.items} has length {n}, above the last boundary {top}: "
+                    "plan with max_length= (plan_from_sample) or truncate the stream.")
+            k = bisect.bisect_left(edge_list, n)
+            bucket = buckets[k]
+            bucket.append((item, int(n)))
+            stats.items += 1
+            buffered += 1
+            if len(bucket) % need[k] == 0:
+                ready[k] = len(bucket) // need[k]
+            stats.max_buffered = max(stats.max_buffered, buffered)
+            if buffered >= self.buffer_size:  # full: some bucket holds a whole micro-step
+                k = _pick(ready, rng)
+                buffered -= need[k]
+                yield self._release(k, buckets, ready, need, sizes, rng)
+        while ready:  # the stream ended: release the whole micro-steps left
+            k = _pick(ready, rng)
+            buffered -= need[k]
+            yield self._release(k, buckets, ready, need, sizes, rng)
+        yield from self._tail(buckets, sizes, rng)
+
+    # ------------------------------------------------------------------------------- helpers
+    def _release(self, k, buckets, ready, need, sizes, rng):
+        bucket = buckets[k]
+        chosen = []
+        for _ in range(need[k]):  # a random whole micro-step out of the bucket
+            i = rng.randrange(len(bucket))
+            bucket[i], bucket[-1] = bucket[-1], bucket[i]
+            chosen.append(bucket.pop())
+        ready[k] -= 1
+        if not ready[k]:
+            del ready[k]
+        B = int(sizes[k])
+        step = [chosen[r * B:(r + 1) * B] for r in range(self.world_size)]
+        return [self._count(batch) for batch in step]
+
+    def _count(self, batch):
+        stats = self.stats
+        lens = [n for _, n in batch]
+        stats.batches += 1
+        stats.real_tokens += sum(lens)
+        stats.padded_tokens += len(lens) * max(lens) - sum(lens)
+        return [item for item, _ in batch]
+
+    def _tail(self, buckets, sizes, rng):
+        """The leftovers (less than a micro-step per bucket) as whole micro-steps."""
+        G = self.world_size
+        batches = []
+        for k, bucket in enumerate(buckets):
+            rng.shuffle(bucket)
+            B = int(sizes[k])
+            batches += [bucket[i:i + B] for i in range(0, len(bucket), B)]
+        extra = -len(batches) % G
+        slack = sum(len(b) - 1 for b in batches)
+        if extra and not self.drop_last and extra <= slack:
+            for _ in range(extra):  # split the largest in two: same bucket, under the budget
+                batches.sort(key=len)
+                big = batches.pop()
+                half = (len(big) + 1) // 2
+                batches += [big[:half], big[half:]]
+            self.stats.split_batches += extra
+        # micro-steps of neighbouring buckets, largest batches first; drop what cannot fill one
+        batches.sort(key=lambda b: (-max(n for _, n in b), -len(b)))
+        whole = len(batches) - len(batches) % G
+        self.stats.dropped += sum(len(b) for b in batches[whole:])
+        for first in range(0, whole, G):
+            yield [self._count(b) for b in batches[first:first + G]]
