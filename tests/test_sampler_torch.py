@@ -154,3 +154,32 @@ def test_prefetching_loader_state_is_what_the_loop_consumed(lengths):
     resumed.load_state_dict(state)
     rest = [sample_ids(b) for b in dl]
     assert consumed + rest == full  # not one batch skipped or repeated
+
+
+def test_accelerate_prepare_is_one_line_and_tracked(lengths):
+    accelerate = pytest.importorskip("accelerate")
+    from accelerate.data_loader import BatchSamplerShard
+
+    from bucketopt.integrations.accelerate import passthrough, prepare
+
+    sampler, dl = loader(lengths, seed=9)
+    full = [sample_ids(b) for b in dl]
+    sampler, dl = loader(lengths, seed=9)
+    prepared = prepare(accelerate.Accelerator(cpu=True), dl)
+    consumed = []
+    for batch in prepared:  # accelerate fetches one batch ahead of the loop
+        consumed.append(sample_ids(batch))
+        if len(consumed) == 4:
+            break
+    assert sampler.state_dict()["position"] == 4 and sampler._handed > 4
+    resumed, dl = loader(lengths, seed=9)
+    resumed.load_state_dict(sampler.state_dict())
+    assert consumed + [sample_ids(b) for b in dl] == full
+    # on several processes Accelerate wraps the sampler in a shard; it is made a pass-through
+    rank1 = BucketBatchSampler(lengths, EDGES, token_budget=BUDGET, world_size=2, rank=1)
+    shard = BatchSamplerShard(rank1, num_processes=2, process_index=1)
+    holder = type("Loader", (), {"batch_sampler": shard})()
+    passthrough(holder, rank1)
+    assert list(shard) == list(rank1)
+    with pytest.raises(BucketoptError, match="batch_sampler=BucketBatchSampler"):
+        prepare(accelerate.Accelerator(cpu=True), DataLoader(Sequences(lengths), batch_size=2))

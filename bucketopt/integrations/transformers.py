@@ -83,6 +83,7 @@ def _build_mixin():
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     from ..sampler import BucketBatchSampler, _check_int
+    from .accelerate import passthrough
     from .lengths import dataset_lengths
 
     class BucketedTrainerMixin:
@@ -177,9 +178,7 @@ def _build_mixin():
             loader = self.accelerator.prepare(DataLoader(dataset, **params))
             # the sampler is rank-aware already: a BatchSamplerShard around it (multi-process
             # accelerate) would shard it again, so make that wrapper a pass-through
-            shard = getattr(loader, "batch_sampler", None)
-            if shard is not sampler and getattr(shard, "batch_sampler", None) is sampler:
-                shard.num_processes, shard.process_index = 1, 0
+            passthrough(loader, sampler)
             return loader
 
         def get_batch_samples(self, epoch_iterator, num_batches, *args, **kwargs):
