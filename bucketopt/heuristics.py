@@ -34,6 +34,19 @@ def _finish(edges, longest: int) -> tuple:
     return (*(int(e) for e in edges), longest)
 
 
+def _marked(cum: np.ndarray, k: int) -> np.ndarray:
+    """Indices i holding some mark j * T / k, 1 <= j < k, in (cum[i-1], cum[i]] (T = cum[-1]),
+    in exact integer arithmetic and O(m) time whatever k is."""
+    total = int(cum[-1])
+    hits, below = [], 0  # below: floor(cum[i-1] * k / T)
+    for i, c in enumerate(cum.tolist()):
+        upto = min(c * k // total, k - 1)
+        if upto > below:
+            hits.append(i)
+        below = max(below, upto)
+    return np.asarray(hits, dtype=np.int64)
+
+
 def t2t_boundaries(max_length: int, min_length: int = 8, step: float = 1.1) -> list:
     """tensor2tensor's ``_bucket_boundaries``: geometric edges below ``max_length``."""
     x = min_length
@@ -67,13 +80,20 @@ def rule_of_thumb(name: str, lengths, k: int, *, token_budget=None) -> tuple:
                  if hist.min_length <= (1 << p) < longest]
         inner = inner[-(k - 1):] if k > 1 else []
         return (*inner, top)
+    # A k far above the data (k = 10**8) must not allocate k marks: where k exceeds what the
+    # rule can tell apart, the same edges come from O(m) work (exactly, see each branch).
     if name == "quantile":
         cum = np.cumsum(hist.counts)
-        ranks = np.ceil(np.arange(1, k) * hist.n / k).astype(np.int64)
+        if k > hist.n:  # steps of n / k < 1 hit every rank 1 .. n
+            ranks = np.arange(1, hist.n + 1, dtype=np.int64)
+        else:
+            ranks = np.ceil(np.arange(1, k) * hist.n / k).astype(np.int64)
         idx = np.searchsorted(cum, ranks, side="left")
         return _finish(hist.values[idx], longest)
     if name == "lhotse":
         cum = np.cumsum(hist.values * hist.counts)
+        if k > hist.m:  # a mark j * T / k lands in (cum[i-1], cum[i]]: count them exactly
+            return _finish(hist.values[_marked(cum, k)], longest)
         marks = np.arange(1, k) * (cum[-1] / k)
         idx = np.searchsorted(cum, marks, side="left")
         return _finish(hist.values[idx], longest)
@@ -86,6 +106,8 @@ def rule_of_thumb(name: str, lengths, k: int, *, token_budget=None) -> tuple:
         inner = below[::-1][step - 1::step] if k > 1 else []
         return _finish(inner, longest)
     if name == "linspace":
+        if k >= longest - hist.min_length:  # steps <= 1: every integer above the shortest
+            return _finish(np.arange(hist.min_length + 1, longest + 1), longest)
         edges = np.ceil(np.linspace(hist.min_length, longest, k + 1)[1:])
         return _finish(edges, longest)
     raise BucketoptError(f"`name` must be one of {', '.join(RULES)}; got {name!r}.")

@@ -443,6 +443,12 @@ def _array_source(path, fmt, schema, data, *, column, given=None, reason="the on
     return Source(path.name, fmt, (path,), tuple(schema), chosen, len(data), None, chunks)
 
 
+def _reason(exc: BaseException) -> str:
+    """An exception's text on one short line (numpy quotes whole headers)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def _load_npy(path: Path) -> np.ndarray:
     try:
         # mmap first: a header claiming more data than the file holds fails here, not in malloc.
@@ -453,9 +459,13 @@ def _load_npy(path: Path) -> np.ndarray:
                 f"{path.name}: holds Python objects (a pickled array); bucketopt never unpickles "
                 "data. Save an integer array instead."
             ) from None
-        raise BucketoptError(f"{path.name}: not a valid .npy file ({exc}).") from None
+        raise BucketoptError(f"{path.name}: not a valid .npy file ({_reason(exc)}).") from None
     except (OSError, EOFError) as exc:
-        raise BucketoptError(f"{path.name}: could not be read as .npy ({exc}).") from None
+        raise BucketoptError(f"{path.name}: could not be read as .npy ({_reason(exc)}).") \
+            from None
+    except Exception as exc:  # a mangled header reaches numpy's parser (tokenize errors)
+        raise BucketoptError(f"{path.name}: not a valid .npy file (bad header: "
+                             f"{type(exc).__name__}).") from None
     return validate_lengths(arr, name=f"{path.name}")
 
 
@@ -487,10 +497,13 @@ def _npz_source(path: Path, column: str | None) -> Source:
             raise BucketoptError(
                 f"{path.name}: holds Python objects (pickled); bucketopt never unpickles data."
             ) from None
-        raise BucketoptError(f"{path.name}: not a valid .npz file ({exc}).") from None
+        raise BucketoptError(f"{path.name}: not a valid .npz file ({_reason(exc)}).") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError, MemoryError) as exc:
         # MemoryError: a member header claiming more data than any machine holds
-        raise BucketoptError(f"{path.name}: not a valid .npz file ({exc}).") from None
+        raise BucketoptError(f"{path.name}: not a valid .npz file ({_reason(exc)}).") from None
+    except Exception as exc:  # a mangled member header (tokenize, zlib errors)
+        raise BucketoptError(f"{path.name}: not a valid .npz file ({type(exc).__name__}).") \
+            from None
     data = validate_lengths(arr, name=f"{path.name}[{name}]")
     schema = [(n, "array") for n in names]
     return _array_source(path, "npz", schema, data, column=name, reason=reason)
