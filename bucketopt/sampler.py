@@ -34,7 +34,7 @@ _STATE_KEYS = ("version", "epoch", "position", "seed", "fingerprint")
 _V2_KEYS = ("world_size", "grad_accum", "settings", "segments")
 MAX_SEGMENTS = 64  # elastic resumes inside one epoch; each one rebuilds one plan on load
 # a batch sampler pulled by one of these runs ahead of the training loop (workers, prefetch)
-_LOADER_FILES = tuple(os.path.join(*parts) + os.sep for parts in (
+_LOADER_FILES = tuple(os.sep + os.path.join(*parts) + os.sep for parts in (
     ("torch", "utils", "data"), ("accelerate",), ("lightning",), ("pytorch_lightning",),
     ("transformers",)))
 
@@ -324,6 +324,10 @@ class BucketBatchSampler:
                                  "edited or corrupted.")
         saved_ws = _check_int("state world_size", state["world_size"], 1)
         saved_ga = _check_int("state grad_accum", state["grad_accum"], 1)
+        n = self.lengths.size
+        if max(saved_ws, saved_ga) > max(n, self.world_size, self.grad_accum):
+            raise BucketoptError(f"state world_size={saved_ws}, grad_accum={saved_ga}: more than "
+                                 f"the {n:,} samples; the state was edited or corrupted.")
         raw = state["segments"]
         if not isinstance(raw, (list, tuple)) or len(raw) > MAX_SEGMENTS:
             raise BucketoptError(f"state segments must be a list of at most {MAX_SEGMENTS} "
@@ -333,9 +337,13 @@ class BucketBatchSampler:
             if not isinstance(entry, (list, tuple)) or len(entry) != 3:
                 raise BucketoptError("state segments must hold [world_size, grad_accum, "
                                      f"position] entries; got {entry!r}.")
-            segments.append((_check_int("state segment world_size", entry[0], 1),
-                             _check_int("state segment grad_accum", entry[1], 1),
-                             _check_int("state segment position", entry[2], 0)))
+            segment = (_check_int("state segment world_size", entry[0], 1),
+                       _check_int("state segment grad_accum", entry[1], 1),
+                       _check_int("state segment position", entry[2], 0))
+            if max(segment[:2]) > max(n, self.world_size, self.grad_accum):
+                raise BucketoptError(f"state segment {list(segment)}: more ranks or micro-steps "
+                                     f"than the {n:,} samples; the state was edited or corrupted.")
+            segments.append(segment)
         return saved_ws, saved_ga, tuple(segments)
 
     # ---------------------------------------------------------------------------- introspection
