@@ -9,11 +9,13 @@ Given measured seconds ``t_i`` of micro-batches of ``s_i`` rows padded to ``L_i`
    with the soft-L1 loss ``rho(z) = 2 (sqrt(1 + z^2) - 1)`` (quadratic for small errors, linear
    for large ones) under ``alpha, beta, gamma >= 0`` (``scipy.optimize.least_squares``, bounded
    trust region). The scale ``c`` is the robust spread of the residuals (1.4826 x their median
-   absolute value, from a first non-negative least-squares fit; refined once). Relative error
-   weights a 0.05 s step as much as a 5 s one, so no shape dominates the fit.
-3. **Quality.** R^2 on the pooled times, relative errors of every row, k-fold held-out error
-   (each fold of shapes predicted by a fit that never saw it), and rows whose relative error
-   exceeds ``max(4 c, 5%)`` flagged as outliers.
+   absolute value, from a first non-negative least-squares fit; refined once). Rows whose
+   relative error exceeds ``max(4 c, 5%)`` are outliers: they are dropped and the fit repeated
+   on the rest. Relative error weights a 0.05 s step as much as a 5 s one, so no shape
+   dominates the fit.
+3. **Quality.** R^2 on the pooled times (all rows, and without the outliers), relative errors
+   of every row, the outlier rows, and the k-fold held-out error (each fold of shapes predicted
+   by a fit that never saw it; outliers excluded).
 4. **Uncertainty.** A bootstrap over the pooled shapes (resample with replacement, refit) gives
    95% intervals of the coefficients; the coefficient sets travel in the profile
    (``uncertainty``), and every prediction made with it carries an interval
@@ -196,16 +198,13 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     if not (np.isfinite(rows).all() and np.isfinite(norms).all()):
         raise BucketoptError("measurements out of range: batch_size x padded_len^2 / seconds "
                              "overflows float64.")
-    shapes, inverse = np.unique(np.stack([s, length], axis=1), axis=0, return_inverse=True)
-    inverse = inverse.ravel()
+    shapes, pooled_t = _pool(s, length, t)
     if shapes.shape[0] < MIN_SHAPES:
         raise BucketoptError(
             f"measurements must cover at least {MIN_SHAPES} distinct (batch_size, padded_len) "
             f"shapes to separate alpha, beta and gamma; got {shapes.shape[0]}."
         )
-    pooled_t = np.array([np.median(t[inverse == i]) for i in range(shapes.shape[0])])
-    pooled = np.stack([np.ones(shapes.shape[0]), shapes[:, 0] * shapes[:, 1],
-                       shapes[:, 0] * shapes[:, 1] ** 2], axis=1).astype(np.float64)
+    pooled = _features(shapes)
     scale_cols = np.linalg.norm(pooled / pooled_t[:, None], axis=0)
     scale_cols[scale_cols == 0] = 1.0
 
@@ -214,22 +213,29 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     coef = _robust_fit(pooled, pooled_t, scale_cols, scale, first)
     scale = _robust_scale(pooled @ coef / pooled_t - 1.0)
     coef = _robust_fit(pooled, pooled_t, scale_cols, scale, coef)
+    # Rows far outside the robust scale are dropped and the fit repeated on the rest (a large
+    # error in a soft-L1 loss still pulls linearly; a dropped row pulls not at all).
+    keep = np.abs(design @ coef / t - 1.0) <= max(OUTLIER_SCALES * scale, OUTLIER_FLOOR)
+    if not keep.all():
+        kept_shapes, kept_t = _pool(s[keep], length[keep], t[keep])
+        kept = _features(kept_shapes)
+        if kept_shapes.shape[0] >= MIN_SHAPES and np.unique(kept_shapes[:, 1]).size >= 2 \
+                and np.unique(kept[:, 1]).size >= 2:
+            pooled, pooled_t = kept, kept_t
+            coef = _robust_fit(pooled, pooled_t, scale_cols, scale, coef)
+            scale = _robust_scale(pooled @ coef / pooled_t - 1.0)
 
     predicted = design @ coef
     rel = predicted / t - 1.0
-    pooled_pred = pooled @ coef
-    ss_res = float(np.sum((pooled_pred - pooled_t) ** 2))
-    ss_tot = float(np.sum((pooled_t - pooled_t.mean()) ** 2))
-    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+    all_shapes, all_t = _pool(s, length, t)
+    r2 = _r2(_features(all_shapes) @ coef, all_t)
     limit = max(OUTLIER_SCALES * scale, OUTLIER_FLOOR)
     outliers = tuple(
         {"row": int(i), "batch_size": int(s[i]), "padded_len": int(length[i]),
          "seconds": float(t[i]), "predicted": float(predicted[i]), "rel_error": float(rel[i])}
         for i in np.flatnonzero(np.abs(rel) > limit)
     )
-    keep = np.ones(t.size, dtype=bool)
-    keep[[o["row"] for o in outliers]] = False
-    r2_inliers = _pooled_r2(coef, s[keep], length[keep], t[keep]) if keep.any() else None
+    r2_inliers = _r2(pooled @ coef, pooled_t)
     rng = np.random.default_rng(seed)
     heldout = _kfold(pooled, pooled_t, scale_cols, scale, coef, folds, rng)
     sets = _bootstrap(pooled, pooled_t, scale_cols, scale, coef, bootstrap, rng)
@@ -243,27 +249,40 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
         intervals["resamples"] = int(bootstrap)
     return Calibration(
         alpha=float(coef[0]), beta=float(coef[1]), gamma=float(coef[2]),
-        n_measurements=int(t.size), r2=r2 if math.isfinite(r2) else 0.0,
+        n_measurements=int(t.size), r2=0.0 if r2 is None else r2,
         median_rel_error=float(np.median(np.abs(rel))),
         max_rel_error=float(np.max(np.abs(rel))),
         rms_rel_error=float(np.sqrt(np.mean(rel ** 2))),
         residuals=tuple(float(r) for r in rel),
-        n_shapes=int(shapes.shape[0]), loss=LOSS, scale=float(scale), heldout=heldout,
+        n_shapes=int(all_shapes.shape[0]), loss=LOSS, scale=float(scale), heldout=heldout,
         intervals=intervals, coefficient_sets=tuple(tuple(float(v) for v in c) for c in sets),
         outliers=outliers, r2_inliers=r2_inliers,
     )
 
 
-def _pooled_r2(coef, s, length, t) -> float | None:
-    """R^2 of the fit on the median time of each distinct shape."""
-    shapes, inverse = np.unique(np.stack([s, length], axis=1), axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    med = np.array([np.median(t[inverse == i]) for i in range(shapes.shape[0])])
-    pred = coef[0] + shapes[:, 0] * shapes[:, 1] * (coef[1] + coef[2] * shapes[:, 1])
-    ss_tot = float(np.sum((med - med.mean()) ** 2))
+def _pool(s, length, t):
+    """(distinct shapes (n, 2), median seconds per shape)."""
+    shapes, inverse, counts = np.unique(np.stack([s, length], axis=1), axis=0,
+                                        return_inverse=True, return_counts=True)
+    order = np.argsort(inverse.ravel(), kind="stable")
+    groups = np.split(t[order], np.cumsum(counts)[:-1])
+    return shapes, np.array([np.median(g) for g in groups])
+
+
+def _features(shapes) -> np.ndarray:
+    """[1, s L, s L^2] per shape."""
+    tokens = shapes[:, 0] * shapes[:, 1]
+    return np.stack([np.ones(shapes.shape[0]), tokens, tokens * shapes[:, 1]],
+                    axis=1).astype(np.float64)
+
+
+def _r2(predicted, measured) -> float | None:
+    """R^2 of ``predicted`` against ``measured`` seconds (None when they do not vary)."""
+    ss_tot = float(np.sum((measured - measured.mean()) ** 2))
     if ss_tot <= 0:
         return None
-    return 1.0 - float(np.sum((pred - med) ** 2)) / ss_tot
+    value = 1.0 - float(np.sum((predicted - measured) ** 2)) / ss_tot
+    return value if math.isfinite(value) else None
 
 
 def _robust_scale(rel) -> float:

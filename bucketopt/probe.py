@@ -82,6 +82,7 @@ class ProbeResult:
     elapsed_s: float = 0.0
     stopped_by_time_limit: bool = False
     memory: dict | None = None
+    holdout: dict | None = None  # shapes timed alongside but never fitted (``holdout=``)
 
     @property
     def heldout(self) -> dict | None:
@@ -114,6 +115,7 @@ class ProbeResult:
             "elapsed_s": self.elapsed_s, "stopped_by_time_limit": self.stopped_by_time_limit,
             "alpha": cal.alpha, "beta": cal.beta, "gamma": cal.gamma,
             "heldout": cal.heldout, "calibration": cal.to_dict(), "memory": self.memory,
+            "holdout": self.holdout,
         }
 
 
@@ -428,7 +430,7 @@ def memory_budget(batch_sizes, padded_lens, peak_bytes, *, total_bytes, fraction
 def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", time_limit=None,
           repeats=None, warmup=WARMUP, seed=0, vocab_size=None, lr=1e-5,
           memory_fraction=MEMORY_FRACTION, name=None, progress=None, shapes=None,
-          bootstrap=None, threads=None) -> ProbeResult:
+          bootstrap=None, threads=None, holdout=None) -> ProbeResult:
     """Time real training steps of ``model`` and fit the cost model to them.
 
     Parameters
@@ -455,6 +457,10 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         Token ids are drawn below it (default: the model's config or first embedding).
     shapes : list of (batch_size, padded_len), optional
         Time these instead of :func:`design_shapes`.
+    holdout : list of (batch_size, padded_len), optional
+        Validation shapes, timed in the same interleaved rounds (so under the same machine
+        conditions) but never given to the fit, nor written to the measurements: the result's
+        ``holdout`` compares their measured median with the profile's prediction.
     progress : bool, optional
         The progress line on stderr (None: on a terminal).
 
@@ -494,6 +500,11 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                    _positive(L, "shapes padded_len", max_length)) for s, L in shapes]
         if any(s * L > token_budget for s, L in shapes):
             raise BucketoptError("every shape must hold at most token_budget tokens.")
+    holdout = [] if holdout is None else [
+        (_positive(s, "holdout batch_size", TOKEN_LIMIT),
+         _positive(L, "holdout padded_len", TOKEN_LIMIT)) for s, L in holdout]
+    fitted = set(shapes)
+    plan = list(shapes) + [s for s in dict.fromkeys(holdout) if s not in fitted]
     torch = _torch()
     dev = _device(torch, device)
     net, loss_fn, label, vocab = load_model(model)
@@ -542,7 +553,6 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                                  f"{length}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
                                  f"{hint}") from None
 
-    flush = torch.set_flush_denormal(True) if dev.type == "cpu" else None  # random weights
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -552,6 +562,7 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     if progress is None:  # auto: only on a terminal
         bar.enabled = bar.tty
     rows, last, stopped = [], None, False
+    held = {s: [] for s in plan if s not in fitted}
     estimate = {}
     reserve = FIT_RESERVE_S + (0.02 * time_limit if time_limit else 0.0)
     try:
@@ -559,15 +570,15 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         for _ in range(int(warmup)):
             seconds, _peak = guarded(*largest)
             estimate[largest] = seconds
-        for i in rng.permutation(len(shapes)):  # the first step of each shape, untimed
+        for i in rng.permutation(len(plan)):  # the first step of each shape, untimed
             if time_limit is not None and time.monotonic() - start + max(
                     estimate.values(), default=0.0) + reserve > time_limit:
                 break
-            estimate[shapes[i]] = guarded(*shapes[i])[0]
+            estimate[plan[i]] = guarded(*plan[i])[0]
         rounds_done = 0
         for r in range(rounds):
-            for i in rng.permutation(len(shapes)):
-                shape = shapes[i]
+            for i in rng.permutation(len(plan)):
+                shape = plan[i]
                 if time_limit is not None:
                     guess = estimate.get(shape, max(estimate.values(), default=0.0))
                     if time.monotonic() - start + guess + reserve > time_limit:
@@ -575,6 +586,9 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                         break
                 seconds, peak = guarded(*shape)
                 estimate[shape] = seconds
+                if shape not in fitted:
+                    held[shape].append(float(seconds))
+                    continue
                 rows.append({"batch_size": shape[0], "padded_len": shape[1],
                              "seconds": float(seconds), "round": r + 1,
                              "peak_memory_bytes": peak})
@@ -584,8 +598,6 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                 break
             rounds_done = r + 1
     finally:
-        if flush is not None:
-            torch.set_flush_denormal(False)
         torch.set_num_threads(old_threads)
     bar.done(len(rows), rounds_done + (1 if stopped else 0), rounds, last,
              note=" (time limit reached)" if stopped else "")
@@ -601,6 +613,23 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     cal = calibrate([r["batch_size"] for r in rows], [r["padded_len"] for r in rows],
                     [r["seconds"] for r in rows],
                     bootstrap=BOOTSTRAP if bootstrap is None else bootstrap)
+    holdout_report = None
+    if held:
+        entries = []
+        for (size, length), times in held.items():
+            if not times:
+                continue
+            measured = float(np.median(times))
+            predicted = cal.alpha + size * length * (cal.beta + cal.gamma * length)
+            entries.append({"batch_size": size, "padded_len": length, "repeats": len(times),
+                            "measured_s": measured, "predicted_s": float(predicted),
+                            "rel_error": float(predicted / measured - 1)})
+        errors = np.abs([e["rel_error"] for e in entries]) if entries else np.empty(0)
+        holdout_report = {
+            "shapes": entries,
+            "median_rel_error": float(np.median(errors)) if errors.size else None,
+            "max_rel_error": float(errors.max()) if errors.size else None,
+        }
     memory = None
     if dev.type == "cuda":
         total_bytes = torch.cuda.get_device_properties(dev).total_memory
@@ -629,4 +658,5 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                        token_budget=token_budget, max_length=max_length,
                        shapes=tuple(tuple(s) for s in shapes), measurements=tuple(rows),
                        calibration=cal, profile=profile, rounds=rounds_done,
-                       elapsed_s=elapsed, stopped_by_time_limit=stopped, memory=memory)
+                       elapsed_s=elapsed, stopped_by_time_limit=stopped, memory=memory,
+                       holdout=holdout_report)

@@ -74,7 +74,7 @@ def test_design_is_on_and_under_the_budget_up_to_max_length(budget, max_length):
     lengths = sorted({length for _, length in shapes})
     assert lengths[-1] == max_length
     for length in lengths:  # every length: on the budget and a single row
-        sizes = {s for s, L in shapes if L == length}
+        sizes = {s for s, size_len in shapes if size_len == length}
         assert budget // length in sizes and 1 in sizes
 
 
@@ -152,6 +152,28 @@ def test_probe_python_api_with_a_module_and_a_scalar_loss(tiny):
     assert len(result.measurements) == len(result.shapes) == len(design_shapes(128, 16))
     assert result.calibration.intervals == {}
     assert result.profile.uncertainty is None
+
+
+def test_holdout_shapes_are_timed_alongside_but_never_fitted(tiny):
+    pytest.importorskip("torch")
+    from bucketopt.probe import probe
+
+    design = design_shapes(256, 32)
+    holdout = [(7, 16), (5, 8), design[0]]  # a design shape is fitted, not held out
+    result = probe(f"{tiny}:build", token_budget=256, max_length=32, repeats=2, threads=1,
+                   bootstrap=0, progress=False, holdout=holdout)
+    assert {(r["batch_size"], r["padded_len"]) for r in result.measurements} == set(design)
+    entries = result.holdout["shapes"]
+    assert [(e["batch_size"], e["padded_len"]) for e in entries] == [(7, 16), (5, 8)]
+    cal = result.calibration
+    for e in entries:
+        assert e["repeats"] == 2 and e["measured_s"] > 0
+        predicted = cal.alpha + e["batch_size"] * e["padded_len"] * (
+            cal.beta + cal.gamma * e["padded_len"])
+        assert e["predicted_s"] == pytest.approx(predicted)
+        assert e["rel_error"] == pytest.approx(predicted / e["measured_s"] - 1)
+    assert result.holdout["median_rel_error"] == pytest.approx(
+        np.median([abs(e["rel_error"]) for e in entries]))
 
 
 def test_probe_stops_at_the_time_limit(tiny):
