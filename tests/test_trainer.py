@@ -137,3 +137,27 @@ def test_bad_arguments_and_an_over_budget_collator(tmp_path):
     trainer.data_collator = pad_to_96
     with pytest.raises(BucketoptError, match="over token_budget=384: the collator pads beyond"):
         trainer.train()
+
+
+def test_resume_without_the_state_file_and_a_state_that_disagrees(full_run, tmp_path):
+    import shutil
+
+    out, trainer = full_run
+    after = 3 * job.GRAD_ACCUM
+    plain = tmp_path / "checkpoint-3"  # as a plain Trainer would have saved it
+    shutil.copytree(out / "checkpoint-3", plain)
+    (plain / "bucketopt_sampler.json").unlink()
+    resumed = job.trainer(tmp_path / "a")
+    resumed.train(resume_from_checkpoint=str(plain))
+    assert resumed.trained == trainer.trained[after:]  # the plan is deterministic: seek to it
+    assert resumed.seeks == [[after, after]]
+    edited = tmp_path / "edited"
+    shutil.copytree(out / "checkpoint-3", edited)
+    state = json.loads((edited / "bucketopt_sampler.json").read_text())
+    (edited / "bucketopt_sampler.json").write_text(json.dumps({**state, "position": after - 2}))
+    with pytest.raises(BucketoptError, match=f"consumed {after - 2} batches of epoch 0, but the "
+                                             f"Trainer counts {after}"):
+        job.trainer(tmp_path / "b").train(resume_from_checkpoint=str(edited))
+    (edited / "bucketopt_sampler.json").write_text(json.dumps({**state, "world_size": 2}))
+    with pytest.raises(BucketoptError, match="was taken at world_size=2, this run has"):
+        job.trainer(tmp_path / "c").train(resume_from_checkpoint=str(edited))
