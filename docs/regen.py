@@ -1,0 +1,225 @@
+"""Regenerate the generated sections of README.md and docs/*.md from the commands they show.
+
+A generated section sits between two markers::
+
+    <!-- regen: NAME -->
+    ...text written by the generator NAME below...
+    <!-- /regen -->
+
+Run from the repository root::
+
+    python docs/regen.py            # rewrite every section
+    python docs/regen.py --check    # exit 1 and name the sections that differ
+    python docs/regen.py --fast     # only the sections that take a few seconds
+
+tests/test_docs.py runs the fast check in the test suite (so those outputs cannot drift) and
+asserts that every marker in the docs names a generator here. Generators marked ``slow`` (a
+minute or more of solving) run only here; docs/robustness.md lists which those are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
+SECTION = re.compile(r"(<!-- regen: ([\w-]+) -->\n)(.*?)(<!-- /regen -->)", re.S)
+GENERATORS: dict[str, tuple] = {}  # name -> (function, slow)
+
+
+def generator(name: str, *, slow: bool = False):
+    def register(fn):
+        GENERATORS[name] = (fn, slow)
+        return fn
+    return register
+
+
+def cli(*argv: str, cwd: Path | None = None) -> str:
+    """``$ bucketopt ARGS`` and the command's stdout, run in-process (stderr dropped)."""
+    from bucketopt.cli import main
+
+    out, here = io.StringIO(), os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = main(list(argv))
+    finally:
+        os.chdir(here)
+    if code != 0:
+        raise RuntimeError(f"bucketopt {' '.join(argv)} exited {code}")
+    return f"$ bucketopt {' '.join(argv)}\n{out.getvalue()}"
+
+
+def fence(text: str, lang: str = "") -> str:
+    return f"```{lang}\n{text.rstrip()}\n```\n"
+
+
+@functools.lru_cache(maxsize=1)
+def lengths():
+    from bucketopt.datasets import seed_like
+
+    return seed_like()
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+# --- README ---------------------------------------------------------------------------------------
+
+@generator("readme-quickstart")
+def readme_quickstart() -> str:
+    import bucketopt
+
+    sol = bucketopt.solve(lengths(), k=6, token_budget=65536)
+    return fence(f"""import bucketopt
+from bucketopt.datasets import seed_like
+
+lengths = seed_like()                       # or bucketopt.load_lengths("seq_len.npy")
+sol = bucketopt.solve(lengths, k=6, token_budget=65536)
+sol.boundaries         # {sol.boundaries}: inclusive upper edges
+sol.batch_sizes        # {sol.batch_sizes}: floor(token_budget / edge)
+sol.padding_fraction   # {sol.padding_fraction:.4f}""", "python")
+
+
+@generator("readme-edge")
+def readme_edge() -> str:
+    import bucketopt
+
+    guess = bucketopt.evaluate(lengths(), (512, 1024, 2048, 4096, 8192))
+    best = bucketopt.solve(lengths(), 6)
+    edges = ", ".join(map(str, best.boundaries))
+    return (
+        "**Edge padding** (every sample padded to its bucket's edge): the optimum is printed by\n"
+        "`bucketopt solve -k 6`; the guess is scored by\n"
+        "`bucketopt.evaluate(seed_like(), (512, 1024, 2048, 4096, 8192))`, or by the `pow2` "
+        "row of\n`bucketopt compare -k 5 --pad edge --token-budget 65536`.\n\n"
+        "| boundaries | padding |\n|---|---|\n"
+        f"| the story's guess: powers of two 512, 1024, 2048, 4096, 8192 | "
+        f"{pct(guess.padding_fraction)} |\n"
+        f"| bucketopt, k = 6: {edges} (exact optimum) | {pct(best.padding_fraction)} |\n")
+
+
+@functools.lru_cache(maxsize=1)
+def padding_by_k():
+    """Expected dynamic padding at T = 65,536 (benchmarks/batchpad.py's table)."""
+    import bucketopt
+    from bucketopt.heuristics import RULES, rule_of_thumb
+
+    rows = []
+    for k in (4, 6, 8, 12):
+        batch = bucketopt.solve(lengths(), k, token_budget=65536, pad="batch")
+        edge = bucketopt.solve(lengths(), k, token_budget=65536)
+        row = [batch.padding_fraction, bucketopt.evaluate(
+            lengths(), edge.boundaries, token_budget=65536, pad="batch").padding_fraction]
+        for rule in RULES:
+            edges = rule_of_thumb(rule, lengths(), k, token_budget=65536)
+            row.append(bucketopt.evaluate(lengths(), edges, token_budget=65536,
+                                          pad="batch").padding_fraction)
+        rows.append((k, row))
+    return rows
+
+
+@generator("readme-batch-table", slow=True)
+def readme_batch_table() -> str:
+    lines = ["| K | bucketopt (batch) | edge-optimal | pow2 | quantile | lhotse | t2t x1.1 | "
+             "linspace |", "|---|---|---|---|---|---|---|---|"]
+    for k, row in padding_by_k():
+        lines.append(f"| {k} | **{pct(row[0])}** | " + " | ".join(map(pct, row[1:])) + " |")
+    return "\n".join(lines) + "\n"
+
+
+@generator("dp-batch-table", slow=True)
+def dp_batch_table() -> str:
+    lines = ["| k | batch-optimal | edge-optimal | pow2 | quantile | lhotse | t2t | linspace |",
+             "|---|---|---|---|---|---|---|---|"]
+    for k, row in padding_by_k():
+        lines.append(f"| {k} | " + " | ".join(map(pct, row)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+@generator("readme-throughput", slow=True)
+def readme_throughput() -> str:
+    from bucketopt.comparison import compare
+
+    c = compare(lengths(), 6, profile="rtx-pro-6000-blackwell", world_size=8, epochs=6,
+                diversity=False)
+    rows = [("sorted", "sorted (global sort, greedy packing)", "~32 Ktok/s"),
+            ("shuffle", "full shuffle, greedy packing", "~12 Ktok/s"),
+            ("bucketed", "bucketed, bucketopt boundaries", "25.1 Ktok/s, 5.1 days")]
+    lines = ["| strategy | padding | predicted Ktok/s | ETA, 6 epochs | published |",
+             "|---|---|---|---|---|"]
+    for key, label, published in rows:
+        r = c.strategies[key]
+        lines.append(f"| {label} | {pct(r['padding_fraction'])} | {r['ktok_per_s']:.1f} | "
+                     f"{r['eta_days']:.2f} days | {published} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- docs/ ---------------------------------------------------------------------------------------
+
+@generator("dp-compare")
+def dp_compare() -> str:
+    return fence(cli("compare", "-k", "6", "--token-budget", "65536"))
+
+
+@generator("index-inspect")
+def index_inspect() -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = lengths()
+        pq.write_table(pa.table({"sample_id": range(len(data)), "seq_len": data}),
+                       Path(tmp) / "train.parquet")
+        return fence(cli("inspect", "train.parquet", "-q", cwd=Path(tmp)))
+
+
+# --- the driver ----------------------------------------------------------------------------------
+
+def sections(page: str):
+    text = (ROOT / page).read_text()
+    return text, list(SECTION.finditer(text))
+
+
+def regenerate(*, check: bool, fast: bool = False, only=None) -> list[str]:
+    """Rewrite (or, with ``check``, compare) every section; returns the names that differ."""
+    differ = []
+    for page in PAGES:
+        text, found = sections(page)
+        new = text
+        for m in reversed(found):
+            name = m.group(2)
+            if name not in GENERATORS:
+                raise SystemExit(f"{page}: no generator named {name!r} in docs/regen.py")
+            fn, slow = GENERATORS[name]
+            if (fast and slow) or (only and name not in only):
+                continue
+            body = fn()
+            if body != m.group(3):
+                differ.append(f"{page}: {name}")
+                new = new[:m.start(3)] + body + new[m.end(3):]
+        if new != text and not check:
+            (ROOT / page).write_text(new)
+    return differ
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    differ = regenerate(check="--check" in args, fast="--fast" in args)
+    for name in differ:
+        print(("differs: " if "--check" in args else "rewrote: ") + name)
+    return 1 if differ and "--check" in args else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
