@@ -467,7 +467,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     Examples
     --------
     >>> import torch                                            # doctest: +SKIP
-    >>> net = torch.nn.Sequential(torch.nn.Embedding(100, 16), torch.nn.Linear(16, 100))
+    >>> net = torch.nn.Sequential(torch.nn.Embedding(100, 16),
+    ...                           torch.nn.Linear(16, 100))     # doctest: +SKIP
     >>> result = probe(net, token_budget=512, max_length=64)    # doctest: +SKIP
     >>> result.profile.save("cpu.json")                         # doctest: +SKIP
     """
