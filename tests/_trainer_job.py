@@ -93,11 +93,14 @@ def trainer(out_dir, *, save_steps=3, num_workers=0, base=None, **extra):
 
 
 def main(argv):
+    """OUT_DIR [CHECKPOINT]: one epoch; under torchrun every rank writes its own file."""
     out_dir, resume = argv[0], (argv[1] if len(argv) > 1 else None)
-    t = trainer(out_dir)
+    t = trainer(out_dir, save_steps=2)
     t.train(resume_from_checkpoint=resume)
-    with open(f"{out_dir}/batches.json", "w") as fh:
-        json.dump({"trained": t.trained, "seeks": t.seeks}, fh)
+    name = "batches" if t.args.world_size == 1 else f"rank{t.args.process_index}"
+    with open(f"{out_dir}/{name}{'-resumed' if resume else ''}.json", "w") as fh:
+        json.dump({"trained": t.trained, "seeks": t.seeks, "world_size": t.args.world_size,
+                   "sampler_world_size": t.bucket_sampler.world_size}, fh)
 
 
 if __name__ == "__main__":

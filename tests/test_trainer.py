@@ -74,7 +74,7 @@ def test_resume_in_a_fresh_process_continues_exactly(full_run, tmp_path):
                              str(checkpoint)], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-2000:]
-    resumed = json.loads((tmp_path / "batches.json").read_text())
+    resumed = json.loads((tmp_path / "batches-resumed.json").read_text())
     after = 3 * job.GRAD_ACCUM
     assert resumed["trained"] == trainer.trained[after:]  # the batches the full run had next
     assert resumed["seeks"] == [[after, after]]  # the sampler was put there, not replayed
