@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._time_kernels import walk_moments
+
 INF = np.int64(2**61)
 
 
@@ -120,136 +122,6 @@ def edge_layers_quadratic(edges, prefix_count, prefix_tokens, win_lo, win_hi, km
     return opt, best
 
 
-# --- cost model (bucketopt.costmodel): float DPs over the separable estimated time ---------------
-
-
-@njit(cache=True)
-def _edge_bucket_time(n, edge, token_budget, alpha, beta, gamma):
-    # n samples padded to `edge`, cut into batches of B = T // edge (the last one partial):
-    # ceil(n / B) micro-batches; every sample costs beta * edge + gamma * edge**2.
-    size = token_budget // edge
-    batches = (n + size - 1) // size
-    e = float(edge)
-    return batches * alpha + n * (beta * e + gamma * e * e)
-
-
-@njit(cache=True)
-def time_edge_layers(edges, prefix_count, win_lo, win_hi, kmax, token_budget, alpha, beta, gamma):
-    """Textbook O(k g^2) DP minimising the summed micro-batch time of edge-padded buckets.
-
-    Same contract as :func:`edge_layers` (``opt`` int32, smallest best start; ``best`` float64,
-    ``np.inf`` when infeasible). The time cost is not Monge (the batch count is a ceiling), so
-    every start is scanned.
-    """
-    g = edges.size - 1
-    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
-    best = np.empty(kmax, dtype=np.float64)
-    prev = np.full(g + 1, np.inf)
-    prev[0] = 0.0
-    cur = np.empty(g + 1, dtype=np.float64)
-    for k in range(kmax):
-        cur[:] = np.inf
-        cur[0] = 0.0
-        for j in range(1, g + 1):
-            best_v = np.inf
-            best_i = -1
-            for i in range(win_lo[j], min(win_hi[j], j - 1) + 1):
-                if prev[i] == np.inf:
-                    continue
-                v = prev[i] + _edge_bucket_time(prefix_count[j] - prefix_count[i], edges[j],
-                                                token_budget, alpha, beta, gamma)
-                if v < best_v:
-                    best_v = v
-                    best_i = i
-            if best_i >= 0:
-                cur[j] = best_v
-                opt[k, j] = best_i
-        best[k] = cur[g]
-        prev, cur = cur, prev
-    return opt, best
-
-
-@njit(cache=True)
-def _expected_max_powers(values, counts, lo, hi, total, draws, log_fact):
-    # E[M] and E[M^2] of the longest of `draws` samples drawn without replacement from the
-    # values[lo:hi] with their counts (total samples): P(M <= x) = C(F(x), draws) / C(total, draws).
-    log_all = log_fact[total] - log_fact[draws] - log_fact[total - draws]
-    below = 0
-    cdf_prev = 0.0
-    m1 = 0.0
-    m2 = 0.0
-    for v in range(lo, hi):
-        below += counts[v]
-        if below < draws:
-            continue
-        cdf = np.exp(log_fact[below] - log_fact[draws] - log_fact[below - draws] - log_all)
-        x = float(values[v])
-        m1 += x * (cdf - cdf_prev)
-        m2 += x * x * (cdf - cdf_prev)
-        cdf_prev = cdf
-    return m1, m2
-
-
-@njit(cache=True)
-def batch_time_matrix(values, counts, first_value, edges, prefix_count, token_budget, alpha,
-                      beta, gamma, log_fact):
-    """Expected summed micro-batch time of every bucket (i, j] under dynamic padding.
-
-    A bucket of N samples is shuffled and cut into q batches of B = T // edge_j and one of r
-    (q, r = divmod(N, B)); a batch of s rows padded to its longest member M costs
-    alpha + beta * s * E[M] + gamma * s * E[M^2]. Returns a (g + 1, g + 1) matrix, inf where
-    i >= j. ``log_fact[n]`` = log(n!).
-    """
-    g = edges.size - 1
-    m = values.size
-    cost = np.full((g + 1, g + 1), np.inf)
-    for i in range(g):
-        lo = first_value[i]
-        for j in range(i + 1, g + 1):
-            hi = first_value[j] if j < g else m
-            n = prefix_count[j] - prefix_count[i]
-            size = token_budget // edges[j]
-            if size > n:
-                size = n
-            q = n // size
-            r = n - q * size
-            m1, m2 = _expected_max_powers(values, counts, lo, hi, n, size, log_fact)
-            total = q * (alpha + size * (beta * m1 + gamma * m2))
-            if r > 0:
-                m1, m2 = _expected_max_powers(values, counts, lo, hi, n, r, log_fact)
-                total += alpha + r * (beta * m1 + gamma * m2)
-            cost[i, j] = total
-    return cost
-
-
-@njit(cache=True)
-def matrix_layers(cost, win_lo, win_hi, kmax):
-    """Textbook O(k g^2) DP over a precomputed bucket cost matrix (contract of time_edge_layers)."""
-    g = cost.shape[0] - 1
-    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
-    best = np.empty(kmax, dtype=np.float64)
-    prev = np.full(g + 1, np.inf)
-    prev[0] = 0.0
-    cur = np.empty(g + 1, dtype=np.float64)
-    for k in range(kmax):
-        cur[:] = np.inf
-        cur[0] = 0.0
-        for j in range(1, g + 1):
-            best_v = np.inf
-            best_i = -1
-            for i in range(win_lo[j], min(win_hi[j], j - 1) + 1):
-                v = prev[i] + cost[i, j]
-                if v < best_v:
-                    best_v = v
-                    best_i = i
-            if best_i >= 0:
-                cur[j] = best_v
-                opt[k, j] = best_i
-        best[k] = cur[g]
-        prev, cur = cur, prev
-    return opt, best
-
-
 # --- dynamic padding (pad="batch"): exact expected padding and its DP -------------------------
 # log(a!) is tabulated as a double-double (hi + lo, accumulated with TwoSum), so that
 # log C(a, b) - log C(N, b) = (L[a] - L[a-b]) - (L[N] - L[N-b]) keeps ~1e-13 relative accuracy:
@@ -341,8 +213,25 @@ def batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo, lo, hi,
 
 
 @njit(cache=True)
+def fill_ok(values, prefix_count, lf_hi, lf_lo, lo, hi, size, need):
+    """Does the bucket ``values[lo:hi]`` fill at least ``need`` padded tokens per full batch?
+
+    Its largest batch has s = min(size, N) rows padded to their longest, s x E[max of s]."""
+    if need <= 0.0:
+        return True
+    n = prefix_count[hi] - prefix_count[lo]
+    s = min(size, n)
+    if s * float(values[hi - 1]) < need:
+        return False
+    if s == 1:
+        return float(values[hi - 1]) >= need  # s * top >= need was checked
+    m1, _ = walk_moments(values, prefix_count, lo, hi, s, lf_hi, lf_lo)
+    return s * m1 >= need * (1 - 1e-12)
+
+
+@njit(cache=True)
 def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_group, cand_end,
-                        cand_size, win_lo, win_hi, g, kmax):
+                        cand_size, win_lo, win_hi, g, kmax, min_fill_tokens):
     """Exact DP for expected dynamic padding over candidate edges, same contract as edge_layers.
 
     Candidate c (c = 0..C-1, increasing) closes group ``cand_group[c]`` (cand_group[0] = 0 is the
@@ -372,6 +261,9 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
                         cap = room
             if cap == -inf:
                 continue
+            if not fill_ok(values, prefix_count, lf_hi, lf_lo, cand_end[i], cand_end[j],
+                           cand_size[j], min_fill_tokens):
+                continue
             cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
                                      cand_end[i], cand_end[j], cand_size[j], cap)
             for k in range(1, kmax + 1):
@@ -391,7 +283,7 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
 
 @njit(cache=True)
 def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_end, group_size,
-                       win_lo, win_hi, windows, offsets):
+                       win_lo, win_hi, windows, offsets, min_fill_tokens):
     """Best chain of buckets whose t-th boundary lies in window t (pad="batch").
 
     Window t holds the group indices ``windows[offsets[t]:offsets[t + 1]]`` (increasing); window 0
@@ -411,6 +303,9 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
             for ii in range(offsets[t], offsets[t - 1], -1):
                 i = windows[ii - 1]
                 if i >= j or F[ii - 1] == inf or i < win_lo[j] or i > win_hi[j]:
+                    continue
+                if not fill_ok(values, prefix_count, lf_hi, lf_lo, group_end[i], group_end[j],
+                               group_size[j], min_fill_tokens):
                     continue
                 cap = F[jj] - F[ii - 1]
                 cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,

@@ -12,9 +12,7 @@ P(max <= v) = C(c(v), s) / C(N, s), so
 sum is walked from the top down and stops once the rest is provably below 1e-15 of N x top. The
 log binomials come from a double-double table of log(a!), accurate to ~1e-13 relative.
 
-The cost is not Monge (B depends on the edge), so the DP (``batch_layers``) looks at every allowed
-pair of candidate edges; a pair is skipped only when a proven lower bound of its cost cannot
-improve any layer. See docs/dynamic_padding.md for the candidate grid used on large inputs.
+The DP over this cost lives in :mod:`bucketopt.objectives.batch`.
 """
 
 from __future__ import annotations
@@ -24,22 +22,12 @@ import numpy as np
 from .errors import BucketoptError
 from .histogram import Histogram
 
-# Above this many candidate groups the default DP runs on a grid of candidate edges (see
-# candidate_grid) and refines its optimum; at or below it every candidate edge is used.
-EXACT_CANDIDATES = 256
-# The default grid: every GRID_COUNT_STEP of the samples by rank, a geometric sequence of ratio
-# GRID_RATIO in length, both sides of every batch-size jump up to THRESHOLD_BATCH; refinement
-# windows span REFINE_RADIUS grid steps either side of each boundary.
-GRID_COUNT_STEP = 1 / 64
-GRID_RATIO = 1.03
-THRESHOLD_BATCH = 64
-REFINE_RADIUS = 3
 # The double-double table of log(a!) takes 16 bytes per sample: refuse beyond 2**26 samples
 # (1 GiB) rather than exhaust memory.
 MAX_TABLE = 1 << 26
 
 
-def _log_factorials(n: int):
+def log_factorials(n: int):
     from ._kernels import log_factorial_table
 
     if n > MAX_TABLE:
@@ -62,23 +50,35 @@ def expected_padding_per_bucket(hist: Histogram, edges, sizes) -> np.ndarray:
     >>> expected_padding_per_bucket(h, [4], [2]).round(6).tolist()  # E[max of 2] = 10/3
     [3.333333]
     """
+    return expected_padding_and_fill(hist, edges, sizes)[0]
+
+
+def expected_padding_and_fill(hist: Histogram, edges, sizes):
+    """(expected padding, expected padded tokens of the largest batch) of each bucket.
+
+    The largest batch has min(B, N) rows padded to the longest of them.
+    """
     from ._kernels import batch_bucket_cost
+    from ._time_kernels import walk_moments
 
     edges = np.asarray(edges, dtype=np.int64)
     sizes = np.asarray(sizes, dtype=np.int64)
     values = hist.values
     pc = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
     pt = np.r_[0, np.cumsum(hist.values * hist.counts)].astype(np.int64)
-    hi_lf, lo_lf = _log_factorials(hist.n)
+    hi_lf, lo_lf = log_factorials(hist.n)
     cut = np.searchsorted(values, edges, side="right")
     out = np.zeros(edges.size)
+    full = np.zeros(edges.size)
     lo = 0
     for k, hi in enumerate(cut):
         if hi > lo:
             out[k] = batch_bucket_cost(values, pc, pt, hi_lf, lo_lf, lo, int(hi),
                                        int(sizes[k]), np.inf)
+            rows = min(int(sizes[k]), int(pc[hi] - pc[lo]))
+            full[k] = rows * walk_moments(values, pc, lo, int(hi), rows, hi_lf, lo_lf)[0]
         lo = max(lo, int(hi))
-    return out
+    return out, full
 
 
 def expected_batch_padding(lengths, batch_size: int) -> float:
@@ -90,187 +90,3 @@ def expected_batch_padding(lengths, batch_size: int) -> float:
             or batch_size < 1:
         raise BucketoptError(f"`batch_size` must be an integer >= 1; got {batch_size!r}.")
     return float(expected_padding_per_bucket(hist, [hist.max_length], [batch_size])[0])
-
-
-def candidate_grid(groups, token_budget, *, count_step=None, ratio=None) -> np.ndarray:
-    """Group indices (increasing, 0 and g included) of the default candidate grid.
-
-    A group is a candidate when it closes a new ``count_step`` of the samples by rank, when its
-    edge is the first at or below a geometric sequence of ratio ``ratio`` (so the grid is dense
-    both where the samples are and along long tails), or when it is the last group with its batch
-    size T // edge or the first with the next one, for batch sizes up to THRESHOLD_BATCH.
-    """
-    count_step = GRID_COUNT_STEP if count_step is None else count_step
-    ratio = GRID_RATIO if ratio is None else ratio
-    g = groups.g
-    pc = groups.prefix_count
-    n = int(pc[-1])
-    marks = np.arange(1, int(np.ceil(1 / count_step))) * (count_step * n)
-    by_rank = np.searchsorted(pc, marks, side="left")
-    edges = groups.edges.astype(np.float64)
-    targets = []
-    e = float(edges[1])
-    while e < edges[-1]:
-        targets.append(e)
-        e *= ratio
-    by_length = np.searchsorted(edges, np.asarray(targets), side="right") - 1
-    # The cost jumps where the batch size T // edge changes: the last group of every batch size
-    # up to THRESHOLD_BATCH and the group after it are candidates (above it, one step of the
-    # batch size changes the cost little).
-    sizes = token_budget // groups.edges[1:]
-    last_of_size = np.flatnonzero(np.r_[sizes[1:] != sizes[:-1], True]) + 1
-    by_size = last_of_size[sizes[last_of_size - 1] <= THRESHOLD_BATCH]
-    by_size = np.r_[by_size, by_size + 1]  # both sides of every jump
-    keep = np.unique(np.r_[0, by_rank, by_length, by_size, g])
-    return keep[(keep >= 0) & (keep <= g)].astype(np.int64)
-
-
-class _Data:
-    """The arrays every kernel call needs, built once per DP."""
-
-    def __init__(self, groups, token_budget, win_lo, win_hi):
-        hist = groups.hist
-        self.g = groups.g
-        self.values = hist.values
-        self.pc = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
-        self.pt = np.r_[0, np.cumsum(hist.values * hist.counts)].astype(np.int64)
-        self.lf_hi, self.lf_lo = _log_factorials(hist.n)
-        self.group_end = np.r_[0, groups.first_value[1:], hist.m].astype(np.int64)
-        self.sizes = (token_budget // np.maximum(groups.edges, 1)).astype(np.int64)
-        self.win_lo = np.asarray(win_lo, dtype=np.int64)
-        self.win_hi = np.asarray(win_hi, dtype=np.int64)
-
-    def layers(self, cand, kmax):
-        from ._kernels import batch_layers_kernel
-
-        return batch_layers_kernel(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo, cand,
-                                   self.group_end[cand], self.sizes[cand], self.win_lo,
-                                   self.win_hi, self.g, kmax)
-
-    def chain_cost(self, chain) -> float:
-        from ._kernels import batch_bucket_cost
-
-        return float(sum(
-            batch_bucket_cost(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo,
-                              self.group_end[i], self.group_end[j], self.sizes[j], np.inf)
-            for i, j in zip(chain[:-1], chain[1:])))
-
-    def chain(self, windows):
-        from ._kernels import batch_chain_kernel
-
-        offsets = np.r_[0, np.cumsum([w.size for w in windows])].astype(np.int64)
-        flat = np.concatenate(windows).astype(np.int64)
-        return batch_chain_kernel(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo,
-                                  self.group_end, self.sizes, self.win_lo, self.win_hi, flat,
-                                  offsets)
-
-
-def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto", refine_ks=None):
-    """The pad="batch" DP: (opt, best) with the contract of ``_kernels.edge_layers``.
-
-    ``refine_ks``: the bucket counts whose grid optimum is refined (default: every layer);
-    solve() asks for its k alone, sweep() for its ks, so a large k refines one layer, not k.
-
-    ``candidates``: "all" (every group edge: the exact optimum over them), "auto" (all when there
-    are at most EXACT_CANDIDATES groups, else the grid of :func:`candidate_grid` followed by
-    :func:`refine_chain` on every layer's optimum), "grid" (the grid alone) or an array of group
-    indices (0 and g are always added).
-    """
-    data = _Data(groups, token_budget, win_lo, win_hi)
-    g = groups.g
-    if isinstance(candidates, str):
-        if candidates not in ("auto", "all", "grid"):
-            raise BucketoptError(
-                f"`candidates` must be 'auto', 'all', 'grid' or group indices; got {candidates!r}."
-            )
-        if candidates == "all" or (candidates == "auto" and g <= EXACT_CANDIDATES):
-            return data.layers(np.arange(g + 1, dtype=np.int64), kmax)
-        cand = candidate_grid(groups, token_budget)
-        refine = candidates == "auto"
-    else:
-        cand = np.unique(np.r_[0, np.asarray(candidates, dtype=np.int64), g])
-        refine = False
-    opt, best = data.layers(cand, kmax)
-    if refine:
-        opt, best = _refine_layers(data, cand, opt, best, refine_ks)
-    return opt, best
-
-
-def _refine_layers(data, cand, opt, best, refine_ks=None):
-    """Refine the grid optimum of every layer (:func:`refine_chain`) and write the new chains
-    into ``opt``: k = kmax (the one :func:`solve` reads) first, then each other layer when
-    writing it leaves every chain written so far intact. A chain written for one layer can
-    share a DP state with another layer's grid chain; ``best`` is therefore recomputed from the
-    chain every layer finally backtracks to, so it always states that chain's exact cost."""
-    from .solver import backtrack
-
-    g = data.g
-    kmax = best.size
-    finite = [k for k in range(kmax, 0, -1) if np.isfinite(best[k - 1])]
-    layers = [k for k in finite if refine_ks is None or k in refine_ks]
-    opt = opt.copy()
-    best = best.copy()
-    written = {}
-    for k in layers:
-        chain, cost = refine_chain(data, cand, backtrack(opt, k, g))
-        if not cost < best[k - 1]:
-            continue
-        trial = opt.copy()
-        row = k - 1
-        for t in range(len(chain) - 1, 0, -1):
-            trial[row, chain[t]] = chain[t - 1]
-            row -= 1
-        new = [int(c) for c in chain[1:]]
-        if backtrack(trial, k, g) == new and all(
-                backtrack(trial, layer, g) == ends for layer, ends in written.items()):
-            opt = trial
-            written[k] = new
-    for k in finite:
-        best[k - 1] = data.chain_cost([0, *backtrack(opt, k, g)])
-    return opt, best
-
-
-def refine_chain(data, cand, ends, *, width=33, max_rounds=40):
-    """Move every boundary of a grid optimum to the best group nearby, jointly (exact DP).
-
-    Each boundary gets a window of about ``width`` groups spanning its grid neighbours; the best
-    chain with one boundary per window is found exactly; a boundary that lands on its window's
-    edge is re-centred, otherwise the window shrinks to twice the spacing just used, down to
-    every group.
-    The previous boundaries are always in their windows, so the cost never rises.
-    Returns (chain with 0 first and g last, cost).
-    """
-    g = data.g
-    bounds = [int(e) for e in ends[:-1]]
-    pos = np.searchsorted(cand, bounds)
-    r = REFINE_RADIUS
-    half = [int(max(cand[min(p + r, cand.size - 1)] - b, b - cand[max(p - r, 0)], 1))
-            for p, b in zip(pos, bounds)]
-    chain = np.r_[0, bounds, g].astype(np.int64)
-    cost = np.inf
-    for _ in range(max_rounds):
-        windows = [np.array([0])]
-        strides = []
-        for b, h in zip(bounds, half):
-            stride = max(1, -(-2 * h // (width - 1)))
-            lo, hi = max(1, b - h), min(g - 1, b + h)
-            windows.append(np.unique(np.r_[np.arange(lo, hi + 1, stride), hi, b]))
-            strides.append(stride)
-        windows.append(np.array([g]))
-        new_chain, new_cost = data.chain(windows)
-        if new_chain[0] < 0:
-            break
-        chain, cost = new_chain, new_cost
-        done = True
-        for t, b in enumerate(chain[1:-1]):
-            w = windows[t + 1]
-            at_edge = (b == w[0] and w[0] > 1) or (b == w[-1] and w[-1] < g - 1)
-            if at_edge:
-                done = False
-            elif strides[t] > 1:
-                half[t] = 2 * strides[t]  # the next, finer window overlaps the lattice cell
-                done = False
-            bounds[t] = int(b)
-        if done:
-            break
-    return chain, cost

@@ -30,12 +30,6 @@ from .errors import BucketoptError
 SECONDS_PER_DAY = 86_400.0
 PROFILE_KEYS = ("name", "description", "alpha", "beta", "gamma", "world_size", "token_budget",
                 "provenance")
-# objective="time" with pad="batch" evaluates every bucket (i, j] exactly: about g^2 m / 6
-# order-statistic terms. Above this the DP would take minutes: ask for align= instead.
-MAX_BATCH_TIME_WORK = 1.5e8
-# objective="time" with pad="edge" scans every (start, end) pair per layer: k g^2 / 2 bucket
-# evaluations (1e9 take a few seconds).
-MAX_EDGE_TIME_WORK = 2e9
 
 
 def _coefficient(value, name: str, source: str = "") -> float:
@@ -405,157 +399,40 @@ def _seconds_from_atoms(times, weights, world_size) -> float:
     return full * step + (last if rest else 0.0)
 
 
-def annotate(solution, hist, cost_model: CostModel):
-    """``solution`` with ``ktok_per_s`` and ``eta_days`` from the analytic fast path."""
+def annotate(solution, hist, cost_model: CostModel, *, sync_buckets=False):
+    """``solution`` with ``ktok_per_s`` and ``eta_days`` from the analytic fast path.
+
+    ``sync_buckets=True``: the ranks take one bucket per micro-step (the sampler's default), and
+    the epoch time is the exact sum over buckets of the time DP (:mod:`bucketopt.synced`).
+    Otherwise the batches of all buckets run in random order (:func:`analytic_epoch_seconds`).
+    With one GPU both are the summed micro-batch time.
+    """
     if solution.token_budget is None:
         raise BucketoptError("throughput needs a token_budget (the batch sizes come from it).")
-    seconds = analytic_epoch_seconds(hist, solution.boundaries, solution.token_budget,
-                                     solution.pad, cost_model)
     extra = dict(solution.extra)
-    from .intervals import solution_intervals
+    if sync_buckets is True:
+        from .intervals import _sets, from_seconds
+        from .synced import synced_features
 
+        features = synced_features(hist, solution.boundaries, solution.token_budget,
+                                   solution.pad, cost_model.world_size)
+        seconds = float(features @ [cost_model.alpha, cost_model.beta, cost_model.gamma])
+        sets, coverage = _sets(cost_model)
+        intervals = from_seconds([float(features @ c) for c in sets], seconds,
+                                 real_tokens=solution.real_tokens, epochs=cost_model.epochs,
+                                 coverage=coverage)
+    else:
+        from .intervals import solution_intervals
+
+        seconds = analytic_epoch_seconds(hist, solution.boundaries, solution.token_budget,
+                                         solution.pad, cost_model)
+        intervals = solution_intervals(solution, hist, cost_model, seconds)
     extra.update(profile=cost_model.name, world_size=cost_model.world_size,
-                 epochs=cost_model.epochs, epoch_hours=seconds / 3600.0)
-    extra.update(solution_intervals(solution, hist, cost_model, seconds))
+                 epochs=cost_model.epochs, epoch_hours=seconds / 3600.0,
+                 sync_buckets=sync_buckets)
+    extra.update(intervals)
     return replace(solution, ktok_per_s=solution.real_tokens / seconds / 1e3,
                    eta_days=cost_model.epochs * seconds / SECONDS_PER_DAY, extra=extra)
-
-
-# --- objective="time" ------------------------------------------------------------------------
-
-# refine_time(): coarse points scanned per edge, and the most analytic evaluations it spends.
-REFINE_POINTS = 64
-MAX_REFINE_EVALUATIONS = 3000
-
-
-def refine_time(solution, groups, cost_model: CostModel):
-    """Polish the DP's boundaries on the full objective, slowest-of-G wait included.
-
-    The DP minimises the summed micro-batch time, which is the analytic epoch time exactly when
-    ``world_size == 1``; then ``solution`` is returned unchanged. With more GPUs the slowest rank
-    adds a wait that depends on the mix of all buckets, so the inner edges are moved one at a
-    time (coordinate descent: each edge scans the candidates between its neighbours, coarsely
-    then around the best) while the analytic epoch time drops and every bucket keeps its share
-    bounds. The result is never slower than the DP's; it is a local optimum of the full
-    objective, not a proven global one.
-    """
-    if cost_model.world_size == 1 or len(solution.boundaries) < 2:
-        return solution
-    from .solution import make_solution
-    from .solver import share_count_bounds
-
-    hist = groups.hist
-    candidates = groups.edges[1:]
-    pc = groups.prefix_count
-    lo_count, hi_count = share_count_bounds(hist.n, solution.min_share, solution.max_share)
-    ends = [int(np.searchsorted(candidates, b)) + 1 for b in solution.boundaries]  # group index
-    first = np.r_[groups.first_value, hist.m]
-    cache = {}  # (start group, end group) -> that bucket's batch-time atoms
-    evaluations = 0
-
-    def atoms(start, end):
-        if (start, end) not in cache:
-            lo, hi = first[start], first[end]
-            cache[start, end] = bucket_time_atoms(hist.values[lo:hi], hist.counts[lo:hi],
-                                                  int(candidates[end - 1]),
-                                                  solution.token_budget, solution.pad, cost_model)
-        return cache[start, end]
-
-    def seconds(ends_):
-        nonlocal evaluations
-        evaluations += 1
-        parts = [atoms(start, end) for start, end in zip([0, *ends_[:-1]], ends_)]
-        return _seconds_from_atoms(np.concatenate([p[0] for p in parts]),
-                                   np.concatenate([p[1] for p in parts]), cost_model.world_size)
-
-    def allowed(ends_, i):
-        low = ends_[i - 1] if i else 0
-        for count in (pc[ends_[i]] - pc[low], pc[ends_[i + 1]] - pc[ends_[i]]):
-            if not lo_count <= count <= hi_count:
-                return False
-        return True
-
-    def scan(ends_, i, positions, best):
-        for pos in positions:
-            trial = list(ends_)
-            trial[i] = int(pos)
-            if trial[i] == ends_[i] or not allowed(trial, i):
-                continue
-            value = seconds(trial)
-            if value < best[0] * (1 - 1e-12):
-                best = (value, trial)
-        return best
-
-    best = (seconds(ends), ends)
-    improved = True
-    while improved and evaluations < MAX_REFINE_EVALUATIONS:
-        improved = False
-        for i in range(len(ends) - 1):  # the last edge stays at the longest length
-            current = best
-            low = best[1][i - 1] + 1 if i else 1
-            high = best[1][i + 1] - 1
-            stride = max(1, (high - low) // REFINE_POINTS)
-            best = scan(best[1], i, range(low, high + 1, stride), best)
-            if stride > 1:
-                centre = best[1][i]
-                best = scan(best[1], i, range(max(low, centre - stride),
-                                              min(high, centre + stride) + 1), best)
-            improved |= best[0] < current[0]
-    ends = best[1]
-    if [int(b) for b in candidates[np.asarray(ends) - 1]] == list(solution.boundaries):
-        return solution
-    return make_solution(hist, candidates[np.asarray(ends) - 1],
-                         token_budget=solution.token_budget, pad=solution.pad, k=solution.k,
-                         align=solution.align, min_share=solution.min_share,
-                         max_share=solution.max_share, objective=solution.objective)
-
-
-def time_layers(groups, kmax, *, pad, token_budget, win_lo, win_hi, cost_model):
-    """The DP for ``objective="time"``; (opt, best) with the contract of ``edge_layers``.
-
-    The minimised time is separable per bucket: the summed micro-batch time of its batches
-    (GPU-seconds; divided by G it is the epoch time when ranks never wait for each other). The
-    slowest-rank wait of a random batch order is not separable; :func:`annotate` adds it when
-    the result is reported.
-    """
-    if token_budget is None:
-        raise BucketoptError('objective="time" needs a token_budget (or a profile that has one).')
-    if groups.edges[-1] > token_budget:
-        raise BucketoptError(
-            f"the last bucket edge {int(groups.edges[-1])} exceeds token_budget={token_budget}: "
-            "a batch of that bucket cannot hold one sample."
-        )
-    m = cost_model
-    if pad == "edge":
-        from ._kernels import time_edge_layers
-
-        if kmax * groups.g ** 2 / 2 > MAX_EDGE_TIME_WORK:
-            raise BucketoptError(
-                f'objective="time" over {groups.g:,} candidate edges with k={kmax} is too large '
-                "for the exact DP (it scans every pair of edges); pass align= (e.g. align=64) "
-                "to merge nearby edges."
-            )
-
-        return time_edge_layers(groups.edges, groups.prefix_count, win_lo, win_hi, int(kmax),
-                                int(token_budget), m.alpha, m.beta, m.gamma)
-    from scipy.special import gammaln
-
-    from ._kernels import batch_time_matrix, matrix_layers
-
-    g, distinct = groups.g, groups.hist.m
-    work = g * g * distinct / 6.0
-    if work > MAX_BATCH_TIME_WORK:
-        raise BucketoptError(
-            f'objective="time" with pad="batch" over {g:,} candidate edges and {distinct:,} '
-            f"distinct lengths is too large for the exact DP; pass align= (e.g. align=64) to "
-            "merge nearby edges."
-        )
-    hist = groups.hist
-    log_fact = gammaln(np.arange(hist.n + 1, dtype=np.float64) + 1.0)
-    cost = batch_time_matrix(hist.values, hist.counts, groups.first_value, groups.edges,
-                             groups.prefix_count, int(token_budget), m.alpha, m.beta, m.gamma,
-                             log_fact)
-    return matrix_layers(cost, win_lo, win_hi, int(kmax))
 
 
 def timing_fields(epochs, cost_model: CostModel) -> dict:

@@ -37,8 +37,11 @@ class Solution:
     align: int = 1
     min_share: float = 0.0
     max_share: float = 1.0
+    min_fill: float = 0.0
     ktok_per_s: float | None = None
     eta_days: float | None = None
+    fill: tuple = ()
+    warnings: tuple = ()
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -56,6 +59,8 @@ class Solution:
         out["bucket_real_tokens"] = list(self.bucket_real_tokens)
         out["bucket_padded_tokens"] = list(self.bucket_padded_tokens)
         out["shares"] = list(self.shares)
+        out["fill"] = list(self.fill)
+        out["warnings"] = list(self.warnings)
         extra = out.pop("extra")
         for key in ("ktok_per_s", "eta_days"):
             if out[key] is None:
@@ -134,7 +139,9 @@ def batch_sizes_for(edges: np.ndarray, token_budget: int | None):
 def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str):
     """Per-bucket counts, real tokens and padded tokens for the given edges.
 
-    Returns (counts, real, padded, batch_sizes) as numpy arrays (batch_sizes may be None).
+    Returns (counts, real, padded, batch_sizes, fill) as numpy arrays (batch_sizes and fill may
+    be None). ``fill``: expected padded tokens of each bucket's largest batch (min(B, N) rows)
+    over the token budget.
     """
     sizes = batch_sizes_for(edges, token_budget)
     idx = np.searchsorted(edges, hist.values, side="left")  # bucket of each distinct length
@@ -143,23 +150,27 @@ def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str
     np.add.at(counts, idx, hist.counts)
     real = np.zeros(k, dtype=np.int64)
     np.add.at(real, idx, hist.values * hist.counts)
+    fill = None
     if pad == "edge":
         padded = edges * counts - real
+        if sizes is not None:
+            fill = np.minimum(sizes, counts) * edges / token_budget
     elif pad == "batch":
         if sizes is None:
             raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
-        from .batchpad import expected_padding_per_bucket
+        from .batchpad import expected_padding_and_fill
 
-        padded = expected_padding_per_bucket(hist, edges, sizes)
+        padded, full = expected_padding_and_fill(hist, edges, sizes)
+        fill = full / token_budget
     else:
         raise BucketoptError(f"pad must be one of {PADS}; got {pad!r}.")
-    return counts, real, padded, sizes
+    return counts, real, padded, sizes, fill
 
 
 def make_solution(hist: Histogram, edges, *, token_budget, pad, **meta) -> Solution:
     """Compute the statistics of ``edges`` on ``hist`` and wrap them in a :class:`Solution`."""
     edges = np.asarray(edges, dtype=np.int64)
-    counts, real, padded, sizes = bucket_statistics(hist, edges, token_budget, pad)
+    counts, real, padded, sizes, fill = bucket_statistics(hist, edges, token_budget, pad)
     real_total = int(real.sum())
     if pad == "edge":
         padded_total = int(padded.sum())
@@ -179,5 +190,39 @@ def make_solution(hist: Histogram, edges, *, token_budget, pad, **meta) -> Solut
         n_samples=hist.n,
         pad=pad,
         token_budget=token_budget,
+        fill=() if fill is None else tuple(float(f) for f in fill),
         **meta,
     )
+
+
+# A bucket whose largest batch is expected to fill less than this share of the token budget
+# gets a note: its steps run far below the budget (the padding objective cannot see that).
+LOW_FILL = 0.5
+
+
+def with_notes(solution: Solution, overflow=None) -> Solution:
+    """``solution`` with its ``warnings`` (low-fill buckets) and the ``max_length`` report."""
+    from dataclasses import replace
+
+    notes = list(solution.warnings)
+    low = [k for k, (f, c) in enumerate(zip(solution.fill, solution.counts))
+           if c and f < LOW_FILL]
+    if low and solution.objective == "padding":
+        parts = []
+        for k in low:
+            lower = solution.boundaries[k - 1] if k else 0
+            size = solution.batch_sizes[k] if solution.batch_sizes else None
+            parts.append(f"({lower:,}, {solution.boundaries[k]:,}] (batch size {size}, "
+                         f"{solution.fill[k]:.0%} full, {solution.counts[k]:,} samples)")
+        notes.append(
+            "bucket(s) " + "; ".join(parts) + f" fill less than {LOW_FILL:.0%} of the token "
+            "budget per batch: many small steps. Remedies: optimise time (--objective time "
+            "--profile NAME), --min-fill F, more buckets (-k), or --max-length N.")
+    extra = dict(solution.extra)
+    if overflow is not None:
+        from .overflow import describe
+
+        extra["overflow"] = overflow
+        if overflow["samples_over"]:
+            notes.append(describe(overflow))
+    return replace(solution, warnings=tuple(notes), extra=extra)

@@ -1,10 +1,8 @@
-"""solve(), evaluate() and sweep(): validate -> histogram -> candidate edges -> kernel -> backtrack.
+"""solve(), evaluate() and sweep(): validate -> histogram -> objective -> DP -> backtrack.
 
-The DP runs over *groups*: runs of distinct lengths that share one candidate edge. With
-``align=1`` each distinct length is a group and its edge is the length itself (an optimal edge
-always sits on a length present in the data: lowering an edge to the longest length in its bucket
-never adds padding). With ``align=a`` the edge of length x is ceil(x / a) * a, so lengths that round
-up to the same multiple form one group.
+The solver knows no cost: it validates, builds the candidate edges (:mod:`bucketopt.groups`),
+hands them to the objective (:mod:`bucketopt.objectives`: ``candidates``, ``fit``, ``layers``),
+backtracks every requested k and lets the objective ``finish`` the solution.
 """
 
 from __future__ import annotations
@@ -15,30 +13,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._kernels import INF
 from .errors import BucketoptError
+from .groups import (  # noqa: F401  (Groups, make_groups, share_windows: public here too)
+    Groups,
+    backtrack,
+    make_groups,
+    share_count_bounds,
+    share_windows,
+)
 from .histogram import TOKEN_LIMIT, Histogram, as_histogram
-from .solution import PADS, Solution, check_boundaries, check_token_budget, make_solution
+from .objectives import Objective, make_objective
+from .overflow import apply_overflow
+from .solution import (
+    PADS,
+    Solution,
+    check_boundaries,
+    check_token_budget,
+    make_solution,
+    with_notes,
+)
 
 OBJECTIVES = ("padding", "time")
 # Backtracking keeps one int32 start index per (k, group): refuse beyond this many entries (600 MB).
 MAX_BACKTRACK_ENTRIES = 150_000_000
 # sweep() refuses more k values than this (the CLI's -k A:B spans at most as many).
 MAX_SWEEP_KS = 4097
-
-
-@dataclass(frozen=True)
-class Groups:
-    """Candidate edges and prefix sums over them (index 0 is the empty prefix)."""
-
-    hist: Histogram
-    edges: np.ndarray  # (g + 1,), edges[0] = 0
-    prefix_count: np.ndarray  # (g + 1,)
-    prefix_tokens: np.ndarray  # (g + 1,)
-    first_value: np.ndarray  # (g,) index into hist.values of each group's first length
-
-    @property
-    def g(self) -> int:
-        return self.edges.size - 1
 
 
 def check_k(k, name: str = "k") -> int:
@@ -79,119 +79,35 @@ def check_shares(min_share, max_share) -> tuple[float, float]:
     return out[0], out[1]
 
 
-def share_count_bounds(n: int, min_share: float, max_share: float) -> tuple[int, int]:
-    """Smallest and largest sample count a non-empty bucket may hold.
-
-    A bucket with c samples is allowed when min_share * n <= c <= max_share * n; products within
-    1e-9 of an integer count as that integer, so min_share=0.25 with n=8 allows exactly 2.
-    """
-
-    def snap(x):
-        r = round(x)
-        return r if abs(x - r) <= 1e-9 * max(1.0, abs(x)) else None
-
-    lo = min_share * n
-    hi = max_share * n
-    lo_int = snap(lo)
-    hi_int = snap(hi)
-    lo_count = max(1, lo_int if lo_int is not None else math.ceil(lo))
-    hi_count = hi_int if hi_int is not None else math.floor(hi)
-    return int(lo_count), int(hi_count)
+def check_min_fill(min_fill) -> float:
+    try:
+        value = float(min_fill)
+    except (TypeError, ValueError):
+        raise BucketoptError(f"`min_fill` must be a number in [0, 1]; got {min_fill!r}.") from None
+    if not (0.0 <= value <= 1.0):
+        raise BucketoptError(f"`min_fill` must be in [0, 1]; got {min_fill!r}.")
+    return value
 
 
-def make_groups(hist: Histogram, align: int) -> Groups:
-    values = hist.values
-    if align == 1:
-        edges = values
-        starts = np.arange(values.size)
-    else:
-        edges_all = -(-values // align) * align
-        starts = np.flatnonzero(np.r_[True, edges_all[1:] != edges_all[:-1]])
-        edges = edges_all[starts]
-    group_counts = np.add.reduceat(hist.counts, starts)
-    group_tokens = np.add.reduceat(hist.values * hist.counts, starts)
-    if float(edges[-1]) * float(hist.n) >= TOKEN_LIMIT:
-        raise BucketoptError(
-            f"n x last edge = {hist.n:,} x {int(edges[-1]):,} exceeds 2**60 tokens: padding "
-            "could not be computed exactly in int64."
-        )
-    return Groups(
-        hist=hist,
-        edges=np.r_[0, edges].astype(np.int64),
-        prefix_count=np.r_[0, np.cumsum(group_counts)].astype(np.int64),
-        prefix_tokens=np.r_[0, np.cumsum(group_tokens)].astype(np.int64),
-        first_value=starts.astype(np.int64),
-    )
-
-
-def share_windows(groups: Groups, min_share: float, max_share: float):
-    """For each group end j, the allowed bucket starts i form [win_lo[j], win_hi[j]]."""
-    n = int(groups.prefix_count[-1])
-    lo_count, hi_count = share_count_bounds(n, min_share, max_share)
-    pc = groups.prefix_count
-    # count of bucket (i, j] = pc[j] - pc[i]; need lo_count <= pc[j] - pc[i] <= hi_count.
-    win_lo = np.searchsorted(pc, pc - hi_count, side="left").astype(np.int64)
-    win_hi = (np.searchsorted(pc, pc - lo_count, side="right") - 1).astype(np.int64)
-    return win_lo, win_hi
-
-
-def backtrack(opt: np.ndarray, k: int, g: int) -> list[int]:
-    """Group indices j that close each bucket of the best cover by at most k buckets."""
-    ends = []
-    j = g
-    layer = k - 1
-    while j > 0:
-        ends.append(j)
-        i = int(opt[layer, j])
-        if i < 0:
-            raise AssertionError("backtracking reached an unreachable state")
-        j = i
-        layer -= 1
-    return ends[::-1]
-
-
-def _prepare(lengths, k, token_budget, pad, objective, min_share, max_share, align):
-    hist = as_histogram(lengths)
-    kmax = check_k(k)
-    align = check_align(align)
-    min_share, max_share = check_shares(min_share, max_share)
-    if pad not in PADS:
-        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {pad!r}.")
+def check_objective(objective, profile) -> str:
+    """``None`` means time when a profile is given, padding otherwise."""
+    if objective is None:
+        return "time" if profile is not None else "padding"
     if objective not in OBJECTIVES:
         raise BucketoptError(
-            f"`objective` must be one of {', '.join(OBJECTIVES)}; got {objective!r}."
-        )
-    token_budget = check_token_budget(token_budget, hist)
-    groups = make_groups(hist, align)
-    if token_budget is not None and groups.edges[-1] > token_budget:
-        raise BucketoptError(
-            f"align={align} rounds the last edge up to {int(groups.edges[-1])}, above "
-            f"token_budget={token_budget}."
-        )
-    return hist, kmax, align, min_share, max_share, token_budget, groups
+            f"`objective` must be one of {', '.join(OBJECTIVES)}; got {objective!r}.")
+    return objective
 
 
-def _optimal_layers(groups, kmax, *, pad, objective, token_budget, win_lo, win_hi, cost_model,
-                    ks=None):
-    """Run the DP for the requested objective: returns (opt, best) as in edge_layers."""
-    if objective == "time":
-        from .costmodel import time_layers
-
-        return time_layers(groups, kmax, pad=pad, token_budget=token_budget, win_lo=win_lo,
-                           win_hi=win_hi, cost_model=cost_model)
-    if pad == "edge":
-        from ._kernels import edge_layers
-
-        return edge_layers(groups.edges, groups.prefix_count, groups.prefix_tokens, win_lo,
-                           win_hi, kmax)
-    from .batchpad import batch_layers
-
-    refine_ks = None if ks is None else {min(k, kmax) for k in ks}
-    return batch_layers(groups, kmax, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi,
-                        refine_ks=refine_ks)
+def check_sync(sync_buckets):
+    if isinstance(sync_buckets, str) and sync_buckets == "step":
+        return "step"
+    if isinstance(sync_buckets, (bool, np.bool_)):
+        return bool(sync_buckets)
+    raise BucketoptError(f'`sync_buckets` must be True, False or "step"; got {sync_buckets!r}.')
 
 
-def _infeasible(groups, kmax, min_share, max_share, align) -> BucketoptError:
+def _infeasible(groups, kmax, min_share, max_share, align, min_fill=0.0) -> BucketoptError:
     n = int(groups.prefix_count[-1])
     lo_count, hi_count = share_count_bounds(n, min_share, max_share)
     what = []
@@ -200,6 +116,8 @@ def _infeasible(groups, kmax, min_share, max_share, align) -> BucketoptError:
                     f"buckets but k={kmax}")
     if not what:
         what.append(f"min_share={min_share}, max_share={max_share}")
+    if min_fill > 0:
+        what.append(f"min_fill={min_fill}")
     extra = f" with align={align}" if align > 1 else ""
     return BucketoptError(
         "infeasible constraints: no set of at most "
@@ -214,53 +132,66 @@ class _Run:
     """One DP run up to some k: the optimum for every smaller k is backtracked from it."""
 
     hist: Histogram
-    groups: Groups
+    objective: Objective
     kmax_eff: int
     opt: np.ndarray
     best: np.ndarray
-    token_budget: int | None
-    pad: str
-    objective: str
-    align: int
-    min_share: float
-    max_share: float
+    meta: dict
     cost_model: object | None
+    overflow: dict | None = None
+
+    @property
+    def groups(self):
+        return self.objective.groups
 
     def feasible(self, k: int) -> bool:
-        from ._kernels import INF
-
         return bool(self.best[min(k, self.kmax_eff) - 1] < INF)
 
     def infeasible(self, k: int) -> BucketoptError:
-        return _infeasible(self.groups, k, self.min_share, self.max_share, self.align)
+        m = self.meta
+        return _infeasible(self.groups, k, m["min_share"], m["max_share"], m["align"],
+                           m["min_fill"])
 
     def solution(self, k: int) -> Solution:
         if not self.feasible(k):
             raise self.infeasible(k)
         layer = min(k, self.kmax_eff)
         edges = self.groups.edges[backtrack(self.opt, layer, self.groups.g)]
-        sol = make_solution(self.hist, edges, token_budget=self.token_budget, pad=self.pad, k=k,
-                            align=self.align, min_share=self.min_share,
-                            max_share=self.max_share, objective=self.objective)
-        if (self.pad == "edge" and self.objective == "padding"
+        obj = self.objective
+        sol = make_solution(self.hist, edges, token_budget=obj.token_budget, pad=obj.pad, k=k,
+                            objective=obj.name, **self.meta)
+        if (obj.pad == "edge" and obj.name == "padding"
                 and sol.padded_tokens != self.best[layer - 1]):
             raise AssertionError("DP optimum and evaluated padding disagree")
+        sol = obj.finish(sol)
         if self.cost_model is not None:
-            from .costmodel import annotate, refine_time
+            from .costmodel import annotate
 
-            if self.objective == "time":  # add the slowest-rank wait the DP cannot see
-                sol = refine_time(sol, self.groups, self.cost_model)
-            sol = annotate(sol, self.hist, self.cost_model)
-        return sol
+            sol = annotate(sol, self.hist, self.cost_model, sync_buckets=self.meta_sync)
+        return with_notes(sol, self.overflow)
+
+    @property
+    def meta_sync(self):
+        return getattr(self.objective, "sync_buckets", True)
 
 
 def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, align, profile,
-         world_size, epochs) -> _Run:
+         world_size, epochs, min_fill=0.0, sync_buckets=True, max_length=None,
+         overflow="truncate") -> _Run:
     """Validate, then run the DP once up to max(ks); the optima for ``ks`` are read from it."""
-    kmax_request = max(ks)
-    hist, kmax, align, min_share, max_share, token_budget, groups = _prepare(
-        lengths, kmax_request, token_budget, pad, objective, min_share, max_share, align
-    )
+    kmax = check_k(max(ks))
+    align = check_align(align)
+    min_share, max_share = check_shares(min_share, max_share)
+    min_fill = check_min_fill(min_fill)
+    sync_buckets = check_sync(sync_buckets)
+    if pad not in PADS:
+        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {pad!r}.")
+    objective = check_objective(objective, profile)
+    if objective == "time" and min_fill > 0:
+        raise BucketoptError('`min_fill` applies to objective="padding" (the time objective '
+                             "already pays for every step).")
+    hist, overflow_report = apply_overflow(as_histogram(lengths), max_length, overflow)
+    token_budget = check_token_budget(token_budget, hist)
     cost_model = None
     if objective == "time" or profile is not None:
         from .costmodel import resolve_cost_model
@@ -269,6 +200,15 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
         cost_model = cost_model.with_epochs(epochs)
     if pad == "batch" and token_budget is None:
         raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
+    groups = make_groups(hist, align)
+    if token_budget is not None and groups.edges[-1] > token_budget:
+        raise BucketoptError(
+            f"align={align} rounds the last edge up to {int(groups.edges[-1])}, above "
+            f"token_budget={token_budget}."
+        )
+    obj = make_objective(objective, pad, cost_model=cost_model, min_fill=min_fill,
+                         sync_buckets=sync_buckets)
+    groups = obj.candidates(groups, token_budget)
     kmax_eff = min(kmax, groups.g)
     if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES:
         raise BucketoptError(
@@ -277,15 +217,15 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
             "align= to merge nearby lengths."
         )
     win_lo, win_hi = share_windows(groups, min_share, max_share)
-    opt, best = _optimal_layers(groups, kmax_eff, pad=pad, objective=objective,
-                                token_budget=token_budget, win_lo=win_lo, win_hi=win_hi,
-                                cost_model=cost_model, ks=ks)
-    return _Run(hist, groups, kmax_eff, opt, best, token_budget, pad, objective, align, min_share,
-                max_share, cost_model)
+    obj.fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
+    opt, best = obj.layers(kmax_eff, ks)
+    meta = dict(align=align, min_share=min_share, max_share=max_share, min_fill=min_fill)
+    return _Run(hist, obj, kmax_eff, opt, best, meta, cost_model, overflow_report)
 
 
-def solve(lengths, k, *, token_budget=None, pad="edge", objective="padding", min_share=0.0,
-          max_share=1.0, align=1, profile=None, world_size=1, epochs=1) -> Solution:
+def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_share=0.0,
+          max_share=1.0, align=1, profile=None, world_size=1, epochs=1, min_fill=0.0,
+          sync_buckets=True, max_length=None, overflow="truncate") -> Solution:
     """Optimal bucket boundaries: the exact minimum over all sets of at most ``k`` buckets.
 
     Parameters
@@ -299,19 +239,32 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective="padding", min
     pad : {"edge", "batch"}
         Edge padding (every sample padded to its bucket's edge) or dynamic padding (each batch
         padded to its longest member; the objective is the exact expectation).
-    objective : {"padding", "time"}
-        Minimise padded tokens or the cost model's estimated time (needs ``profile``).
+    objective : {"padding", "time"}, optional
+        Minimise padded tokens or the expected epoch time under ``profile``. Default: time when
+        a profile is given, padding otherwise.
     min_share, max_share : float
         Bounds on the fraction of samples in every bucket.
     align : int
         Every edge is a multiple of ``align`` (the last one is the longest length rounded up).
-    profile : str or path, optional
+    profile : str, path or dict, optional
         Hardware profile; adds ``ktok_per_s`` and ``eta_days``.
     world_size : int or None
         GPUs in data parallel; every step waits for the slowest (default 1; ``None``: the
         profile's world size).
     epochs : int
         Epochs for the ETA.
+    min_fill : float
+        Padding objective only: every bucket's largest batch must be expected to hold at least
+        ``min_fill x token_budget`` padded tokens (default 0; see ``Solution.fill``).
+    sync_buckets : bool or "step"
+        How the sampler runs the buckets over ``world_size`` ranks (its default, True: every
+        rank takes the same bucket at each micro-step); the time objective and the Ktok/s
+        follow it.
+    max_length : int, optional
+        Longest sample kept as it is; longer ones follow ``overflow``.
+    overflow : {"truncate", "drop", "split"}
+        What happens to samples longer than ``max_length``: cut to it, left out, or cut into
+        ceil(len / max_length) chunks.
 
     Returns
     -------
@@ -326,7 +279,8 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective="padding", min
     k = check_k(k)
     run = _run(lengths, [k], token_budget=token_budget, pad=pad, objective=objective,
                min_share=min_share, max_share=max_share, align=align, profile=profile,
-               world_size=world_size, epochs=epochs)
+               world_size=world_size, epochs=epochs, min_fill=min_fill,
+               sync_buckets=sync_buckets, max_length=max_length, overflow=overflow)
     return run.solution(k)
 
 
@@ -393,9 +347,10 @@ def recommend_k(ks, solutions, tolerance=0.01, *, criterion=None):
     raise AssertionError("unreachable")
 
 
-def sweep(lengths, ks, *, token_budget=None, pad="edge", objective="padding", min_share=0.0,
+def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_share=0.0,
           max_share=1.0, align=1, profile=None, world_size=1, epochs=1, tolerance=0.01,
-          criterion=None) -> Sweep:
+          criterion=None, min_fill=0.0, sync_buckets=True, max_length=None,
+          overflow="truncate") -> Sweep:
     """The optimum for every k in ``ks`` from a single DP run up to ``max(ks)``.
 
     ``recommended_k`` is the smallest k within ``tolerance`` of the best in the range: padding
@@ -428,7 +383,8 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective="padding", mi
         raise BucketoptError("`ks` is empty: give at least one k.")
     run = _run(lengths, ks, token_budget=token_budget, pad=pad, objective=objective,
                min_share=min_share, max_share=max_share, align=align, profile=profile,
-               world_size=world_size, epochs=epochs)
+               world_size=world_size, epochs=epochs, min_fill=min_fill,
+               sync_buckets=sync_buckets, max_length=max_length, overflow=overflow)
     feasible = [k for k in ks if run.feasible(k)]
     if not feasible:
         raise run.infeasible(max(ks))
@@ -440,7 +396,7 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective="padding", mi
 
 
 def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None, world_size=1,
-             epochs=1) -> Solution:
+             epochs=1, sync_buckets=True, max_length=None, overflow="truncate") -> Solution:
     """The same statistics as :func:`solve` for boundaries chosen elsewhere (e.g. a heuristic).
 
     Examples
@@ -449,10 +405,11 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None
     >>> bucketopt.evaluate([3, 4, 10, 11, 12], [4, 12]).padded_tokens
     4
     """
-    hist = as_histogram(lengths)
-    edges = check_boundaries(boundaries, hist)
+    sync_buckets = check_sync(sync_buckets)
     if pad not in PADS:
         raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {pad!r}.")
+    hist, overflow_report = apply_overflow(as_histogram(lengths), max_length, overflow)
+    edges = check_boundaries(boundaries, hist)
     token_budget = check_token_budget(token_budget, hist)
     cost_model = None
     if profile is not None:
@@ -463,5 +420,5 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None
     if cost_model is not None:
         from .costmodel import annotate
 
-        sol = annotate(sol, hist, cost_model.with_epochs(epochs))
-    return sol
+        sol = annotate(sol, hist, cost_model.with_epochs(epochs), sync_buckets=sync_buckets)
+    return with_notes(sol, overflow_report)

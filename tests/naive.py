@@ -311,3 +311,63 @@ def best_fit_decreasing(lengths, capacity):
         rooms[i] -= x
         touched[i] = clock
     return rows
+
+
+# --- the synced step model of objective="time" (tests/test_time_objective.py) -------------------
+def synced_step_sizes(n, size, world):
+    """Batch sizes of one bucket as the synced sampler makes them, largest first: q batches of
+    ``size`` and one of the rest; with world > 1, while the count is not a multiple of world and
+    there are samples to split, the `extra` largest batches are split (always the largest piece
+    of those, in two: ceil and floor halves)."""
+    import heapq
+
+    q, r = divmod(n, size)
+    sizes = [size] * q + ([r] if r else [])
+    extra = -len(sizes) % world
+    if extra > n - len(sizes):
+        extra = 0
+    top, rest = sizes[:extra], sizes[extra:]
+    heap = [-s for s in top]
+    heapq.heapify(heap)
+    for _ in range(extra):
+        s = -heapq.heappop(heap)
+        heapq.heappush(heap, -(s - s // 2))
+        heapq.heappush(heap, -(s // 2))
+    return sorted([-s for s in heap] + rest, reverse=True)
+
+
+def _expected_step_pad(xs, rows, power):
+    """E[M**power], M the longest of `rows` members drawn without replacement (enumeration)."""
+    subsets = list(itertools.combinations(xs, rows))
+    return sum(max(c) ** power for c in subsets) / len(subsets)
+
+
+def synced_time(lengths, boundaries, token_budget, alpha, beta, gamma, world, pad="batch"):
+    """Expected epoch seconds of the step model: each bucket's batches cut into steps of `world`
+    (sorted by size); a step with S rows, w of them in its largest batch, costs
+    alpha + w * (beta * M + gamma * M**2), M the longest of its S rows (pad="edge": the edge)."""
+    total = 0.0
+    for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
+        if not xs:
+            continue
+        sizes = synced_step_sizes(len(xs), min(token_budget // edge, len(xs)), world)
+        for start in range(0, len(sizes), world):
+            step = sizes[start:start + world]
+            w, rows = step[0], sum(step)
+            if pad == "edge":
+                m1, m2 = edge, edge * edge
+            else:
+                m1, m2 = _expected_step_pad(xs, rows, 1), _expected_step_pad(xs, rows, 2)
+            total += alpha + w * (beta * m1 + gamma * m2)
+    return total
+
+
+def brute_force_synced(lengths, k, token_budget, alpha, beta, gamma, world, *, pad="batch",
+                       min_share=0.0, max_share=1.0):
+    """Minimum of :func:`synced_time` over every set of at most k edges among the distinct
+    lengths. Returns (seconds, boundaries) or None if infeasible."""
+    last = max(lengths)
+    return brute_force(lambda edges: synced_time(lengths, edges, token_budget, alpha, beta, gamma,
+                                                 world, pad),
+                       sorted(set(lengths) - {last}), last, k, lengths, min_share, max_share,
+                       rel_tol=1e-12)

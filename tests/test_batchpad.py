@@ -9,17 +9,12 @@ from hypothesis import strategies as st
 
 import bucketopt
 from bucketopt import BucketoptError
-from bucketopt.batchpad import (
-    EXACT_CANDIDATES,
-    batch_layers,
-    candidate_grid,
-    expected_batch_padding,
-    expected_padding_per_bucket,
-)
+from bucketopt.batchpad import expected_batch_padding, expected_padding_per_bucket
 from bucketopt.datasets import seed_like
+from bucketopt.groups import backtrack, make_groups, share_windows
 from bucketopt.heuristics import RULES, rule_of_thumb
 from bucketopt.histogram import Histogram
-from bucketopt.solver import backtrack, make_groups, share_windows
+from bucketopt.objectives.batch import EXACT_CANDIDATES, batch_layers, candidate_grid
 
 from . import naive
 

@@ -1,0 +1,50 @@
+"""The seam between the solver and what it minimises.
+
+An objective knows the cost of one bucket and how to run the exact DP over it; the solver only
+calls, in this order: ``fit`` (validate, build the arrays once), ``layers`` (the DP: ``opt`` and
+``best`` for every bucket count up to ``kmax``), then, for each solution it backtracks, ``finish``
+(a last step some objectives need; by default the solution as it is). ``cost`` re-scores any
+boundaries on the objective, which the tests hold equal to the DP's ``best``.
+
+Adding an objective means one module here, its kernels, one line in ``bucketopt.objectives``'
+registry, a docs page and a test parameter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..groups import Groups
+
+
+class Objective:
+    """Base of every objective; subclasses set ``name`` and ``pad`` and implement ``layers``."""
+
+    name = "objective"
+    pad = "edge"
+
+    def candidates(self, groups: Groups, token_budget) -> Groups:
+        """The candidate edges the DP may use (by default every group's)."""
+        return groups
+
+    def fit(self, groups: Groups, *, token_budget, win_lo, win_hi) -> Objective:
+        self.groups = groups
+        self.token_budget = token_budget
+        self.win_lo = np.asarray(win_lo, dtype=np.int64)
+        self.win_hi = np.asarray(win_hi, dtype=np.int64)
+        return self
+
+    def layers(self, kmax: int, ks=None) -> tuple[np.ndarray, np.ndarray]:
+        """(opt, best): ``opt[k-1, j]`` the start of the last bucket of the best cover of groups
+        1..j by at most k buckets (-1 if none), ``best[k-1]`` its cost for j = g."""
+        raise NotImplementedError
+
+    def cost(self, edges) -> float:
+        """The objective's value for the boundaries ``edges`` (inclusive upper edges)."""
+        raise NotImplementedError
+
+    def finish(self, solution):
+        return solution
+
+    def describe(self) -> str:
+        return f'objective="{self.name}", pad="{self.pad}"'

@@ -1,0 +1,89 @@
+"""Expected seconds of a bucketed epoch step by step, as the sampler runs it (world ranks).
+
+The arrays the time kernels need are built here once per histogram (:class:`TimeArrays`), and
+:func:`bucket_seconds` re-scores any boundaries with the same step model as the time DP
+(``bucketopt._time_kernels``; docs/method.md): with ``world`` = 1 the summed micro-batch time,
+with ``world`` = G > 1 and buckets synced across ranks, each bucket's micro-steps, each as long
+as the slowest of its G batches.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .histogram import Histogram
+
+PAD_CODES = {"edge": 0, "batch": 1}
+# Draw counts up to S0_CAP keep running order-statistic sums in the time DP; fewer when the sums
+# could overflow float64 (C(n, S) x length^2 x distinct lengths must stay below 1e290).
+S0_CAP = 64
+
+
+class TimeArrays:
+    """Prefix sums over a histogram's distinct lengths and, for dynamic padding, log(a!)."""
+
+    def __init__(self, hist: Histogram, pad: str):
+        from .batchpad import log_factorials
+
+        self.hist = hist
+        self.values = hist.values
+        counts = hist.counts.astype(np.float64)
+        x = hist.values.astype(np.float64)
+        self.pcv = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
+        self.pq1 = np.r_[0.0, np.cumsum(counts * x)]
+        self.pq2 = np.r_[0.0, np.cumsum(counts * x * x)]
+        self.pad_code = PAD_CODES[pad]
+        if self.pad_code == 1:
+            self.lf_hi, self.lf_lo = log_factorials(hist.n)
+        else:
+            self.lf_hi = self.lf_lo = np.zeros(1)
+        self.s0 = running_draws(hist)
+
+
+def running_draws(hist: Histogram) -> int:
+    """The largest draw count whose running sums cannot overflow (see S0_CAP)."""
+    n = max(hist.n, 2)
+    scale = 2 * math.log10(float(hist.max_length) + 1) + math.log10(hist.m + 1)
+    s0 = 1
+    for s in range(2, S0_CAP + 1):
+        log_binom = (math.lgamma(n + 1) - math.lgamma(s + 1) - math.lgamma(n - s + 1)
+                     if s <= n else 0.0) / math.log(10)
+        if log_binom + scale > 290:
+            break
+        s0 = s
+    return s0
+
+
+def bucket_seconds(arrays: TimeArrays, edges, token_budget, cost_model, world: int) -> np.ndarray:
+    """Expected seconds of every bucket of ``edges`` under ``cost_model`` over ``world`` ranks.
+
+    The sum is the epoch time with buckets synced across ``world`` ranks (``world`` = 1: the
+    summed micro-batch time).
+    """
+    from ._time_kernels import bucket_time
+
+    edges = np.asarray(edges, dtype=np.int64)
+    cut = np.searchsorted(arrays.values, edges, side="right")
+    out = np.zeros(edges.size)
+    lo = 0
+    m = cost_model
+    for k, hi in enumerate(cut):
+        hi = int(hi)
+        if hi > lo:
+            out[k] = bucket_time(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, lo, hi,
+                                 int(edges[k]), int(token_budget), m.alpha, m.beta, m.gamma,
+                                 int(world), arrays.pad_code, arrays.lf_hi, arrays.lf_lo)
+        lo = max(lo, hi)
+    return out
+
+
+def synced_features(hist: Histogram, edges, token_budget, pad: str, world: int) -> np.ndarray:
+    """Epoch seconds per unit of alpha, beta and gamma (the step model is linear in them): the
+    synced epoch time under (alpha, beta, gamma) is ``features @ (alpha, beta, gamma)``."""
+    from .costmodel import CostModel
+
+    arrays = TimeArrays(hist, pad)
+    return np.array([bucket_seconds(arrays, edges, token_budget, CostModel(*unit), world).sum()
+                     for unit in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))])

@@ -1,0 +1,94 @@
+"""objective="time": the exact DP over every candidate edge against brute force, G = 1 and G > 1
+(buckets synced across ranks), both paddings; the step model against the real sampler."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import bucketopt
+from bucketopt.costmodel import CostModel, time_epoch
+from bucketopt.groups import make_groups, share_windows
+from bucketopt.histogram import Histogram
+from bucketopt.objectives import make_objective
+
+from . import naive
+
+SETTINGS = settings(max_examples=100, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+coefficients = st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 0.2)).filter(any)
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=7), st.integers(1, 3),
+       st.integers(12, 40), coefficients, st.sampled_from([1, 2, 3]),
+       st.sampled_from(["batch", "edge"]),
+       st.sampled_from([(0.0, 1.0), (0.2, 1.0), (0.0, 0.7)]))
+def test_time_dp_equals_brute_force(lengths, k, budget, coeffs, world, pad, shares):
+    min_share, max_share = shares
+    profile = dict(alpha=coeffs[0], beta=coeffs[1], gamma=coeffs[2], token_budget=budget)
+    oracle = naive.brute_force_synced(lengths, k, budget, *coeffs, world, pad=pad,
+                                      min_share=min_share, max_share=max_share)
+    kw = dict(objective="time", pad=pad, profile=profile, world_size=world,
+              min_share=min_share, max_share=max_share)
+    if oracle is None:
+        with pytest.raises(bucketopt.BucketoptError, match="infeasible"):
+            bucketopt.solve(lengths, k, **kw)
+        return
+    sol = bucketopt.solve(lengths, k, **kw)
+    assert len(sol.boundaries) <= k
+    assert naive.shares_ok(lengths, sol.boundaries, min_share, max_share)
+    got = naive.synced_time(lengths, sol.boundaries, budget, *coeffs, world, pad)
+    assert got == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
+    # the reported epoch time is the objective's own value of those boundaries
+    assert sol.extra["epoch_hours"] * 3600 == pytest.approx(got, rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 400), st.integers(1, 300), st.integers(1, 9))
+def test_step_plan_matches_the_oracle(n, size, world):
+    from bucketopt._time_kernels import MAX_STEP_TYPES, bucket_steps
+
+    size = min(size, n)
+    w, rows, mult = (np.zeros(MAX_STEP_TYPES, dtype=np.int64) for _ in range(3))
+    scratch = [np.zeros(2 * MAX_STEP_TYPES, dtype=np.int64) for _ in range(4)]
+    nt = bucket_steps(n, size, world, w, rows, mult, *scratch)
+    got = [(int(w[t]), int(rows[t])) for t in range(nt) for _ in range(mult[t])]
+    sizes = naive.synced_step_sizes(n, size, world)
+    want = [(s[0], sum(s)) for s in (sizes[i:i + world] for i in range(0, len(sizes), world))]
+    assert got == want
+
+
+def test_objective_cost_equals_the_dp_best():
+    rng = np.random.default_rng(3)
+    lengths = np.rint(rng.lognormal(5, 1, 3000)).astype(np.int64) + 1
+    hist = Histogram.from_lengths(lengths)
+    model = CostModel(0.01, 1e-5, 1e-9, world_size=4)
+    for pad in ("edge", "batch"):
+        obj = make_objective("time", pad, cost_model=model)
+        groups = make_groups(hist, 1)
+        lo, hi = share_windows(groups, 0.0, 1.0)
+        obj.fit(groups, token_budget=8192, win_lo=lo, win_hi=hi)
+        opt, best = obj.layers(6)
+        from bucketopt.groups import backtrack
+
+        edges = groups.edges[backtrack(opt, 6, groups.g)]
+        assert obj.cost(edges) == pytest.approx(best[-1], rel=1e-9)
+
+
+@pytest.mark.parametrize("world", [1, 3, 8])
+def test_analytic_synced_time_matches_the_real_sampler(world):
+    # The step model against epochs planned by BucketBatchSampler (sync_buckets=True), each
+    # micro-step as long as its slowest batch: within 1% on average over epochs.
+    from bucketopt.datasets import seed_like
+
+    lengths = seed_like()[::10]
+    profile = dict(alpha=0.05, beta=2e-5, gamma=2e-9, token_budget=65_536)
+    sol = bucketopt.solve(lengths, 6, pad="batch", profile=profile, world_size=world)
+    model = CostModel(0.05, 2e-5, 2e-9, world_size=world)
+    sampler = bucketopt.BucketBatchSampler(lengths, sol.boundaries, token_budget=65_536,
+                                           world_size=world)
+    seconds = [time_epoch(sampler.epoch_view(e, pad="batch"), model).seconds for e in range(8)]
+    assert np.mean(seconds) == pytest.approx(sol.extra["epoch_hours"] * 3600, rel=0.01)
