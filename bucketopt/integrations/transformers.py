@@ -82,7 +82,9 @@ def _build_mixin():
     from torch.utils.data import DataLoader
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+    from ..histogram import validate_lengths
     from ..sampler import BucketBatchSampler, _check_int
+    from ..solution import batch_sizes_for, check_token_budget
     from .accelerate import passthrough
     from .lengths import dataset_lengths
 
@@ -116,6 +118,14 @@ def _build_mixin():
             if token_budget is None:
                 raise BucketoptError("token_budget is required: the most padded tokens per "
                                      "micro-batch per device.")
+            # cheap checks before the model and data are touched (the rest when the sampler is
+            # built from the dataset's lengths)
+            token_budget = check_token_budget(token_budget)
+            edges = validate_lengths(boundaries, name="boundaries")
+            batch_sizes_for(edges, token_budget)
+            if length_column is not None and not isinstance(length_column, str):
+                raise BucketoptError(f"length_column must be a column name (str); got "
+                                     f"{length_column!r}.")
             self._bucket_options = {"boundaries": boundaries, "token_budget": token_budget,
                                     "sync_buckets": sync_buckets, "drop_last": drop_last}
             self._bucket_lengths = None if lengths is None else np.asarray(lengths)
