@@ -66,9 +66,10 @@ class SamplePlan:
         dynamic padding (each batch to its longest) the stream pads at most the upper end.
     padded_per_sample_bound : float
         ``|E[pad] - E_n[pad]|``: padded tokens per sample, stream against sample, at most this.
-    regret_per_sample_bound : float
+    regret_per_sample_bound : float or None
         Padded tokens per sample that the sample's optimum may lose against the stream's
-        optimum over the same ``k`` (edge padding): ``2 epsilon`` x the largest total variation.
+        optimum over the same ``k``: ``2 epsilon`` x the largest total variation. Edge padding
+        only (``pad="edge"``; None otherwise).
     overflow_share_bound : float
         Share of the stream that may be longer than ``boundaries[-1]`` (0 when ``max_length``
         set the last edge).
@@ -163,11 +164,12 @@ def plan_from_sample(sample, k, *, token_budget, confidence=0.95, max_length=Non
         edges[-1] = max_length  # room for the stream's longest, unseen in the sample
         batch_sizes_for(np.asarray(edges), check_token_budget(token_budget))  # still fits?
     frac, bound, per_sample, top = edge_padding_bound(sample, edges, epsilon=eps)
-    # any boundaries with last edge `top`: TV(edge(x) - x) <= 2 (top - 1)
-    regret = 2.0 * eps * 2.0 * (top - 1)
+    # any boundaries with last edge `top`: TV(edge(x) - x) <= 2 (top - 1); the sample's optimum
+    # is the edge-padding optimum on the sample only when solved for edge padding
+    regret = 2.0 * eps * 2.0 * (top - 1) if pad == "edge" else None
     overflow = 0.0 if max_length is not None else min(1.0, eps)
     return SamplePlan(tuple(int(e) for e in edges), int(sample.size), float(confidence),
-                      float(eps), float(frac), bound, float(per_sample), float(regret),
+                      float(eps), float(frac), bound, float(per_sample), regret,
                       float(overflow), solution)
 
 

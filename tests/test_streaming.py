@@ -137,6 +137,7 @@ def test_planning_on_a_sample_bounds_the_stream():
         assert plan.boundaries[-1] == 8192 and plan.overflow_share_bound == 0
         assert plan.padded_per_sample_bound == pytest.approx(
             plan.epsilon * naive_total_variation(list(plan.boundaries)))
+        assert (plan.regret_per_sample_bound is None) == (pad != "edge")
         padded = evaluate(lengths, plan.boundaries, pad="edge").padded_tokens / lengths.size
         on_sample = evaluate(sample, plan.boundaries, pad="edge").padded_tokens / sample.size
         assert abs(padded - on_sample) <= plan.padded_per_sample_bound
@@ -161,3 +162,16 @@ def test_reservoir_sample_is_uniform_and_one_pass():
     assert (sample_lengths(range(10), 50, length=lambda i: i + 1) == np.arange(1, 11)).all()
     again = sample_lengths(range(100_000), 2_000, length=lambda i: i + 1, seed=3)
     assert (again == sample).all()
+
+
+def test_released_micro_steps_hold_one_bucket():
+    lengths = np.random.default_rng(4).integers(1, 300, 5000)
+    edges = [40, 90, 160, 300]
+    batcher = StreamBatcher(list(range(lengths.size)), edges, token_budget=1200,
+                            length=lambda i: int(lengths[i]), world_size=4, buffer_size=500)
+    steps = list(batcher.micro_steps())
+    buckets = [np.searchsorted(edges, lengths[[i for b in s for i in b]], side="left")
+               for s in steps]
+    mixed = [k for k in buckets if np.unique(k).size > 1]
+    assert len(mixed) < len(edges)  # only where the leftovers of neighbouring buckets meet
+    assert len(steps) * 4 == batcher.stats.batches
