@@ -10,9 +10,9 @@ Given measured seconds ``t_i`` of micro-batches of ``s_i`` rows padded to ``L_i`
    for large ones) under ``alpha, beta, gamma >= 0`` (``scipy.optimize.least_squares``, bounded
    trust region). The scale ``c`` is the robust spread of the residuals (1.4826 x their median
    absolute value, from a first non-negative least-squares fit; refined once). Rows whose
-   relative error exceeds ``max(4 c, 5%)`` are outliers: they are dropped and the fit repeated
-   on the rest. Relative error weights a 0.05 s step as much as a 5 s one, so no shape
-   dominates the fit.
+   relative error exceeds ``max(4 c_rows, 5%)`` (``c_rows`` the same spread over single rows)
+   are outliers: they are dropped and the fit repeated on the rest. Relative error weights a
+   0.05 s step as much as a 5 s one, so no shape dominates the fit.
 3. **Quality.** R^2 on the pooled times (all rows, and without the outliers), relative errors
    of every row, the outlier rows, and the k-fold held-out error (each fold of shapes predicted
    by a fit that never saw it; outliers excluded).
@@ -215,7 +215,9 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     coef = _robust_fit(pooled, pooled_t, scale_cols, scale, coef)
     # Rows far outside the robust scale are dropped and the fit repeated on the rest (a large
     # error in a soft-L1 loss still pulls linearly; a dropped row pulls not at all).
-    keep = np.abs(design @ coef / t - 1.0) <= max(OUTLIER_SCALES * scale, OUTLIER_FLOOR)
+    # The rows' own spread sets the limit: pooled medians are less noisy than single rows.
+    rel = design @ coef / t - 1.0
+    keep = np.abs(rel) <= max(OUTLIER_SCALES * _robust_scale(rel), OUTLIER_FLOOR)
     if not keep.all():
         kept_shapes, kept_t = _pool(s[keep], length[keep], t[keep])
         kept = _features(kept_shapes)
@@ -229,7 +231,7 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     rel = predicted / t - 1.0
     all_shapes, all_t = _pool(s, length, t)
     r2 = _r2(_features(all_shapes) @ coef, all_t)
-    limit = max(OUTLIER_SCALES * scale, OUTLIER_FLOOR)
+    limit = max(OUTLIER_SCALES * _robust_scale(rel[keep] if keep.any() else rel), OUTLIER_FLOOR)
     outliers = tuple(
         {"row": int(i), "batch_size": int(s[i]), "padded_len": int(length[i]),
          "seconds": float(t[i]), "predicted": float(predicted[i]), "rel_error": float(rel[i])}
