@@ -569,6 +569,9 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     try:
         largest = max(shapes, key=lambda sl: (sl[0] * sl[1] * sl[1], sl[0] * sl[1]))
         for _ in range(int(warmup)):
+            if time_limit is not None and time.monotonic() - start + estimate.get(
+                    largest, 0.0) + reserve > time_limit:
+                break
             seconds, _peak = guarded(*largest)
             estimate[largest] = seconds
         for i in rng.permutation(len(plan)):  # the first step of each shape, untimed
