@@ -44,6 +44,7 @@ COVERAGE = 0.95
 OUTLIER_SCALES = 4.0  # a row is an outlier beyond max(4 c, 5%) relative error
 OUTLIER_FLOOR = 0.05
 SCALE_BOUNDS = (0.005, 0.5)  # the soft-L1 scale c is kept in [0.5%, 50%]
+MAX_LISTED = 1000  # outlier rows listed in to_dict() / the profile (all are counted)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ class Calibration:
             "max_rel_error": self.max_rel_error,
             "heldout": self.heldout,
             "intervals": self.intervals,
-            "outlier_rows": [o["row"] for o in self.outliers],
+            "n_outliers": len(self.outliers),
+            "outlier_rows": [o["row"] for o in self.outliers[:MAX_LISTED]],
         }
         if source is not None:
             provenance["measurements"] = str(source)
@@ -123,7 +125,8 @@ class Calibration:
             "rms_rel_error": self.rms_rel_error,
             "heldout": self.heldout,
             "intervals": self.intervals,
-            "outliers": list(self.outliers),
+            "n_outliers": len(self.outliers),
+            "outliers": list(self.outliers[:MAX_LISTED]),  # the first MAX_LISTED
         }
 
 
