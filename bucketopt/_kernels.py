@@ -23,7 +23,7 @@ def _edge_cost(edges, prefix_count, prefix_tokens, i, j):
 
 @njit(cache=True)
 def edge_layers(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax):
-    """Exact DP for edge padding, one divide-and-conquer pass per bucket count.
+    """Exact DP for edge padding: O(g) per bucket count without share constraints.
 
     ``edges[j]`` (j = 1..g) is the candidate edge closing group j; ``prefix_count`` and
     ``prefix_tokens`` are prefix sums over groups (index 0 is the empty prefix). A bucket
@@ -32,8 +32,133 @@ def edge_layers(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax):
     best cover of groups 1..j by at most k buckets (smallest such start; -1 if none), and
     ``best[k-1]`` = that optimum for j = g (>= INF when infeasible).
 
-    The cost is Monge and the windows are monotone, so the smallest argmin is nondecreasing in j
-    and each layer costs O(g log g) instead of O(g^2).
+    Without share constraints (every start 0..j-1 allowed) each layer is a monotone convex-hull
+    pass (:func:`_edge_layers_hull`, O(g)); with them, or on inputs outside its exactness bounds,
+    a divide-and-conquer pass over the monotone argmin (:func:`_edge_layers_dc`, O(g log g)).
+    Both return exactly what the textbook DP returns.
+    """
+    if _hull_applies(edges, prefix_count, prefix_tokens, win_lo, win_hi):
+        return _edge_layers_hull(edges, prefix_count, prefix_tokens, kmax)
+    return _edge_layers_dc(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax)
+
+
+_HULL_LIMIT = float(2**57)
+
+
+@njit(cache=True)
+def _hull_applies(edges, prefix_count, prefix_tokens, win_lo, win_hi):
+    # The hull pass needs: no share window (win_lo[j] == 0, win_hi[j] >= j-1), nondecreasing
+    # edges and counts, every group's tokens within its edge (so every cost is >= 0), and
+    # edges[g] * n and the token total below 2**58, so every value it forms fits in int64.
+    g = edges.size - 1
+    if g < 1 or prefix_count[0] != 0 or prefix_tokens[0] != 0 or edges[1] < 0:
+        return False
+    if float(edges[g]) * float(prefix_count[g]) >= _HULL_LIMIT:
+        return False
+    if float(prefix_tokens[g]) >= _HULL_LIMIT:
+        return False
+    for j in range(1, g + 1):
+        if win_lo[j] != 0 or win_hi[j] < j - 1:
+            return False
+        dc = prefix_count[j] - prefix_count[j - 1]
+        dt = prefix_tokens[j] - prefix_tokens[j - 1]
+        if dc < 0 or dt < 0 or dt > edges[j] * dc:
+            return False
+        if j > 1 and edges[j] < edges[j - 1]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _edge_layers_hull(edges, prefix_count, prefix_tokens, kmax):
+    """Layers of the edge DP by a monotone convex-hull trick, O(g) each (no share windows).
+
+    prev[i] + cost(i, j) = (prev[i] + pt[i] - pc[i] * x) + (x * pc[j] - pt[j]) with x = edges[j]:
+    a lower envelope of lines with slopes -pc[i] (added in order, nonincreasing) queried at
+    nondecreasing integer x. Each kept line stores the first integer x where it is strictly below
+    the line kept before it (floor division, exact in int64; clamped to [0, edges[g] + 1], which
+    changes no answer at a query). A line whose stretch of such x is empty is dropped; on equal
+    slopes the smaller intercept stays (the earlier on a tie); the query pointer moves only on a
+    strict improvement. So the earliest kept line wins every tie, and a dropped line ties the
+    envelope only where an earlier kept line does: the smallest best start, exactly as the
+    textbook DP. Needs :func:`_hull_applies` (every value below 2**59).
+    """
+    g = edges.size - 1
+    opt = np.empty((kmax, g + 1), dtype=np.int32)
+    best = np.empty(kmax, dtype=np.int64)
+    prev = np.empty(g + 1, dtype=np.int64)
+    cur = np.empty(g + 1, dtype=np.int64)
+    if kmax < 1:
+        return opt, best
+    # layer 1: one bucket (0, j]; every other start is unreachable
+    for j in range(g + 1):
+        prev[j] = edges[j] * prefix_count[j] - prefix_tokens[j]
+        opt[0, j] = 0
+    prev[0] = 0
+    opt[0, 0] = -1
+    best[0] = prev[g]
+    hs = np.empty(g + 1, dtype=np.int64)  # slope magnitudes pc[i] of the kept lines
+    hb = np.empty(g + 1, dtype=np.int64)  # intercepts prev[i] + pt[i]
+    ht = np.empty(g + 1, dtype=np.int64)  # first x where the line beats the one kept before it
+    hi_ = np.empty(g + 1, dtype=np.int32)  # start index i of the line
+    top = edges[g] + 1
+    for k in range(1, kmax):
+        cur[0] = 0
+        opt[k, 0] = -1
+        hs[0] = 0
+        hb[0] = 0
+        ht[0] = 0
+        hi_[0] = 0
+        n = 1
+        p = 0
+        for j in range(1, g + 1):
+            i = j - 1
+            if i > 0:
+                s = prefix_count[i]
+                b = prev[i] + prefix_tokens[i]
+                while True:
+                    ds = s - hs[n - 1]
+                    db = b - hb[n - 1]
+                    if ds == 0:
+                        if db >= 0:
+                            break  # never strictly below the kept line of equal slope
+                        if n - 1 > p:
+                            n -= 1
+                            continue
+                        hs[p] = s  # replaces the pointer's line: strictly below it everywhere
+                        hb[p] = b
+                        hi_[p] = i
+                        break
+                    # b - s x < hb - hs x  <=>  x > db / ds
+                    if n - 1 > p and db < ht[n - 1] * ds:
+                        n -= 1  # its first winning x is not before the new line's: drop it
+                        continue
+                    t = db // ds + 1
+                    if t < 0:
+                        t = 0
+                    elif t > top:
+                        t = top
+                    hs[n] = s
+                    hb[n] = b
+                    ht[n] = t
+                    hi_[n] = i
+                    n += 1
+                    break
+            x = edges[j]
+            while p + 1 < n and ht[p + 1] <= x:
+                p += 1
+            cur[j] = hb[p] - hs[p] * x + x * prefix_count[j] - prefix_tokens[j]
+            opt[k, j] = hi_[p]
+        best[k] = cur[g]
+        prev, cur = cur, prev
+    return opt, best
+
+
+@njit(cache=True)
+def _edge_layers_dc(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax):
+    """Edge DP layers by divide and conquer, O(g log g) each; any share windows.
+
+    The cost is Monge and the windows are monotone, so the smallest argmin is nondecreasing in j.
     """
     g = edges.size - 1
     opt = np.full((kmax, g + 1), -1, dtype=np.int32)
