@@ -97,18 +97,17 @@ def _edge_layers_hull(edges, prefix_count, prefix_tokens, kmax):
     prev[0] = 0
     opt[0, 0] = -1
     best[0] = prev[g]
-    hs = np.empty(g + 1, dtype=np.int64)  # slope magnitudes pc[i] of the kept lines
-    hb = np.empty(g + 1, dtype=np.int64)  # intercepts prev[i] + pt[i]
-    ht = np.empty(g + 1, dtype=np.int64)  # first x where the line beats the one kept before it
-    hi_ = np.empty(g + 1, dtype=np.int32)  # start index i of the line
+    # the kept lines, one row each: slope magnitude pc[i], intercept prev[i] + pt[i], first x
+    # where the line is strictly below the one kept before it, and the start index i
+    h = np.empty((g + 1, 4), dtype=np.int64)
     top = edges[g] + 1
     for k in range(1, kmax):
         cur[0] = 0
         opt[k, 0] = -1
-        hs[0] = 0
-        hb[0] = 0
-        ht[0] = 0
-        hi_[0] = 0
+        h[0, 0] = 0
+        h[0, 1] = 0
+        h[0, 2] = 0
+        h[0, 3] = 0
         n = 1
         p = 0
         for j in range(1, g + 1):
@@ -117,20 +116,20 @@ def _edge_layers_hull(edges, prefix_count, prefix_tokens, kmax):
                 s = prefix_count[i]
                 b = prev[i] + prefix_tokens[i]
                 while True:
-                    ds = s - hs[n - 1]
-                    db = b - hb[n - 1]
+                    ds = s - h[n - 1, 0]
+                    db = b - h[n - 1, 1]
                     if ds == 0:
                         if db >= 0:
                             break  # never strictly below the kept line of equal slope
                         if n - 1 > p:
                             n -= 1
                             continue
-                        hs[p] = s  # replaces the pointer's line: strictly below it everywhere
-                        hb[p] = b
-                        hi_[p] = i
+                        h[p, 0] = s  # replaces the pointer's line: strictly below it everywhere
+                        h[p, 1] = b
+                        h[p, 3] = i
                         break
                     # b - s x < hb - hs x  <=>  x > db / ds
-                    if n - 1 > p and db < ht[n - 1] * ds:
+                    if n - 1 > p and db < h[n - 1, 2] * ds:
                         n -= 1  # its first winning x is not before the new line's: drop it
                         continue
                     t = db // ds + 1
@@ -138,17 +137,17 @@ def _edge_layers_hull(edges, prefix_count, prefix_tokens, kmax):
                         t = 0
                     elif t > top:
                         t = top
-                    hs[n] = s
-                    hb[n] = b
-                    ht[n] = t
-                    hi_[n] = i
+                    h[n, 0] = s
+                    h[n, 1] = b
+                    h[n, 2] = t
+                    h[n, 3] = i
                     n += 1
                     break
             x = edges[j]
-            while p + 1 < n and ht[p + 1] <= x:
+            while p + 1 < n and h[p + 1, 2] <= x:
                 p += 1
-            cur[j] = hb[p] - hs[p] * x + x * prefix_count[j] - prefix_tokens[j]
-            opt[k, j] = hi_[p]
+            cur[j] = h[p, 1] - h[p, 0] * x + x * prefix_count[j] - prefix_tokens[j]
+            opt[k, j] = h[p, 3]
         best[k] = cur[g]
         prev, cur = cur, prev
     return opt, best
