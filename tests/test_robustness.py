@@ -290,6 +290,8 @@ def hostile_dir(tmp_path_factory):
         fh.write(b"\x93NUMPY\x01\x00v\x00" + header.ljust(117).encode() + b"\n" + bytes(64))
     (d / "counts.csv").write_text("length,count\n5,1000000000000000\n7,3\n")
     np.save(d / "lens.npy", np.random.default_rng(0).integers(1, 5000, size=200_000))
+    lines = np.random.default_rng(1).integers(1, 5000, size=3_000_000).tolist()
+    (d / "long.txt").write_text("\n".join(map(str, lines)) + "\nabc\n")  # bad at the very end
     return d
 
 
@@ -301,6 +303,7 @@ def hostile_dir(tmp_path_factory):
     (["inspect", "claims.npy"], "claims.npy"),
     (["compare", "--lens", "counts.csv", "-k", "2", "--token-budget", "100"], "counts.csv"),
     (["solve", "--lens", "lens.npy", "-k", "2", "--align", "1000000000000"], "--align"),
+    (["inspect", "long.txt"], "line 3000001"),  # 3M lines were 1 GB of Python objects
 ])
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
 def test_rejected_inputs_stay_small_and_quick(hostile_dir, argv, word):
