@@ -469,6 +469,26 @@ def _load_npy(path: Path) -> np.ndarray:
     return validate_lengths(arr, name=f"{path.name}")
 
 
+# An .npz member that inflates more than this many times, to more than NPZ_INFLATE_BYTES, is
+# refused before it is read: a few kilobytes of zeros must not become gigabytes (a zip bomb).
+NPZ_INFLATE_RATIO = 64
+NPZ_INFLATE_BYTES = 256 << 20
+
+
+def _check_inflation(path: Path, archive: zipfile.ZipFile, name: str) -> None:
+    try:
+        info = archive.getinfo(name if name.endswith(".npy") else f"{name}.npy")
+    except KeyError:
+        return
+    if (info.file_size > NPZ_INFLATE_BYTES
+            and info.file_size > NPZ_INFLATE_RATIO * max(info.compress_size, 1)):
+        raise BucketoptError(
+            f"{path.name}: array {name!r} inflates from {info.compress_size:,} to "
+            f"{info.file_size:,} bytes (over {NPZ_INFLATE_RATIO}x): refused as a zip bomb; save "
+            "it uncompressed (np.savez) or as .npy."
+        )
+
+
 def _npz_source(path: Path, column: str | None) -> Source:
     try:
         with np.load(path, allow_pickle=False) as archive:
@@ -489,6 +509,7 @@ def _npz_source(path: Path, column: str | None) -> Source:
                         "with column=/--column."
                     )
                 name, reason = preferred[0], "named like a length column"
+            _check_inflation(path, archive.zip, name)
             arr = archive[name]
     except BucketoptError:
         raise

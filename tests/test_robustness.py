@@ -7,10 +7,12 @@ with the meaning docs/robustness.md states. A few run as real subprocesses, wher
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -292,6 +294,14 @@ def hostile_dir(tmp_path_factory):
     np.save(d / "lens.npy", np.random.default_rng(0).integers(1, 5000, size=200_000))
     lines = np.random.default_rng(1).integers(1, 5000, size=3_000_000).tolist()
     (d / "long.txt").write_text("\n".join(map(str, lines)) + "\nabc\n")  # bad at the very end
+    header = io.BytesIO()  # a deflate bomb: 320 MB of zeros in a few hundred kB
+    np.lib.format.write_array_header_1_0(header, {"descr": "<i8", "fortran_order": False,
+                                                  "shape": (40_000_000,)})
+    with zipfile.ZipFile(d / "bomb.npz", "w", compression=zipfile.ZIP_DEFLATED) as archive, \
+            archive.open("lengths.npy", "w", force_zip64=True) as member:
+        member.write(header.getvalue())
+        for _ in range(320):
+            member.write(bytes(1_000_000))
     return d
 
 
@@ -304,6 +314,7 @@ def hostile_dir(tmp_path_factory):
     (["compare", "--lens", "counts.csv", "-k", "2", "--token-budget", "100"], "counts.csv"),
     (["solve", "--lens", "lens.npy", "-k", "2", "--align", "1000000000000"], "--align"),
     (["inspect", "long.txt"], "line 3000001"),  # 3M lines were 1 GB of Python objects
+    (["inspect", "bomb.npz"], "zip bomb"),
 ])
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
 def test_rejected_inputs_stay_small_and_quick(hostile_dir, argv, word):
