@@ -40,6 +40,9 @@ TOKEN_LIST_NAMES = ("input_ids", "token_ids", "tokens")
 EXPAND_LIMIT = 1 << 28
 
 _TABLE_FORMATS = ("parquet", "arrow")
+# A directory or glob of more files than this is refused (a glob like '/**' must not walk the
+# whole file system, nor a message list a million files).
+MAX_FILES = 100_000
 _GLOB_CHARS = set("*?[")
 
 
@@ -195,7 +198,15 @@ def open_source(source, *, column: str | None = None) -> Source:
     if kind == "other":
         raise BucketoptError(f"{short(text)} is not a regular file (a device or a pipe?).")
     if _GLOB_CHARS & set(text):
-        files = sorted(Path(p) for p in glob.glob(text, recursive=True) if _is_file(p))
+        files = []
+        for match in glob.iglob(text, recursive=True):
+            if _is_file(match):
+                files.append(Path(match))
+                if len(files) > MAX_FILES:
+                    raise BucketoptError(
+                        f"{short(text)} matches more than {MAX_FILES:,} files; point at the "
+                        "shards of one data set.")
+        files.sort()
         if not files:
             raise BucketoptError(f"no files match {short(text)}.")
         return _multi_source(files, text, column)
@@ -264,9 +275,13 @@ def _files_under(directory: Path) -> list[Path]:
     for root, dirs, names in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
         files.extend(Path(root) / n for n in sorted(names)
-                     if not n.startswith((".", "_")) and (Path(root) / n).is_file())
+                     if not n.startswith((".", "_")) and _is_file(Path(root) / n))
+        if len(files) > MAX_FILES:
+            raise BucketoptError(
+                f"{short(str(directory))} holds more than {MAX_FILES:,} files; point at the "
+                "shards of one data set.")
     if not files:
-        raise BucketoptError(f"{str(directory)!r} is an empty directory: no files to read.")
+        raise BucketoptError(f"{short(str(directory))} is an empty directory: no files to read.")
     return files
 
 
@@ -356,7 +371,9 @@ def choose_column(fields, column: str | None, label: str) -> Column:
     the table's only column. Anything else is an error that lists the candidates.
     """
     by_name = {name: (kind, type_, nested) for name, kind, type_, nested in fields}
-    listing = ", ".join(f"{name} ({type_})" for name, _, type_, _ in fields)
+    listing = ", ".join(f"{name} ({type_})" for name, _, type_, _ in fields[:20])
+    if len(fields) > 20:
+        listing += f" and {len(fields) - 20:,} more"
     hist = _histogram_layout(fields)
     if column is not None:
         if column not in by_name:
@@ -719,7 +736,8 @@ def _header(path: Path, lineno: int, first_row: list[str]) -> list[str] | None:
                 "holds column names only."
             )
     if len(set(first_row)) != len(first_row):
-        twice = next(h for h in first_row if first_row.count(h) > 1)
+        seen: set[str] = set()
+        twice = next(h for h in first_row if h in seen or seen.add(h))
         raise BucketoptError(f"{path.name}: the header names column {twice!r} twice.")
     return first_row
 

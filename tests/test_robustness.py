@@ -360,3 +360,31 @@ def test_rules_of_thumb_at_huge_k_are_exact_and_cheap(name):
     start = time.perf_counter()
     assert rule_of_thumb(name, rng.integers(1, 3000, size=400), 10**12)[-1] <= 3000
     assert time.perf_counter() - start < 5  # no 10**12 marks
+
+
+def test_globs_and_directories_of_too_many_files(tmp_path, monkeypatch):
+    from bucketopt import io as bio
+
+    monkeypatch.setattr(bio, "MAX_FILES", 5)
+    for i in range(7):
+        np.save(tmp_path / f"part-{i}.npy", np.arange(1, 4))
+    with pytest.raises(BucketoptError, match="matches more than 5 files"):
+        bucketopt.load_lengths(str(tmp_path / "*.npy"))
+    with pytest.raises(BucketoptError, match="holds more than 5 files"):
+        bucketopt.load_lengths(tmp_path)
+    monkeypatch.setattr(bio, "MAX_FILES", 100)
+    assert bucketopt.load_lengths(str(tmp_path / "*.npy")).size == 21
+
+
+def test_a_very_wide_header_is_quick_and_short(tmp_path):
+    path = tmp_path / "wide.csv"
+    names = [f"c{i}" for i in range(100_000)]
+    path.write_text(",".join(names) + "\n" + ",".join(["1"] * len(names)) + "\n")
+    start = time.perf_counter()
+    with pytest.raises(BucketoptError, match="and 99,980 more") as info:
+        bucketopt.load_lengths(path)
+    assert len(str(info.value)) < 1000
+    path.write_text(",".join(["a"] * 100_000) + "\n" + ",".join(["1"] * 100_000) + "\n")
+    with pytest.raises(BucketoptError, match="names column 'a' twice"):
+        bucketopt.load_lengths(path)
+    assert time.perf_counter() - start < 10  # no quadratic scan of the header
