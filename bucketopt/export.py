@@ -97,7 +97,16 @@ def sampler_kwargs(config) -> dict:
     if not isinstance(config, dict) or config.get("format") != SAMPLER_FORMAT:
         raise BucketoptError(
             f"not a bucketopt sampler config (expected format {SAMPLER_FORMAT!r}).")
-    return {"boundaries": tuple(config["boundaries"]), "token_budget": config["token_budget"]}
+    edges, budget = config.get("boundaries"), config.get("token_budget")
+    if (not isinstance(edges, list) or not edges
+            or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in edges)
+            or any(a >= b for a, b in zip(edges, edges[1:]))):
+        raise BucketoptError("sampler config: `boundaries` must be a list of strictly increasing "
+                             f"integers >= 1; got {str(edges)[:80]}.")
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+        raise BucketoptError(
+            f"sampler config: `token_budget` must be an integer >= 1; got {str(budget)[:40]}.")
+    return {"boundaries": tuple(edges), "token_budget": budget}
 
 
 def installed_lhotse_version() -> str | None:

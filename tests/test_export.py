@@ -179,6 +179,12 @@ def test_bad_inputs_are_clear_errors(tmp_path):
     bad.write_text("[" * 100_000 + "]" * 100_000)  # nesting deeper than the recursion limit
     with pytest.raises(BucketoptError, match="not valid JSON"):
         sampler_kwargs(bad)
+    for cfg, word in (({}, "boundaries"), ({"boundaries": 5}, "boundaries"),
+                      ({"boundaries": [5, 3], "token_budget": 9}, "strictly increasing"),
+                      ({"boundaries": [3, 5]}, "token_budget"),
+                      ({"boundaries": [3, 5], "token_budget": "9"}, "token_budget")):
+        with pytest.raises(BucketoptError, match=word):
+            sampler_kwargs({"format": "bucketopt.sampler/1", **cfg})
 
 
 def test_cli_export_matches_python(tmp_path, capsys):
