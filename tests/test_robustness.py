@@ -161,7 +161,8 @@ def test_dangling_symlink_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("argv", [["solve", "--lens", "", "-k", "2"], ["inspect", ""],
-                                  ["solve", "--lens", "  ", "-k", "2"]])
+                                  ["solve", "--lens", "  ", "-k", "2"],
+                                  ["inspect", "x.npy", "--column", ""]])
 def test_empty_lens_does_not_read_the_current_directory(capsys, argv):
     one_line(capsys, argv, "empty")
 

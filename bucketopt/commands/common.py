@@ -99,10 +99,12 @@ def check_args(args) -> None:
         raise BucketoptError(message)
 
     for flag, attr in (("--lens", "lens"), ("PATH", "path"), ("--measurements", "measurements"),
-                       ("--output", "output"), ("--plot", "plot")):  # given, yet empty
+                       ("--output", "output"), ("--plot", "plot"),
+                       ("--column", "column")):  # given, yet empty
         value = getattr(args, attr, None)
         if value is not None and not str(value).strip():
-            bad(f"{flag} is empty: give a file path.")
+            bad(f"{flag} is empty: give a "
+                f"{'column name' if flag == '--column' else 'file path'}.")
     k = getattr(args, "k", None)
     if isinstance(k, int) and k < 1:
         bad(f"-k must be an integer >= 1; got {k}.")
