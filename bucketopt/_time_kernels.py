@@ -247,6 +247,39 @@ def bucket_time(values, pcv, pq1, pq2, lo, hi, edge, token_budget, alpha, beta, 
 
 
 @njit(cache=True)
+def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, weight, slack):
+    """:func:`walk_moments`, stopping early once ``weight[0] * E[M] + weight[1] * E[M^2]`` is
+    proven to exceed ``slack``; returns (E[M], E[M^2], exact) with lower bounds when not exact."""
+    base = pcv[lo]
+    n = pcv[hi] - base
+    top = float(values[hi - 1])
+    norm = _log_falling(lf_hi, lf_lo, n, draws)
+    bottom = float(values[lo])
+    s1 = 0.0
+    s2 = 0.0
+    steps = 0
+    for t in range(hi - 2, lo - 1, -1):
+        a = pcv[t + 1] - base
+        if a < draws:
+            break
+        p = np.exp(_log_falling(lf_hi, lf_lo, a, draws) - norm)
+        v = float(values[t])
+        nxt = float(values[t + 1])
+        s1 += (nxt - v) * p
+        s2 += (nxt * nxt - v * v) * p
+        r1 = (v - bottom) * p
+        r2 = (v * v - bottom * bottom) * p
+        if r1 <= 1e-16 * top and r2 <= 1e-16 * top * top:
+            break
+        steps += 1
+        if steps >= 8:
+            steps = 0
+            if weight[0] * (top - s1 - r1) + weight[1] * (top * top - s2 - r2) > slack:
+                return top - s1 - r1, top * top - s2 - r2, False
+    return top - s1, top * top - s2, True
+
+
+@njit(cache=True)
 def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, kmax,
                        token_budget, alpha, beta, gamma, world, pad_code, lf_hi, lf_lo, s0):
     """Exact DP over every pair of candidate edges for the expected epoch time.
@@ -259,10 +292,12 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
 
     The DP pushes from every start i, in increasing order (the cover of 1..i is final by then),
     to every end j > i, so the bucket (i, j] grows one length at a time and its order-statistic
-    sums for every draw count S <= s0 are updated in O(s0): sum_v gap_v C(a_v, S) with C(a, S)
-    from the recurrence C(a, S) = C(a, S-1) (a - S + 1) / S. Larger draw counts are walked
-    (:func:`walk_moments`) only for the pairs that a proven lower bound does not rule out (E[M]
-    never decreases with the draw count, so the moments at s0 bound those above).
+    sums are updated as it grows: for every draw count S <= s0, sum_v gap_v C(a_v, S) with
+    C(a, S) from the recurrence C(a, S) = C(a, S-1) (a - S + 1) / S; for a ladder of larger
+    draw counts (s0 * 2^t), the normalised sums, each multiplied by C(N, S) / C(N', S) as the
+    bucket grows from N to N' samples. A step whose draw count is on neither is bounded below by
+    the largest kept count under it (E[M] never decreases with the draw count) and walked
+    (:func:`walk_moments_capped`) only when that bound does not rule the pair out.
     """
     g = edges.size - 1
     inf = np.inf
@@ -275,13 +310,25 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
     inv = np.zeros(s0 + 1)
     for s in range(1, s0 + 1):
         inv[s] = 1.0 / s
+    n_total = pcv[pcv.size - 1]
+    rungs = 0
+    while rungs < 40 and s0 * 2 ** (rungs + 1) <= n_total:
+        rungs += 1
+    rung_s = np.zeros(max(rungs, 1), dtype=np.int64)
+    for t in range(rungs):
+        rung_s[t] = s0 * 2 ** (t + 1)
+    r1 = np.zeros(max(rungs, 1))
+    r2 = np.zeros(max(rungs, 1))
     typ_w = np.empty(MAX_STEP_TYPES, dtype=np.int64)
     typ_rows = np.empty(MAX_STEP_TYPES, dtype=np.int64)
     typ_mult = np.empty(MAX_STEP_TYPES, dtype=np.int64)
+    typ_lb = np.empty(MAX_STEP_TYPES)
+    typ_exact = np.empty(MAX_STEP_TYPES, dtype=np.bool_)
     cls_s = np.zeros(2 * MAX_STEP_TYPES, dtype=np.int64)
     cls_c = np.zeros(2 * MAX_STEP_TYPES, dtype=np.int64)
     heap_s = np.zeros(2 * MAX_STEP_TYPES, dtype=np.int64)
     heap_c = np.zeros(2 * MAX_STEP_TYPES, dtype=np.int64)
+    weight = np.empty(2)
     room = np.empty(kmax + 1)
     sizes = token_budget // np.maximum(edges, 1)
     for i in range(g):
@@ -291,6 +338,12 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
         base = pcv[lo]
         u1[:] = 0.0
         u2[:] = 0.0
+        r1[:] = 0.0
+        r2[:] = 0.0
+        run_ok = False  # exact normalised sums for the full steps' draw count of this run
+        run_s = 0
+        run1 = 0.0
+        run2 = 0.0
         a = 0
         prev_x = 0.0
         for j in range(i + 1, g + 1):
@@ -299,22 +352,43 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
             edge = edges[j]
             size_full = sizes[j]
             smax = min(s0, world * size_full)
+            if run_ok and run_s != world * size_full:
+                run_ok = False  # the batch size changed: a new run
             # grow the bucket by the lengths of group j
             if pad_code == 1:
                 for v in range(group_end[j - 1], group_end[j]):
                     x = float(values[v])
+                    c = pcv[v + 1] - pcv[v]
                     if a > 0:
                         g1 = x - prev_x
                         g2 = x * x - prev_x * prev_x
                         for s in range(1, smax + 1):
                             u1[s] += g1 * tc[s]
                             u2[s] += g2 * tc[s]
-                    a += pcv[v + 1] - pcv[v]
-                    t = 1.0
+                        for t in range(rungs):
+                            rs = rung_s[t]
+                            if rs > world * size_full:
+                                break
+                            if a >= rs:
+                                rho = np.exp(_log_falling(lf_hi, lf_lo, a, rs)
+                                             - _log_falling(lf_hi, lf_lo, a + c, rs))
+                                r1[t] = (r1[t] + g1) * rho
+                                r2[t] = (r2[t] + g2) * rho
+                        if run_ok:
+                            if a >= run_s:
+                                rho = np.exp(_log_falling(lf_hi, lf_lo, a, run_s)
+                                             - _log_falling(lf_hi, lf_lo, a + c, run_s))
+                                run1 = (run1 + g1) * rho
+                                run2 = (run2 + g2) * rho
+                            else:
+                                run1 = 0.0
+                                run2 = 0.0
+                    a += c
+                    t_c = 1.0
                     af = float(a)
                     for s in range(1, smax + 1):
-                        t = t * (af - s + 1.0) * inv[s]
-                        tc[s] = t
+                        t_c = t_c * (af - s + 1.0) * inv[s]
+                        tc[s] = t_c
                     prev_x = x
             else:
                 a = pcv[group_end[j]] - base
@@ -338,32 +412,47 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
                                   heap_s, heap_c)
             hi = group_end[j]
             e = float(edge)
-            # lower bound (exact when every step's draw count is at most smax)
+            # lower bound of every step type (exact where the draw count is kept)
             lower = 0.0
             exact = True
             for t in range(nt):
                 rows = typ_rows[t]
+                typ_exact[t] = True
                 if pad_code == 0:
                     m1 = e
                     m2 = e * e
-                elif rows == 1:
-                    m1 = (pq1[hi] - pq1[lo]) / n
-                    m2 = (pq2[hi] - pq2[lo]) / n
                 elif rows >= n:
                     m1 = top
                     m2 = top * top
+                elif rows == 1:
+                    m1 = (pq1[hi] - pq1[lo]) / n
+                    m2 = (pq2[hi] - pq2[lo]) / n
+                elif rows <= smax:
+                    m1 = top - u1[rows] / tc[rows]
+                    m2 = top * top - u2[rows] / tc[rows]
+                elif run_ok and rows == run_s:
+                    m1 = top - run1
+                    m2 = top * top - run2
                 else:
-                    s = rows
-                    if s > smax:
-                        s = smax
+                    # the largest kept draw count at or below `rows`
+                    m1 = top - u1[smax] / tc[smax]
+                    m2 = top * top - u2[smax] / tc[smax]
+                    hit = False
+                    for rr in range(rungs):
+                        rs = rung_s[rr]
+                        if rs > rows:
+                            break
+                        m1 = top - r1[rr]
+                        m2 = top * top - r2[rr]
+                        hit = rs == rows
+                    if not hit:
+                        typ_exact[t] = False
                         exact = False
-                    if s == 1:
-                        m1 = (pq1[hi] - pq1[lo]) / n
-                        m2 = (pq2[hi] - pq2[lo]) / n
-                    else:
-                        m1 = top - u1[s] / tc[s]
-                        m2 = top * top - u2[s] / tc[s]
-                lower += typ_mult[t] * (alpha + typ_w[t] * (beta * m1 + gamma * m2))
+                    if smax == 1:
+                        m1 = max(m1, (pq1[hi] - pq1[lo]) / n)
+                        m2 = max(m2, (pq2[hi] - pq2[lo]) / n)
+                typ_lb[t] = typ_mult[t] * (alpha + typ_w[t] * (beta * m1 + gamma * m2))
+                lower += typ_lb[t]
             best_room = -inf
             for k in range(1, kmax + 1):
                 room[k] = F[j, k] - F[i, k - 1]
@@ -373,18 +462,27 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
                 continue
             cost = lower
             if not exact:
-                cost = 0.0
                 for t in range(nt):
-                    rows = typ_rows[t]
-                    if rows == 1:
-                        m1 = (pq1[hi] - pq1[lo]) / n
-                        m2 = (pq2[hi] - pq2[lo]) / n
-                    elif rows <= smax:
-                        m1 = top - u1[rows] / tc[rows]
-                        m2 = top * top - u2[rows] / tc[rows]
-                    else:
-                        m1, m2 = walk_moments(values, pcv, lo, hi, rows, lf_hi, lf_lo)
-                    cost += typ_mult[t] * (alpha + typ_w[t] * (beta * m1 + gamma * m2))
+                    if typ_exact[t]:
+                        continue
+                    wm = typ_mult[t] * typ_w[t]
+                    weight[0] = wm * beta
+                    weight[1] = wm * gamma
+                    slack = best_room - (cost - typ_lb[t]) - typ_mult[t] * alpha
+                    m1, m2, done = walk_moments_capped(values, pcv, lo, hi, typ_rows[t],
+                                                       lf_hi, lf_lo, weight, slack)
+                    if done and typ_rows[t] == world * size_full:
+                        # start this run's exact sums: later ends of the run update them
+                        run_ok = True
+                        run_s = typ_rows[t]
+                        run1 = top - m1
+                        run2 = top * top - m2
+                    cost += typ_mult[t] * (alpha + typ_w[t] * (beta * m1 + gamma * m2)) \
+                        - typ_lb[t]
+                    if not done:
+                        break  # proven too costly: cost is a lower bound above best_room
+                if not cost < best_room:
+                    continue
             for k in range(1, kmax + 1):
                 v = F[i, k - 1] + cost
                 if v < F[j, k]:

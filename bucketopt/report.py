@@ -24,7 +24,8 @@ def table(headers, rows, align=None) -> str:
 
 
 def solution_table(sol: Solution) -> str:
-    headers = ["bucket", "samples", "share", "tokens", "batch size", "padded tokens", "padding"]
+    headers = ["bucket", "samples", "share", "tokens", "batch size", "fill", "padded tokens",
+               "padding"]
     rows = []
     lo = 0
     for i, edge in enumerate(sol.boundaries):
@@ -37,11 +38,12 @@ def solution_table(sol: Solution) -> str:
             f"{sol.shares[i] * 100:.1f}%",
             _fmt_int(real),
             "-" if sol.batch_sizes is None else _fmt_int(sol.batch_sizes[i]),
+            f"{sol.fill[i] * 100:.0f}%" if sol.fill else "-",
             _fmt_int(padded),
             f"{frac * 100:.1f}%",
         ])
         lo = edge
-    rows.append(["total", _fmt_int(sol.n_samples), "100.0%", _fmt_int(sol.real_tokens), "",
+    rows.append(["total", _fmt_int(sol.n_samples), "100.0%", _fmt_int(sol.real_tokens), "", "",
                  _fmt_int(sol.padded_tokens), f"{sol.padding_fraction * 100:.2f}%"])
     kind = "expected dynamic padding" if sol.pad == "batch" else "edge padding"
     head = f"{len(sol.boundaries)} bucket(s), {kind}"
@@ -51,11 +53,20 @@ def solution_table(sol: Solution) -> str:
         head += f", token budget {sol.token_budget:,}"
     lines = [head, table(headers, rows)]
     lines.append("boundaries (inclusive upper edges): " + ", ".join(map(str, sol.boundaries)))
+    if sol.fill:
+        lines.append("fill: expected padded tokens of each bucket's largest batch over the "
+                     "token budget")
     if sol.ktok_per_s is not None:
+        rate = sol.extra.get("ktok_per_s_interval")
+        eta = sol.extra.get("eta_days_interval")
         lines.append(f"predicted throughput: {sol.ktok_per_s:.1f} Ktok/s"
-                     + ("" if sol.eta_days is None else f", ETA {sol.eta_days:.2f} days"))
+                     + (f" [{rate[0]:.1f}, {rate[1]:.1f}]" if rate else "")
+                     + ("" if sol.eta_days is None else f", ETA {sol.eta_days:.2f} days")
+                     + (f" [{eta[0]:.2f}, {eta[1]:.2f}]" if eta else ""))
         if "profile" in sol.extra:
             x = sol.extra
+            order = ("one bucket per micro-step on every rank" if x.get("sync_buckets") is True
+                     else "batches in random order")
             lines.append(f"(profile {x['profile']}, {x['world_size']} GPU(s), {x['epochs']} "
-                         "epoch(s), each step waits for the slowest rank)")
+                         f"epoch(s), {order}, each step waits for the slowest rank)")
     return "\n".join(lines)

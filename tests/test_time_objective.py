@@ -92,3 +92,58 @@ def test_analytic_synced_time_matches_the_real_sampler(world):
                                            world_size=world)
     seconds = [time_epoch(sampler.epoch_view(e, pad="batch"), model).seconds for e in range(8)]
     assert np.mean(seconds) == pytest.approx(sol.extra["epoch_hours"] * 3600, rel=0.01)
+
+
+def _textbook_time_dp(arrays, groups, token_budget, model, world, kmax):
+    """The O(k g^2) DP with every bucket's cost from its own walks (``bucket_time``)."""
+    from bucketopt._time_kernels import bucket_time
+
+    g = groups.g
+    end = np.r_[0, groups.first_value[1:], groups.hist.m]
+    cost = np.full((g + 1, g + 1), np.inf)
+    for i in range(g):
+        for j in range(i + 1, g + 1):
+            cost[i, j] = bucket_time(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2,
+                                     int(end[i]), int(end[j]), int(groups.edges[j]),
+                                     token_budget, model.alpha, model.beta, model.gamma, world,
+                                     arrays.pad_code, arrays.lf_hi, arrays.lf_lo)
+    best = np.full(g + 1, np.inf)
+    best[0] = 0.0
+    out = []
+    for _ in range(kmax):
+        new = best.copy()
+        for j in range(1, g + 1):
+            new[j] = min(best[i] + cost[i, j] for i in range(j))
+        best = np.minimum(best, new)
+        out.append(best[g])
+    return np.array(out)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10_000), st.sampled_from([1, 3, 8]), st.sampled_from([2, 5, 64]),
+       st.sampled_from([1, 7]))
+def test_running_sums_equal_independent_walks(seed, world, s0, align):
+    # Large draw counts (batch sizes far above s0, the ladder and the per-run sums) against the
+    # textbook DP whose every bucket is walked on its own.
+    from bucketopt._time_kernels import time_layers_kernel
+    from bucketopt.synced import TimeArrays
+
+    rng = np.random.default_rng(seed)
+    values = np.unique(rng.integers(1, 400, size=int(rng.integers(2, 30))))
+    counts = rng.integers(1, 60, size=values.size)
+    hist = Histogram(values, counts)
+    budget = int(rng.choice([400, 2_000, 20_000]))
+    model = CostModel(float(rng.uniform(0, 1)), float(rng.uniform(0, 1e-2)),
+                      float(rng.uniform(0, 1e-4)), world_size=world)
+    groups = make_groups(hist, align)
+    if groups.edges[-1] > budget:
+        return
+    lo, hi = share_windows(groups, 0.0, 1.0)
+    arrays = TimeArrays(hist, "batch")
+    end = np.r_[0, groups.first_value[1:], hist.m].astype(np.int64)
+    kmax = 4
+    _, best = time_layers_kernel(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, end,
+                                 groups.edges, lo, hi, kmax, budget, model.alpha, model.beta,
+                                 model.gamma, world, 1, arrays.lf_hi, arrays.lf_lo, s0)
+    want = _textbook_time_dp(arrays, groups, budget, model, world, kmax)
+    np.testing.assert_allclose(best[:want.size], want, rtol=1e-9)

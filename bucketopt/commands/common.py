@@ -28,7 +28,17 @@ def add_solver_args(parser, *, k_required: bool = True) -> None:
                         help="most padded tokens per micro-batch (gives batch sizes)")
     parser.add_argument("--pad", choices=("edge", "batch"), default="edge",
                         help="edge: pad to the bucket edge; batch: pad to each batch's longest")
-    parser.add_argument("--objective", choices=("padding", "time"), default="padding")
+    parser.add_argument("--objective", choices=("padding", "time"), default=None,
+                        help="what to minimise (default: time with --profile, else padding)")
+    parser.add_argument("--min-fill", type=_float, default=0.0, metavar="F",
+                        help="padding objective: every bucket's batch holds at least F x the "
+                             "token budget (default 0)")
+    parser.add_argument("--max-length", type=_count, default=None, metavar="N",
+                        help="longest sample kept as it is (longer ones: --overflow)")
+    parser.add_argument("--overflow", choices=("truncate", "drop", "split"),
+                        default="truncate",
+                        help="samples over --max-length: cut to N, left out, or split into "
+                             "chunks of N (default truncate)")
     parser.add_argument("--min-share", type=_float, default=0.0, metavar="F",
                         help="least fraction of samples per bucket")
     parser.add_argument("--max-share", type=_float, default=1.0, metavar="F",

@@ -69,7 +69,7 @@ def run(args) -> int:
     lengths, _source = read_lengths(args)
     kwargs = solver_kwargs(args)
     if args.boundaries is not None:
-        for key in ("objective", "min_share", "max_share", "align"):
+        for key in ("objective", "min_share", "max_share", "align", "min_fill"):
             kwargs.pop(key)
         solution = evaluate(lengths, parse_boundaries(args.boundaries), **kwargs)
     else:

@@ -8,6 +8,7 @@ from .common import (
     add_solver_args,
     check_plot_path,
     finish,
+    note,
     read_lengths,
 )
 
@@ -28,7 +29,8 @@ def solver_kwargs(args) -> dict:
     """The solve()/sweep() keyword arguments given on the command line."""
     kwargs = dict(token_budget=args.token_budget, pad=args.pad, objective=args.objective,
                   min_share=args.min_share, max_share=args.max_share, align=args.align,
-                  profile=args.profile, epochs=args.epochs)
+                  profile=args.profile, epochs=args.epochs or 1, min_fill=args.min_fill,
+                  max_length=args.max_length, overflow=args.overflow)
     # Without --gpus the profile's world size applies (world_size=None).
     kwargs["world_size"] = args.gpus
     return kwargs
@@ -41,6 +43,8 @@ def run(args) -> int:
     check_plot_path(args)
     lengths, source = read_lengths(args)
     solution = solve(lengths, args.k, **solver_kwargs(args))
+    for warning in solution.warnings:
+        note(args, "note: " + warning)
 
     def figure():
         from ..plots import plot_histogram
