@@ -12,9 +12,9 @@ Run from the repository root::
     python docs/regen.py --check    # exit 1 and name the sections that differ
     python docs/regen.py --fast     # only the sections that take a few seconds
 
-tests/test_docs.py runs the fast check in the test suite (so those outputs cannot drift) and
-asserts that every marker in the docs names a generator here. Generators marked ``slow`` (a
-minute or more of solving) run only here; docs/robustness.md lists which those are.
+tests/test_docs.py runs the whole check in the test suite (so these outputs cannot drift) and
+asserts that every marker in the docs names a generator here. Generators marked ``slow`` solve
+for several seconds; ``--fast`` skips them while editing.
 """
 
 from __future__ import annotations
