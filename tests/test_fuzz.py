@@ -11,10 +11,12 @@ docs/robustness.md lists the input classes covered.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import tempfile
 import tracemalloc
@@ -182,6 +184,7 @@ def test_fuzzed_measurement_csv(tmp_path_factory, capsys, data):
 # --- argument vectors ----------------------------------------------------------------------------
 
 _WORK = Path(tempfile.mkdtemp(prefix="bucketopt-fuzz-"))
+atexit.register(shutil.rmtree, _WORK, ignore_errors=True)
 np.save(_WORK / "lens.npy", np.random.default_rng(3).integers(1, 3000, size=400))
 (_WORK / "m.csv").write_text("batch_size,padded_len,seconds\n" + "\n".join(
     f"{s},{p},{1e-3 + 1e-7 * s * p + 1e-11 * s * p * p}"
