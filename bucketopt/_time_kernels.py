@@ -331,163 +331,194 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
     weight = np.empty(2)
     room = np.empty(kmax + 1)
     sizes = token_budget // np.maximum(edges, 1)
-    for i in range(g):
-        if F[i, kmax - 1] == inf:
-            continue  # no cover of groups 1..i with fewer than kmax buckets
-        lo = group_end[i]
-        base = pcv[lo]
-        u1[:] = 0.0
-        u2[:] = 0.0
-        r1[:] = 0.0
-        r2[:] = 0.0
-        run_ok = False  # exact normalised sums for the full steps' draw count of this run
-        run_s = 0
-        run1 = 0.0
-        run2 = 0.0
-        a = 0
-        prev_x = 0.0
-        for j in range(i + 1, g + 1):
-            if win_lo[j] > i:
-                break  # the windows only move right: no later end accepts start i
-            edge = edges[j]
-            size_full = sizes[j]
-            smax = min(s0, world * size_full)
-            if run_ok and run_s != world * size_full:
-                run_ok = False  # the batch size changed: a new run
-            # grow the bucket by the lengths of group j
-            if pad_code == 1:
-                for v in range(group_end[j - 1], group_end[j]):
-                    x = float(values[v])
-                    c = pcv[v + 1] - pcv[v]
-                    if a > 0:
-                        g1 = x - prev_x
-                        g2 = x * x - prev_x * prev_x
+    # Phase 0 bounds every optimum from above before the exact DP runs: covers whose inner
+    # boundaries lie on every stride-th group, each bucket costed with the moments of a larger
+    # kept draw count (E[M] never decreases with the draw count) or of the top length. The
+    # exact phase then skips a pair as soon as its lower bound exceeds that bound.
+    P = np.full((g + 1, kmax + 1), inf)
+    P[0, :] = 0.0
+    stride = max(1, g // 256)
+    for phase in range(2):
+        upper = phase == 0
+        for i in range(g):
+            if upper and i % stride != 0:
+                continue
+            if (P[i, kmax - 1] if upper else F[i, kmax - 1]) == inf:
+                continue  # no cover of groups 1..i with fewer than kmax buckets
+            lo = group_end[i]
+            base = pcv[lo]
+            u1[:] = 0.0
+            u2[:] = 0.0
+            r1[:] = 0.0
+            r2[:] = 0.0
+            run_ok = False  # exact normalised sums for the full steps' draw count of this run
+            run_s = 0
+            run1 = 0.0
+            run2 = 0.0
+            a = 0
+            prev_x = 0.0
+            for j in range(i + 1, g + 1):
+                if win_lo[j] > i:
+                    break  # the windows only move right: no later end accepts start i
+                edge = edges[j]
+                size_full = sizes[j]
+                smax = min(s0, world * size_full)
+                if run_ok and run_s != world * size_full:
+                    run_ok = False  # the batch size changed: a new run
+                # grow the bucket by the lengths of group j
+                if pad_code == 1:
+                    for v in range(group_end[j - 1], group_end[j]):
+                        x = float(values[v])
+                        c = pcv[v + 1] - pcv[v]
+                        if a > 0:
+                            g1 = x - prev_x
+                            g2 = x * x - prev_x * prev_x
+                            for s in range(1, smax + 1):
+                                u1[s] += g1 * tc[s]
+                                u2[s] += g2 * tc[s]
+                            for t in range(rungs):
+                                rs = rung_s[t]
+                                if rs > world * size_full:
+                                    break
+                                if a >= rs:
+                                    rho = np.exp(_log_falling(lf_hi, lf_lo, a, rs)
+                                                 - _log_falling(lf_hi, lf_lo, a + c, rs))
+                                    r1[t] = (r1[t] + g1) * rho
+                                    r2[t] = (r2[t] + g2) * rho
+                            if run_ok:
+                                if a >= run_s:
+                                    rho = np.exp(_log_falling(lf_hi, lf_lo, a, run_s)
+                                                 - _log_falling(lf_hi, lf_lo, a + c, run_s))
+                                    run1 = (run1 + g1) * rho
+                                    run2 = (run2 + g2) * rho
+                                else:
+                                    run1 = 0.0
+                                    run2 = 0.0
+                        a += c
+                        t_c = 1.0
+                        af = float(a)
                         for s in range(1, smax + 1):
-                            u1[s] += g1 * tc[s]
-                            u2[s] += g2 * tc[s]
-                        for t in range(rungs):
-                            rs = rung_s[t]
+                            t_c = t_c * (af - s + 1.0) * inv[s]
+                            tc[s] = t_c
+                        prev_x = x
+                else:
+                    a = pcv[group_end[j]] - base
+                if i < win_lo[j] or i > win_hi[j]:
+                    continue
+                n = a
+                top = prev_x
+                size = min(size_full, n)
+                if world == 1:
+                    q = _floor_div(n, size)
+                    r = n - q * size
+                    typ_w[0] = size
+                    typ_rows[0] = size
+                    typ_mult[0] = q
+                    typ_w[1] = r
+                    typ_rows[1] = r
+                    typ_mult[1] = 1
+                    nt = 2 if r > 0 else 1
+                else:
+                    nt = bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, cls_s, cls_c,
+                                      heap_s, heap_c)
+                hi = group_end[j]
+                e = float(edge)
+                # lower bound of every step type (exact where the draw count is kept)
+                lower = 0.0
+                exact = True
+                for t in range(nt):
+                    rows = typ_rows[t]
+                    typ_exact[t] = True
+                    if pad_code == 0:
+                        m1 = e
+                        m2 = e * e
+                    elif rows >= n:
+                        m1 = top
+                        m2 = top * top
+                    elif rows == 1:
+                        m1 = (pq1[hi] - pq1[lo]) / n
+                        m2 = (pq2[hi] - pq2[lo]) / n
+                    elif rows <= smax:
+                        m1 = top - u1[rows] / tc[rows]
+                        m2 = top * top - u2[rows] / tc[rows]
+                    elif run_ok and rows == run_s:
+                        m1 = top - run1
+                        m2 = top * top - run2
+                    elif upper:
+                        # the smallest kept draw count at or above `rows`, else the top
+                        m1 = top
+                        m2 = top * top
+                        for rr in range(rungs):
+                            rs = rung_s[rr]
                             if rs > world * size_full:
                                 break
-                            if a >= rs:
-                                rho = np.exp(_log_falling(lf_hi, lf_lo, a, rs)
-                                             - _log_falling(lf_hi, lf_lo, a + c, rs))
-                                r1[t] = (r1[t] + g1) * rho
-                                r2[t] = (r2[t] + g2) * rho
-                        if run_ok:
-                            if a >= run_s:
-                                rho = np.exp(_log_falling(lf_hi, lf_lo, a, run_s)
-                                             - _log_falling(lf_hi, lf_lo, a + c, run_s))
-                                run1 = (run1 + g1) * rho
-                                run2 = (run2 + g2) * rho
-                            else:
-                                run1 = 0.0
-                                run2 = 0.0
-                    a += c
-                    t_c = 1.0
-                    af = float(a)
-                    for s in range(1, smax + 1):
-                        t_c = t_c * (af - s + 1.0) * inv[s]
-                        tc[s] = t_c
-                    prev_x = x
-            else:
-                a = pcv[group_end[j]] - base
-            if i < win_lo[j] or i > win_hi[j]:
-                continue
-            n = a
-            top = prev_x
-            size = min(size_full, n)
-            if world == 1:
-                q = _floor_div(n, size)
-                r = n - q * size
-                typ_w[0] = size
-                typ_rows[0] = size
-                typ_mult[0] = q
-                typ_w[1] = r
-                typ_rows[1] = r
-                typ_mult[1] = 1
-                nt = 2 if r > 0 else 1
-            else:
-                nt = bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, cls_s, cls_c,
-                                  heap_s, heap_c)
-            hi = group_end[j]
-            e = float(edge)
-            # lower bound of every step type (exact where the draw count is kept)
-            lower = 0.0
-            exact = True
-            for t in range(nt):
-                rows = typ_rows[t]
-                typ_exact[t] = True
-                if pad_code == 0:
-                    m1 = e
-                    m2 = e * e
-                elif rows >= n:
-                    m1 = top
-                    m2 = top * top
-                elif rows == 1:
-                    m1 = (pq1[hi] - pq1[lo]) / n
-                    m2 = (pq2[hi] - pq2[lo]) / n
-                elif rows <= smax:
-                    m1 = top - u1[rows] / tc[rows]
-                    m2 = top * top - u2[rows] / tc[rows]
-                elif run_ok and rows == run_s:
-                    m1 = top - run1
-                    m2 = top * top - run2
-                else:
-                    # the largest kept draw count at or below `rows`
-                    m1 = top - u1[smax] / tc[smax]
-                    m2 = top * top - u2[smax] / tc[smax]
-                    hit = False
-                    for rr in range(rungs):
-                        rs = rung_s[rr]
-                        if rs > rows:
-                            break
-                        m1 = top - r1[rr]
-                        m2 = top * top - r2[rr]
-                        hit = rs == rows
-                    if not hit:
-                        typ_exact[t] = False
-                        exact = False
-                    if smax == 1:
-                        m1 = max(m1, (pq1[hi] - pq1[lo]) / n)
-                        m2 = max(m2, (pq2[hi] - pq2[lo]) / n)
-                typ_lb[t] = typ_mult[t] * (alpha + typ_w[t] * (beta * m1 + gamma * m2))
-                lower += typ_lb[t]
-            best_room = -inf
-            for k in range(1, kmax + 1):
-                room[k] = F[j, k] - F[i, k - 1]
-                if room[k] > best_room:
-                    best_room = room[k]
-            if not lower < best_room:
-                continue
-            cost = lower
-            if not exact:
-                for t in range(nt):
-                    if typ_exact[t]:
-                        continue
-                    wm = typ_mult[t] * typ_w[t]
-                    weight[0] = wm * beta
-                    weight[1] = wm * gamma
-                    slack = best_room - (cost - typ_lb[t]) - typ_mult[t] * alpha
-                    m1, m2, done = walk_moments_capped(values, pcv, lo, hi, typ_rows[t],
-                                                       lf_hi, lf_lo, weight, slack)
-                    if done and typ_rows[t] == world * size_full:
-                        # start this run's exact sums: later ends of the run update them
-                        run_ok = True
-                        run_s = typ_rows[t]
-                        run1 = top - m1
-                        run2 = top * top - m2
-                    cost += typ_mult[t] * (alpha + typ_w[t] * (beta * m1 + gamma * m2)) \
-                        - typ_lb[t]
-                    if not done:
-                        break  # proven too costly: cost is a lower bound above best_room
-                if not cost < best_room:
+                            if rs >= rows:
+                                m1 = top - r1[rr]
+                                m2 = top * top - r2[rr]
+                                break
+                    else:
+                        # the largest kept draw count at or below `rows`
+                        m1 = top - u1[smax] / tc[smax]
+                        m2 = top * top - u2[smax] / tc[smax]
+                        hit = False
+                        for rr in range(rungs):
+                            rs = rung_s[rr]
+                            if rs > rows:
+                                break
+                            m1 = top - r1[rr]
+                            m2 = top * top - r2[rr]
+                            hit = rs == rows
+                        if not hit:
+                            typ_exact[t] = False
+                            exact = False
+                        if smax == 1:
+                            m1 = max(m1, (pq1[hi] - pq1[lo]) / n)
+                            m2 = max(m2, (pq2[hi] - pq2[lo]) / n)
+                    typ_lb[t] = typ_mult[t] * (alpha + typ_w[t] * (beta * m1 + gamma * m2))
+                    lower += typ_lb[t]
+                if upper:
+                    for k in range(1, kmax + 1):
+                        v = P[i, k - 1] + lower
+                        if v < P[j, k]:
+                            P[j, k] = v
                     continue
-            for k in range(1, kmax + 1):
-                v = F[i, k - 1] + cost
-                if v < F[j, k]:
-                    F[j, k] = v
-                    arg[j, k] = i
+                best_room = -inf
+                for k in range(1, kmax + 1):
+                    # P is inflated a little so that rounding never hides an optimum equal to it
+                    cap = min(F[j, k], P[j, k] * (1.0 + 1e-9) + 1e-300)
+                    room[k] = cap - F[i, k - 1]
+                    if room[k] > best_room:
+                        best_room = room[k]
+                if not lower < best_room:
+                    continue
+                cost = lower
+                if not exact:
+                    for t in range(nt):
+                        if typ_exact[t]:
+                            continue
+                        wm = typ_mult[t] * typ_w[t]
+                        weight[0] = wm * beta
+                        weight[1] = wm * gamma
+                        slack = best_room - (cost - typ_lb[t]) - typ_mult[t] * alpha
+                        m1, m2, done = walk_moments_capped(values, pcv, lo, hi, typ_rows[t],
+                                                           lf_hi, lf_lo, weight, slack)
+                        if done and typ_rows[t] == world * size_full:
+                            # start this run's exact sums: later ends of the run update them
+                            run_ok = True
+                            run_s = typ_rows[t]
+                            run1 = top - m1
+                            run2 = top * top - m2
+                        cost += typ_mult[t] * (alpha + typ_w[t] * (beta * m1 + gamma * m2)) \
+                            - typ_lb[t]
+                        if not done:
+                            break  # proven too costly: cost is a lower bound above best_room
+                    if not cost < best_room:
+                        continue
+                for k in range(1, kmax + 1):
+                    v = F[i, k - 1] + cost
+                    if v < F[j, k]:
+                        F[j, k] = v
+                        arg[j, k] = i
     opt = np.full((kmax, g + 1), -1, dtype=np.int32)
     best = np.empty(kmax)
     for k in range(1, kmax + 1):

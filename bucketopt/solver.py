@@ -372,6 +372,9 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
         raise BucketoptError(f"`tolerance` must be a number >= 0; got {tolerance}.")
     if isinstance(ks, (int, np.integer)) and not isinstance(ks, bool):
         ks = range(1, int(ks) + 1)
+    if isinstance(ks, (str, bytes)):
+        raise BucketoptError(f"`ks` must be an integer or a list of integers >= 1; got {ks!r} "
+                             "(on the command line, -k A:B gives a range).")
     try:
         ks = list(itertools.islice(ks, MAX_SWEEP_KS + 1))
         if len(ks) > MAX_SWEEP_KS:
