@@ -33,6 +33,9 @@ class Comparison:
     epochs: dict = field(default_factory=dict, repr=False)
     timing: dict = field(default_factory=dict)  # profile, world_size, epochs (with a profile)
     lengths: np.ndarray | None = field(default=None, repr=False, compare=False)  # for batches()
+    # with max_length: what the overflow policy touched (rows and batches() then index the
+    # planned items of bucketopt.overflow.overflow_items, not the dataset's samples)
+    overflow: dict | None = None
 
     def batches(self, name: str, epoch: int = 0) -> list:
         """The batches (dataset indices, training order) row ``name`` timed in ``epoch``."""
@@ -43,6 +46,7 @@ class Comparison:
     def to_dict(self) -> dict:
         return {"k": self.k, "token_budget": self.token_budget, "pad": self.pad,
                 "simulations": self.simulations, "seed": self.seed, **self.timing,
+                **({} if self.overflow is None else {"overflow": self.overflow}),
                 "strategies": self.strategies}
 
 
@@ -96,6 +100,16 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
 
     k = check_k(k)
     lengths = validate_lengths(lengths)
+    overflow_report = None
+    if solver_kwargs.get("max_length") is not None:  # every strategy sees the same samples
+        from .overflow import apply_overflow, overflow_items
+
+        max_length = solver_kwargs.pop("max_length")
+        policy = solver_kwargs.pop("overflow", "truncate")
+        _, overflow_report = apply_overflow(as_histogram(lengths), max_length, policy)
+        lengths = overflow_items(lengths, max_length, policy)[0]
+    solver_kwargs.pop("max_length", None)
+    solver_kwargs.pop("overflow", None)
     hist = as_histogram(lengths)
     cost_model = None
     if profile is not None:  # rows gain ktok_per_s / eta_days; budget defaults to the profile's
@@ -190,4 +204,5 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
             rows[name]["ktok_per_s_analytic"] = annotate(analytic, hist, cost_model).ktok_per_s
         timing = {"profile": cost_model.name, "world_size": cost_model.world_size,
                   "epochs": cost_model.epochs}
-    return Comparison(k, token_budget, pad, simulations, seed, rows, epochs, timing, lengths)
+    return Comparison(k, token_budget, pad, simulations, seed, rows, epochs, timing, lengths,
+                      overflow_report)

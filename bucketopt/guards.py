@@ -87,15 +87,25 @@ def compressed_kind(head: bytes) -> str | None:
     return None
 
 
+# check_budget_scale accepts any budget up to this many times the longest sample.
+BUDGET_OVER_LONGEST = 64
+
+
 def check_budget_scale(token_budget: int, hist, name: str = "token_budget") -> None:
-    """Refuse a budget whose batch sizes exceed the number of samples by a large factor."""
+    """Refuse a budget whose batch sizes exceed the number of samples by a large factor.
+
+    A budget the longest sample needs (at most BUDGET_OVER_LONGEST times it) is always accepted:
+    a corpus of files from 5 tokens to 2 million needs a 2-million-token budget, and its short
+    files then make batches of 400,000 (every batch of such a bucket is the whole bucket).
+    """
     largest = token_budget // hist.min_length
-    if largest > max(hist.n, BATCH_SIZE_LIMIT):
+    if largest > max(hist.n, BATCH_SIZE_LIMIT) and \
+            token_budget > BUDGET_OVER_LONGEST * hist.max_length:
         top = max(hist.n, BATCH_SIZE_LIMIT) * hist.min_length
         raise BucketoptError(
             f"{name}={token_budget} allows batches of {largest:,} samples of the shortest length "
             f"({hist.min_length}), more than the {hist.n:,} samples there are: no batch could "
-            f"ever be full; use {name} <= {top:,}."
+            f"ever be full; use {name} <= {max(top, BUDGET_OVER_LONGEST * hist.max_length):,}."
         )
 
 

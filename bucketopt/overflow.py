@@ -84,3 +84,62 @@ def describe(report) -> str:
     return (f"{report['samples_over']:,} samples longer than {report['max_length']:,} tokens "
             f"{what} {report['max_length']:,}{close}: {report['tokens_lost']:,} tokens lost, "
             f"{report['samples_after']:,} samples planned.")
+
+
+def overflow_items(lengths: np.ndarray, max_length, overflow="truncate"):
+    """Per-sample form of the policy for the sampler: (item lengths, dataset index of every item
+    or None when items are the samples, chunk number of every item or None).
+
+    Examples
+    --------
+    >>> lengths, index, chunk = overflow_items(np.array([3, 10]), 4, "split")
+    >>> lengths.tolist(), index.tolist(), chunk.tolist()
+    ([3, 4, 4, 2], [0, 1, 1, 1], [0, 0, 1, 2])
+    """
+    max_length = check_max_length(max_length, overflow)
+    if max_length is None or not np.any(lengths > max_length):
+        return lengths, None, None
+    if overflow == "truncate":
+        return np.minimum(lengths, max_length), None, None
+    if overflow == "drop":
+        index = np.flatnonzero(lengths <= max_length)
+        if index.size == 0:
+            raise BucketoptError(f"max_length={max_length} with overflow='drop' leaves no "
+                                 f"sample (the shortest is {int(lengths.min())}).")
+        return lengths[index], index, None
+    chunks = -(-lengths // max_length)
+    index = np.repeat(np.arange(lengths.size), chunks)
+    first = np.r_[0, np.cumsum(chunks)[:-1]]
+    chunk = np.arange(index.size) - np.repeat(first, chunks)
+    item = np.minimum(lengths[index] - chunk * max_length, max_length)
+    return item.astype(np.int64), index, chunk
+
+
+class OverflowDataset:
+    """A map-style dataset seen through the sampler's ``max_length`` policy.
+
+    ``dataset[i]`` is a sequence (or a dict of sequences, e.g. ``input_ids`` and
+    ``attention_mask``); item ``i`` is cut to ``max_length`` tokens, and item ``(i, c)`` (what the
+    sampler yields with ``overflow="split"``) is its c-th chunk of ``max_length`` tokens.
+
+    Examples
+    --------
+    >>> data = OverflowDataset([[1, 2, 3, 4, 5]], max_length=2)
+    >>> data[(0, 2)], data[0]
+    ([5], [1, 2])
+    """
+
+    def __init__(self, dataset, max_length: int):
+        self.dataset = dataset
+        self.max_length = check_max_length(max_length, "truncate")
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, item):
+        index, chunk = item if isinstance(item, tuple) else (item, 0)
+        lo = chunk * self.max_length
+        sample = self.dataset[index]
+        if isinstance(sample, dict):
+            return {key: value[lo:lo + self.max_length] for key, value in sample.items()}
+        return sample[lo:lo + self.max_length]

@@ -86,11 +86,17 @@ class BucketBatchSampler:
     """
 
     def __init__(self, lengths, boundaries, *, token_budget, seed=0, rank=0, world_size=1,
-                 grad_accum=1, packing="fixed", sync_buckets=True, drop_last=False):
+                 grad_accum=1, packing="fixed", sync_buckets=True, drop_last=False,
+                 max_length=None, overflow="truncate"):
         if isinstance(lengths, Histogram):
             raise BucketoptError("lengths must hold one length per sample in dataset order; got "
                                  "a Histogram, which has no sample order.")
-        lengths = validate_lengths(lengths)
+        from .overflow import overflow_items
+
+        # with max_length, the sampler plans items: whole samples, or chunks of long ones
+        self.max_length, self.overflow = max_length, overflow
+        lengths, self._item_index, self._item_chunk = overflow_items(
+            validate_lengths(lengths), max_length, overflow)
         hist = Histogram.from_lengths(lengths)
         if token_budget is None:
             raise BucketoptError("token_budget is required: the most padded tokens per "
@@ -129,6 +135,8 @@ class BucketBatchSampler:
             "sync_buckets": self.sync_buckets,
             "drop_last": self.drop_last,
         }
+        if max_length is not None:  # states saved without max_length keep their fingerprint
+            self._settings.update(max_length=int(max_length), overflow=overflow)
         self._fingerprint = _digest(json.dumps(self._settings, sort_keys=True).encode())
         if not self.drop_last:
             # greedy never makes more batches than fixed packing, so when the fixed count can be
@@ -192,7 +200,15 @@ class BucketBatchSampler:
                 self._driven = _pulled_by_loader(sys._getframe(1))
                 first = False
             self._handed += 1
-            yield order[starts[i]:stops[i]].tolist()
+            yield self._items(order[starts[i]:stops[i]])
+
+    def _items(self, rows) -> list:
+        """Dataset indices of planned items; (index, chunk) pairs with overflow="split"."""
+        if self._item_index is None:
+            return rows.tolist()
+        if self._item_chunk is None:
+            return self._item_index[rows].tolist()
+        return list(zip(self._item_index[rows].tolist(), self._item_chunk[rows].tolist()))
 
     # ---------------------------------------------------------------------- what was consumed
     def track(self, loader) -> TrackedLoader:

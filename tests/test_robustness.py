@@ -389,3 +389,10 @@ def test_a_very_wide_header_is_quick_and_short(tmp_path):
     with pytest.raises(BucketoptError, match="names column 'a' twice"):
         bucketopt.load_lengths(path)
     assert time.perf_counter() - start < 10  # no quadratic scan of the header
+
+
+def test_a_budget_the_longest_sample_needs_is_accepted():
+    # source code: files of 5 tokens beside one of 2 million need a 2-million-token budget
+    lengths = [5] * 50 + [300] * 20 + [2_000_000]
+    sol = bucketopt.solve(lengths, 3, token_budget=2_097_152, pad="batch")
+    assert sol.boundaries[-1] == 2_000_000 and sol.batch_sizes[0] == 2_097_152 // 5

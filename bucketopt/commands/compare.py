@@ -44,7 +44,8 @@ def comparison_kwargs(args) -> dict:
                 simulations=args.simulations, min_share=args.min_share,
                 max_share=args.max_share, align=args.align, profile=args.profile,
                 world_size=args.gpus, epochs=args.epochs, objective=args.objective,
-                grad_accum=args.grad_accum, diversity=args.diversity, sampler=args.sampler)
+                grad_accum=args.grad_accum, diversity=args.diversity, sampler=args.sampler,
+                max_length=args.max_length, overflow=args.overflow)
 
 
 def _pct(x) -> str:
