@@ -157,3 +157,29 @@ def test_compare_adds_the_time_optimal_row_with_a_profile():
         rows["bucketed"]["ktok_per_s_analytic"] * (1 - 0.005)
     assert "bucketed-time" not in bucketopt.compare(lengths, 4, token_budget=65_536,
                                                     diversity=False).strategies
+
+
+@pytest.mark.parametrize("policy", ["truncate", "drop", "split"])
+@pytest.mark.parametrize("world", [1, 3])
+def test_sampler_items_follow_the_overflow_policy(policy, world):
+    from bucketopt.overflow import OverflowDataset
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 300, size=500)
+    cap = 120
+    data = [list(range(x)) for x in lengths]
+    items = []
+    for rank in range(world):
+        sampler = bucketopt.BucketBatchSampler(lengths, [40, 80, cap], token_budget=480,
+                                               world_size=world, rank=rank, max_length=cap,
+                                               overflow=policy)
+        for batch in sampler:
+            rows = [OverflowDataset(data, cap)[item] for item in batch]
+            assert max(len(r) for r in rows) * len(rows) <= 480
+            items += batch
+    if policy == "split":  # every token of every sample exactly once
+        assert sorted(items) == sorted((i, c) for i, x in enumerate(lengths)
+                                       for c in range(-(-x // cap)))
+    else:
+        want = range(500) if policy == "truncate" else np.flatnonzero(lengths <= cap)
+        assert sorted(items) == list(want)

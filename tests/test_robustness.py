@@ -394,6 +394,6 @@ def test_a_very_wide_header_is_quick_and_short(tmp_path):
 def test_a_budget_the_longest_sample_needs_is_accepted():
     # source code: files of 5 tokens beside one of 2 million need a 2-million-token budget
     lengths = [5] * 50 + [300] * 20 + [2_000_000]
-    sol = bucketopt.solve(lengths, 3, token_budget=2_097_152, pad="batch")
-    assert sol.boundaries[-1] == 2_000_000
-    assert sol.batch_sizes[0] == 2_097_152 // sol.boundaries[0] > len(lengths)
+    sol = bucketopt.solve(lengths, 3, token_budget=2_097_152)
+    assert sol.boundaries == (5, 300, 2_000_000)
+    assert sol.batch_sizes[0] == 2_097_152 // 5 > len(lengths)
