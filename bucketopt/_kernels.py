@@ -347,8 +347,6 @@ def fill_ok(values, prefix_count, lf_hi, lf_lo, lo, hi, size, need):
     s = min(size, n)
     if s * float(values[hi - 1]) < need:
         return False
-    if s == 1:
-        return float(values[hi - 1]) >= need  # s * top >= need was checked
     m1, _ = walk_moments(values, prefix_count, lo, hi, s, lf_hi, lf_lo)
     return s * m1 >= need * (1 - 1e-12)
 

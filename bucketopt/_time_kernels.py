@@ -279,6 +279,26 @@ def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, weight, slack)
     return top - s1, top * top - s2, True
 
 
+@njit(cache=True, inline="always")
+def _lower_moments(rows, top, smax, u1, u2, tc, run_ok, run_s, run1, run2, rungs, rung_s, r1, r2):
+    """(E[M], E[M^2], exact) for ``rows`` draws above the small kept counts: exact from the
+    current run's sums or a ladder rung equal to ``rows``, else the moments of the largest kept
+    count below it (a lower bound: E[M] never decreases with the draw count)."""
+    if run_ok and rows == run_s:
+        return top - run1, top * top - run2, True
+    m1 = top - u1[smax] / tc[smax]
+    m2 = top * top - u2[smax] / tc[smax]
+    hit = False
+    for rr in range(rungs):
+        rs = rung_s[rr]
+        if rs > rows:
+            break
+        m1 = top - r1[rr]
+        m2 = top * top - r2[rr]
+        hit = rs == rows
+    return m1, m2, hit
+
+
 @njit(cache=True)
 def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, kmax,
                        token_budget, alpha, beta, gamma, world, pad_code, lf_hi, lf_lo, s0):
@@ -408,6 +428,37 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
                 n = a
                 top = prev_x
                 size = min(size_full, n)
+                hi = group_end[j]
+                if world > 1 and not upper:
+                    # a quick bound before the step plan: at least ceil(batches / G) steps, and
+                    # the full batches no split touches make uniform steps of G x size rows
+                    q = _floor_div(n, size)
+                    nb = q + (1 if n > q * size else 0)
+                    quick = _floor_div(nb + world - 1, world) * alpha
+                    uniform = _floor_div(max(q - world + 1, 0), world)
+                    if uniform > 0:
+                        if pad_code == 0:
+                            m1 = float(edge)
+                            m2 = m1 * m1
+                        elif world * size >= n:
+                            m1 = top
+                            m2 = top * top
+                        elif world * size <= smax:
+                            m1 = top - u1[world * size] / tc[world * size]
+                            m2 = top * top - u2[world * size] / tc[world * size]
+                        else:
+                            m1, m2, _ = _lower_moments(world * size, top, smax, u1, u2, tc,
+                                                       run_ok, run_s, run1, run2, rungs, rung_s,
+                                                       r1, r2)
+                        quick += uniform * size * (beta * m1 + gamma * m2)
+                    useful = False
+                    for k in range(1, kmax + 1):
+                        cap = min(F[j, k], P[j, k] * (1.0 + 1e-9) + 1e-300)
+                        if quick < cap - F[i, k - 1]:
+                            useful = True
+                            break
+                    if not useful:
+                        continue
                 if world == 1:
                     q = _floor_div(n, size)
                     r = n - q * size
@@ -421,7 +472,6 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
                 else:
                     nt = bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, cls_s, cls_c,
                                       heap_s, heap_c)
-                hi = group_end[j]
                 e = float(edge)
                 # lower bound of every step type (exact where the draw count is kept)
                 lower = 0.0
@@ -441,10 +491,7 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
                     elif rows <= smax:
                         m1 = top - u1[rows] / tc[rows]
                         m2 = top * top - u2[rows] / tc[rows]
-                    elif run_ok and rows == run_s:
-                        m1 = top - run1
-                        m2 = top * top - run2
-                    elif upper:
+                    elif upper and not (run_ok and rows == run_s):
                         # the smallest kept draw count at or above `rows`, else the top
                         m1 = top
                         m2 = top * top
@@ -457,23 +504,11 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
                                 m2 = top * top - r2[rr]
                                 break
                     else:
-                        # the largest kept draw count at or below `rows`
-                        m1 = top - u1[smax] / tc[smax]
-                        m2 = top * top - u2[smax] / tc[smax]
-                        hit = False
-                        for rr in range(rungs):
-                            rs = rung_s[rr]
-                            if rs > rows:
-                                break
-                            m1 = top - r1[rr]
-                            m2 = top * top - r2[rr]
-                            hit = rs == rows
+                        m1, m2, hit = _lower_moments(rows, top, smax, u1, u2, tc, run_ok, run_s,
+                                                     run1, run2, rungs, rung_s, r1, r2)
                         if not hit:
                             typ_exact[t] = False
                             exact = False
-                        if smax == 1:
-                            m1 = max(m1, (pq1[hi] - pq1[lo]) / n)
-                            m2 = max(m2, (pq2[hi] - pq2[lo]) / n)
                     typ_lb[t] = typ_mult[t] * (alpha + typ_w[t] * (beta * m1 + gamma * m2))
                     lower += typ_lb[t]
                 if upper:
