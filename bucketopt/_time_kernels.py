@@ -280,6 +280,18 @@ def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, weight, slack)
 
 
 @njit(cache=True, inline="always")
+def _binom_ratio(a, c, s, lf_hi, lf_lo):
+    # C(a, s) / C(a + c, s) = prod_{t=1..c} (a + t - s) / (a + t): a few divisions for the small
+    # counts of long tails, one exp of the log-factorial table otherwise.
+    if c <= 4:
+        rho = 1.0
+        for t in range(1, c + 1):
+            rho *= (a + t - s) / (a + t)
+        return rho
+    return np.exp(_log_falling(lf_hi, lf_lo, a, s) - _log_falling(lf_hi, lf_lo, a + c, s))
+
+
+@njit(cache=True, inline="always")
 def _lower_moments(rows, top, smax, u1, u2, tc, run_ok, run_s, run1, run2, rungs, rung_s, r1, r2):
     """(E[M], E[M^2], exact) for ``rows`` draws above the small kept counts: exact from the
     current run's sums or a ladder rung equal to ``rows``, else the moments of the largest kept
@@ -401,14 +413,12 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
                                 if rs > world * size_full:
                                     break
                                 if a >= rs:
-                                    rho = np.exp(_log_falling(lf_hi, lf_lo, a, rs)
-                                                 - _log_falling(lf_hi, lf_lo, a + c, rs))
+                                    rho = _binom_ratio(a, c, rs, lf_hi, lf_lo)
                                     r1[t] = (r1[t] + g1) * rho
                                     r2[t] = (r2[t] + g2) * rho
                             if run_ok:
                                 if a >= run_s:
-                                    rho = np.exp(_log_falling(lf_hi, lf_lo, a, run_s)
-                                                 - _log_falling(lf_hi, lf_lo, a + c, run_s))
+                                    rho = _binom_ratio(a, c, run_s, lf_hi, lf_lo)
                                     run1 = (run1 + g1) * rho
                                     run2 = (run2 + g2) * rho
                                 else:
