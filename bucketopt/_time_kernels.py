@@ -52,27 +52,11 @@ def walk_moments(values, pcv, lo, hi, draws, lf_hi, lf_lo):
 
     Walks from the top down and stops once the rest is provably below 1e-16 of the result.
     """
-    base = pcv[lo]
-    n = pcv[hi] - base
     top = float(values[hi - 1])
-    if draws >= n:
+    if draws >= pcv[hi] - pcv[lo]:
         return top, top * top
-    norm = _log_falling(lf_hi, lf_lo, n, draws)
-    bottom = float(values[lo])
-    s1 = 0.0
-    s2 = 0.0
-    for t in range(hi - 2, lo - 1, -1):
-        a = pcv[t + 1] - base
-        if a < draws:
-            break
-        p = np.exp(_log_falling(lf_hi, lf_lo, a, draws) - norm)
-        v = float(values[t])
-        nxt = float(values[t + 1])
-        s1 += (nxt - v) * p
-        s2 += (nxt * nxt - v * v) * p
-        if (v - bottom) * p <= 1e-16 * top and (v * v - bottom * bottom) * p <= 1e-16 * top * top:
-            break
-    return top - s1, top * top - s2
+    m1, m2, _ = walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0, np.inf)
+    return m1, m2
 
 
 @njit(cache=True, inline="always")
@@ -247,9 +231,10 @@ def bucket_time(values, pcv, pq1, pq2, lo, hi, edge, token_budget, alpha, beta, 
 
 
 @njit(cache=True)
-def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, weight, slack):
-    """:func:`walk_moments`, stopping early once ``weight[0] * E[M] + weight[1] * E[M^2]`` is
-    proven to exceed ``slack``; returns (E[M], E[M^2], exact) with lower bounds when not exact."""
+def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, w1, w2, slack):
+    """:func:`walk_moments` (``draws`` below the bucket's size), stopping early once
+    ``w1 * E[M] + w2 * E[M^2]`` is proven to exceed ``slack``; returns (E[M], E[M^2], exact),
+    lower bounds when not exact."""
     base = pcv[lo]
     n = pcv[hi] - base
     top = float(values[hi - 1])
@@ -274,7 +259,7 @@ def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, weight, slack)
         steps += 1
         if steps >= 8:
             steps = 0
-            if weight[0] * (top - s1 - r1) + weight[1] * (top * top - s2 - r2) > slack:
+            if w1 * (top - s1 - r1) + w2 * (top * top - s2 - r2) > slack:
                 return top - s1 - r1, top * top - s2 - r2, False
     return top - s1, top * top - s2, True
 
@@ -360,7 +345,6 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
     cls_c = np.zeros(2 * MAX_STEP_TYPES, dtype=np.int64)
     heap_s = np.zeros(2 * MAX_STEP_TYPES, dtype=np.int64)
     heap_c = np.zeros(2 * MAX_STEP_TYPES, dtype=np.int64)
-    weight = np.empty(2)
     room = np.empty(kmax + 1)
     sizes = token_budget // np.maximum(edges, 1)
     # Phase 0 bounds every optimum from above before the exact DP runs: covers whose inner
@@ -542,11 +526,10 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
                         if typ_exact[t]:
                             continue
                         wm = typ_mult[t] * typ_w[t]
-                        weight[0] = wm * beta
-                        weight[1] = wm * gamma
                         slack = best_room - (cost - typ_lb[t]) - typ_mult[t] * alpha
                         m1, m2, done = walk_moments_capped(values, pcv, lo, hi, typ_rows[t],
-                                                           lf_hi, lf_lo, weight, slack)
+                                                           lf_hi, lf_lo, wm * beta, wm * gamma,
+                                                           slack)
                         if done and typ_rows[t] == world * size_full:
                             # start this run's exact sums: later ends of the run update them
                             run_ok = True
