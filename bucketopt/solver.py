@@ -139,6 +139,7 @@ class _Run:
     meta: dict
     cost_model: object | None
     overflow: dict | None = None
+    sync_buckets: bool | str = True
 
     @property
     def groups(self):
@@ -167,12 +168,8 @@ class _Run:
         if self.cost_model is not None:
             from .costmodel import annotate
 
-            sol = annotate(sol, self.hist, self.cost_model, sync_buckets=self.meta_sync)
+            sol = annotate(sol, self.hist, self.cost_model, sync_buckets=self.sync_buckets)
         return with_notes(sol, self.overflow)
-
-    @property
-    def meta_sync(self):
-        return getattr(self.objective, "sync_buckets", True)
 
 
 def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, align, profile,
@@ -220,7 +217,7 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
     obj.fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
     opt, best = obj.layers(kmax_eff, ks)
     meta = dict(align=align, min_share=min_share, max_share=max_share, min_fill=min_fill)
-    return _Run(hist, obj, kmax_eff, opt, best, meta, cost_model, overflow_report)
+    return _Run(hist, obj, kmax_eff, opt, best, meta, cost_model, overflow_report, sync_buckets)
 
 
 def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_share=0.0,
