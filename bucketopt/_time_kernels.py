@@ -454,6 +454,8 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
                     if not useful:
                         continue
                 if world == 1:
+                    # bucket_steps' one-rank case written out: the call (even inlined) made the
+                    # one-GPU DP five times slower in benchmarks
                     q = _floor_div(n, size)
                     r = n - q * size
                     typ_w[0] = size
