@@ -23,6 +23,7 @@ from .groups import (  # noqa: F401  (Groups, make_groups, share_windows: public
     share_windows,
 )
 from .histogram import TOKEN_LIMIT, Histogram, as_histogram
+from .objectives import NAMES as OBJECTIVE_NAMES
 from .objectives import Objective, make_objective
 from .overflow import apply_overflow
 from .solution import (
@@ -34,7 +35,7 @@ from .solution import (
     with_notes,
 )
 
-OBJECTIVES = ("padding", "time")
+OBJECTIVES = OBJECTIVE_NAMES  # the registry's names
 # Backtracking keeps one int32 start index per (k, group): refuse beyond this many entries (600 MB).
 MAX_BACKTRACK_ENTRIES = 150_000_000
 # sweep() refuses more k values than this (the CLI's -k A:B spans at most as many).
