@@ -11,8 +11,7 @@ import numpy as np
 from numba import njit
 
 from ._time_kernels import walk_moments
-
-INF = np.int64(2**61)
+from .groups import INF
 
 
 @njit(cache=True)

@@ -17,6 +17,9 @@ import numpy as np
 from .errors import BucketoptError
 from .histogram import TOKEN_LIMIT, Histogram
 
+# The DP's "unreachable" sentinel (exact int64 padding stays far below it); the kernels use it too.
+INF = np.int64(2**61)
+
 
 @dataclass(frozen=True)
 class Groups:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._kernels import INF
 from .errors import BucketoptError
 from .groups import (  # noqa: F401  (Groups, make_groups, share_windows: public here too)
+    INF,
     Groups,
     backtrack,
     make_groups,
