@@ -198,16 +198,18 @@ def bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, cls_s, cls_c, heap_s
 
 
 @njit(cache=True)
-def bucket_time(values, pcv, pq1, pq2, lo, hi, edge, token_budget, alpha, beta, gamma, world,
-                pad_code, lf_hi, lf_lo):
-    """Expected seconds of the bucket made of distinct lengths ``values[lo:hi]`` (its own walks).
+def bucket_features(values, pcv, pq1, pq2, lo, hi, edge, token_budget, world, pad_code, lf_hi,
+                    lf_lo):
+    """The bucket of distinct lengths ``values[lo:hi]`` as (steps, sum of w E[M], sum of
+    w E[M^2]) over its steps (its own walks): its expected seconds are linear in them,
+    ``alpha * steps + beta * f1 + gamma * f2``.
 
     ``pq1`` / ``pq2``: prefix sums over values of count * x and count * x^2 (float64).
     ``pad_code`` 0: rows padded to ``edge``; 1: to the longest row of the step.
     """
     n = pcv[hi] - pcv[lo]
     if n == 0:
-        return 0.0
+        return 0.0, 0.0, 0.0
     size = min(token_budget // edge, n)
     typ_w = np.empty(MAX_STEP_TYPES, dtype=np.int64)
     typ_rows = np.empty(MAX_STEP_TYPES, dtype=np.int64)
@@ -216,7 +218,9 @@ def bucket_time(values, pcv, pq1, pq2, lo, hi, edge, token_budget, alpha, beta, 
     nt = bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, scratch[0], scratch[1],
                       scratch[2], scratch[3])
     e = float(edge)
-    total = 0.0
+    steps = 0.0
+    f1 = 0.0
+    f2 = 0.0
     for t in range(nt):
         if pad_code == 0:
             m1 = e
@@ -226,8 +230,20 @@ def bucket_time(values, pcv, pq1, pq2, lo, hi, edge, token_budget, alpha, beta, 
             m2 = (pq2[hi] - pq2[lo]) / n
         else:
             m1, m2 = walk_moments(values, pcv, lo, hi, typ_rows[t], lf_hi, lf_lo)
-        total += typ_mult[t] * (alpha + typ_w[t] * (beta * m1 + gamma * m2))
-    return total
+        steps += typ_mult[t]
+        f1 += typ_mult[t] * typ_w[t] * m1
+        f2 += typ_mult[t] * typ_w[t] * m2
+    return steps, f1, f2
+
+
+@njit(cache=True)
+def bucket_time(values, pcv, pq1, pq2, lo, hi, edge, token_budget, alpha, beta, gamma, world,
+                pad_code, lf_hi, lf_lo):
+    """Expected seconds of the bucket made of distinct lengths ``values[lo:hi]`` (see
+    :func:`bucket_features`)."""
+    steps, f1, f2 = bucket_features(values, pcv, pq1, pq2, lo, hi, edge, token_budget, world,
+                                    pad_code, lf_hi, lf_lo)
+    return alpha * steps + beta * f1 + gamma * f2
 
 
 @njit(cache=True)

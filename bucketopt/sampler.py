@@ -114,13 +114,9 @@ class BucketBatchSampler:
         if packing not in PACKINGS:
             raise BucketoptError(f"packing must be one of {PACKINGS}; got {packing!r}.")
         self.packing = packing
-        if isinstance(sync_buckets, str) and sync_buckets == "step":
-            self.sync_buckets = "step"
-        elif isinstance(sync_buckets, (bool, np.bool_)):
-            self.sync_buckets = bool(sync_buckets)
-        else:
-            raise BucketoptError(f'sync_buckets must be True, False or "step"; got '
-                                 f"{sync_buckets!r}.")
+        from .solver import check_sync
+
+        self.sync_buckets = check_sync(sync_buckets)
         self.drop_last = _check_bool("drop_last", drop_last)
         self.lengths = lengths
         self._bucket_of = np.searchsorted(self.edges, lengths, side="left")

@@ -56,34 +56,38 @@ def running_draws(hist: Histogram) -> int:
     return s0
 
 
+def bucket_features(arrays: TimeArrays, edges, token_budget, world: int) -> np.ndarray:
+    """(buckets, 3): steps, sum of w E[M] and sum of w E[M^2] over each bucket's steps with
+    ``world`` ranks (buckets synced across them); seconds are linear in them (see
+    :func:`bucket_seconds`)."""
+    from ._time_kernels import bucket_features as kernel
+
+    edges = np.asarray(edges, dtype=np.int64)
+    cut = np.searchsorted(arrays.values, edges, side="right")
+    out = np.zeros((edges.size, 3))
+    lo = 0
+    for k, hi in enumerate(cut):
+        hi = int(hi)
+        if hi > lo:
+            out[k] = kernel(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, lo, hi,
+                            int(edges[k]), int(token_budget), int(world), arrays.pad_code,
+                            arrays.lf_hi, arrays.lf_lo)
+        lo = max(lo, hi)
+    return out
+
+
 def bucket_seconds(arrays: TimeArrays, edges, token_budget, cost_model, world: int) -> np.ndarray:
     """Expected seconds of every bucket of ``edges`` under ``cost_model`` over ``world`` ranks.
 
     The sum is the epoch time with buckets synced across ``world`` ranks (``world`` = 1: the
     summed micro-batch time).
     """
-    from ._time_kernels import bucket_time
-
-    edges = np.asarray(edges, dtype=np.int64)
-    cut = np.searchsorted(arrays.values, edges, side="right")
-    out = np.zeros(edges.size)
-    lo = 0
     m = cost_model
-    for k, hi in enumerate(cut):
-        hi = int(hi)
-        if hi > lo:
-            out[k] = bucket_time(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, lo, hi,
-                                 int(edges[k]), int(token_budget), m.alpha, m.beta, m.gamma,
-                                 int(world), arrays.pad_code, arrays.lf_hi, arrays.lf_lo)
-        lo = max(lo, hi)
-    return out
+    return bucket_features(arrays, edges, token_budget, world) @ np.array([m.alpha, m.beta,
+                                                                          m.gamma])
 
 
 def synced_features(hist: Histogram, edges, token_budget, pad: str, world: int) -> np.ndarray:
     """Epoch seconds per unit of alpha, beta and gamma (the step model is linear in them): the
     synced epoch time under (alpha, beta, gamma) is ``features @ (alpha, beta, gamma)``."""
-    from .costmodel import CostModel
-
-    arrays = TimeArrays(hist, pad)
-    return np.array([bucket_seconds(arrays, edges, token_budget, CostModel(*unit), world).sum()
-                     for unit in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))])
+    return bucket_features(TimeArrays(hist, pad), edges, token_budget, world).sum(axis=0)
