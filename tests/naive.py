@@ -371,3 +371,40 @@ def brute_force_synced(lengths, k, token_budget, alpha, beta, gamma, world, *, p
                                                  world, pad),
                        sorted(set(lengths) - {last}), last, k, lengths, min_share, max_share,
                        rel_tol=1e-12)
+
+
+# --- padding-free rows of documents (tests/test_packing*.py) ---------------------------------
+def greedy_rows(lengths, capacity):
+    """Greedy rows of positions: walk in order, a document joins the current row while the row's
+    tokens stay <= capacity, else it opens a new row."""
+    rows, used = [], 0
+    for i, x in enumerate(lengths):
+        if rows and used + x <= capacity:
+            rows[-1].append(i)
+            used += x
+        else:
+            rows.append([i])
+            used = x
+    return rows
+
+
+def bfd_window_rows(lengths, capacity, window):
+    """Best-fit decreasing inside consecutive windows of `window` positions: longest first (ties:
+    earlier position), each into the open row of its window with the least room that fits it
+    (ties: the row opened first), else a new row. Rows of positions, in opening order."""
+    out = []
+    for lo in range(0, len(lengths), window):
+        pos = sorted(range(lo, min(len(lengths), lo + window)), key=lambda i: (-lengths[i], i))
+        rows, rooms = [], []
+        for i in pos:
+            fits = [r for r, room in enumerate(rooms) if room >= lengths[i]]
+            if fits:
+                r = min(fits, key=lambda r: (rooms[r], r))
+            else:
+                rows.append([])
+                rooms.append(capacity)
+                r = len(rows) - 1
+            rows[r].append(i)
+            rooms[r] -= lengths[i]
+        out += rows
+    return out

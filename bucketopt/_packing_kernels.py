@@ -1,0 +1,155 @@
+"""Kernels of :mod:`bucketopt.packing` (rows of documents under a token capacity).
+
+Arrays and numbers in, arrays out; the callers in ``packing.py`` validate first. Kept apart from
+``_kernels.py`` (the solver's DP kernels) so the sampler does not load those.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def bfd_windows(lengths, capacity, window):
+    """Best-fit decreasing inside consecutive windows of ``window`` documents.
+
+    Returns (order, starts): ``order`` lists positions of ``lengths``, row after row; rows never
+    cross a window and appear in the order they were opened. Inside a window the documents go
+    longest first (ties: the earlier position first) to the open row with the least room that
+    still fits them (ties: the row opened first), else to a new row.
+    """
+    n = lengths.size
+    order = np.empty(n, dtype=np.int64)
+    starts = np.empty(n, dtype=np.int64)
+    n_rows = 0
+    out = 0
+    for lo in range(0, n, window):
+        hi = min(n, lo + window)
+        w = hi - lo
+        # longest first, stable
+        idx = np.argsort(-lengths[lo:hi], kind="mergesort") + lo
+        room = np.empty(w, dtype=np.int64)
+        row_of = np.empty(w, dtype=np.int64)
+        rows = 0
+        for t in range(w):
+            x = lengths[idx[t]]
+            best = -1
+            best_room = capacity + 1
+            for r in range(rows):
+                if x <= room[r] < best_room:
+                    best = r
+                    best_room = room[r]
+            if best < 0:
+                best = rows
+                room[rows] = capacity
+                rows += 1
+            room[best] -= x
+            row_of[t] = best
+        # lay the rows out in opening order, members in placement order
+        count = np.zeros(rows + 1, dtype=np.int64)
+        for t in range(w):
+            count[row_of[t] + 1] += 1
+        for r in range(rows):
+            count[r + 1] += count[r]
+        for r in range(rows):
+            starts[n_rows + r] = out + count[r]
+        fill = count[:rows].copy()
+        for t in range(w):
+            order[out + fill[row_of[t]]] = idx[t]
+            fill[row_of[t]] += 1
+        out += w
+        n_rows += rows
+    return order, starts[:n_rows].copy()
+
+
+@njit(cache=True)
+def balance_kernel(lengths, weights, order, starts, world_size, capacity):
+    """Longest-processing-time dealing of each step's documents over ``world_size`` rows.
+
+    ``order``/``starts`` are rows in training order (step i = rows i*G .. i*G + G - 1). For each
+    step the documents are taken by decreasing weight (ties: longer first, then earlier) and each
+    goes to the row of least weight among those it fits in (tokens <= capacity; ties: the lower
+    rank). The dealt rows replace the step's rows only when every document found a row and the
+    heaviest row is strictly lighter than the heaviest original row; otherwise the step keeps
+    its rows. A last step of fewer than G rows is dealt over G rows when it has at least G
+    documents. Returns (order, starts, dealt steps).
+    """
+    n = order.size
+    n_rows = starts.size
+    g = world_size
+    new_order = np.empty(n, dtype=np.int64)
+    new_starts = np.empty(n_rows + g, dtype=np.int64)
+    bounds = np.empty(n_rows + 1, dtype=np.int64)
+    bounds[:n_rows] = starts
+    bounds[n_rows] = n
+    out = 0
+    rows_out = 0
+    dealt = 0
+    load = np.empty(g, dtype=np.float64)
+    tokens = np.empty(g, dtype=np.int64)
+    for first in range(0, n_rows, g):
+        last = min(n_rows, first + g)
+        lo = bounds[first]
+        hi = bounds[last]
+        m = hi - lo
+        # the heaviest original row
+        old_max = 0.0
+        for r in range(first, last):
+            s = 0.0
+            for t in range(bounds[r], bounds[r + 1]):
+                s += weights[order[t]]
+            if s > old_max:
+                old_max = s
+        ok = m >= g
+        if ok:
+            docs = order[lo:hi]
+            w = weights[docs]
+            ln = lengths[docs]
+            # decreasing weight, then decreasing length, then position (lexsort: last key first)
+            rank = np.argsort(np.arange(m), kind="mergesort")
+            rank = rank[np.argsort(-ln[rank], kind="mergesort")]
+            rank = rank[np.argsort(-w[rank], kind="mergesort")]
+            load[:] = 0.0
+            tokens[:] = 0
+            row_of = np.empty(m, dtype=np.int64)
+            for t in range(m):
+                j = rank[t]
+                x = ln[j]
+                best = -1
+                for r in range(g):
+                    if tokens[r] + x <= capacity and (best < 0 or load[r] < load[best]):
+                        best = r
+                if best < 0:
+                    ok = False
+                    break
+                load[best] += w[j]
+                tokens[best] += x
+                row_of[t] = best
+            if ok:
+                new_max = 0.0
+                for r in range(g):
+                    if load[r] > new_max:
+                        new_max = load[r]
+                ok = new_max < old_max
+            if ok:
+                count = np.zeros(g + 1, dtype=np.int64)
+                for t in range(m):
+                    count[row_of[t] + 1] += 1
+                for r in range(g):
+                    count[r + 1] += count[r]
+                for r in range(g):
+                    new_starts[rows_out + r] = out + count[r]
+                fill = count[:g].copy()
+                for t in range(m):
+                    new_order[out + fill[row_of[t]]] = docs[rank[t]]
+                    fill[row_of[t]] += 1
+                rows_out += g
+                dealt += 1
+        if not ok:
+            for r in range(first, last):
+                new_starts[rows_out] = out + bounds[r] - lo
+                rows_out += 1
+            new_order[out:out + m] = order[lo:hi]
+        out += m
+    return new_order, new_starts[:rows_out].copy(), dealt
