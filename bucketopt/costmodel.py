@@ -1,7 +1,10 @@
 """The GPU cost model: micro-batch time, data-parallel steps, Ktok/s and ETA; hardware profiles.
 
 One micro-batch of ``s`` rows padded to length ``L`` takes
-``t = alpha + beta * s * L + gamma * s * L**2`` seconds on one GPU. With data parallelism over
+``t = alpha + beta * s * L + gamma * s * L**2`` seconds on one GPU. A padding-free (packed)
+micro-batch, one row of documents d_i with document-masked attention, takes
+``alpha + beta * sum d_i + gamma * sum d_i**2`` (:meth:`CostModel.batch_times` reads both kinds
+from an :class:`~bucketopt.epoch.Epoch`; :mod:`bucketopt.packed` simulates packed epochs). With data parallelism over
 ``G`` GPUs the batches ``i*G .. i*G + G - 1`` of an epoch run at once and the step waits for the
 slowest of them. Throughput counts real tokens only, over all GPUs; the ETA is
 ``epochs x epoch time``. See docs/cost_model.md for the fit and its residuals.
@@ -101,6 +104,15 @@ class CostModel:
         s = np.asarray(sizes, dtype=np.float64)
         length = np.asarray(padded_lens, dtype=np.float64)
         return self.alpha + s * length * (self.beta + self.gamma * length)
+
+    def batch_times(self, epoch) -> np.ndarray:
+        """Seconds of every micro-batch of an :class:`~bucketopt.epoch.Epoch`: padded batches
+        as :meth:`micro_batch_time`, padding-free ones ``alpha + beta * tokens + gamma *
+        sum d**2``."""
+        if epoch.attention is None:
+            return self.micro_batch_time(epoch.sizes, epoch.padded_lens)
+        return (self.alpha + self.beta * epoch.computed_tokens.astype(np.float64)
+                + self.gamma * epoch.attention_terms)
 
     def with_epochs(self, epochs) -> CostModel:
         return replace(self, epochs=_positive_int(epochs, "epochs"))
@@ -274,7 +286,7 @@ class EpochTiming:
 
 def step_times(epoch, cost_model: CostModel) -> np.ndarray:
     """Seconds of every data-parallel step: the slowest of its ``world_size`` micro-batches."""
-    times = cost_model.micro_batch_time(epoch.sizes, epoch.padded_lens)
+    times = cost_model.batch_times(epoch)
     g = cost_model.world_size
     steps = -(-times.size // g)
     padded = np.zeros(steps * g)  # a rank with no batch in the last step waits (time 0)
@@ -292,7 +304,7 @@ def time_epoch(epoch, cost_model: CostModel) -> EpochTiming:
         raise BucketoptError("the epoch has no batches.")
     steps = step_times(epoch, cost_model)
     seconds = float(steps.sum())
-    busy = float(cost_model.micro_batch_time(epoch.sizes, epoch.padded_lens).sum())
+    busy = float(cost_model.batch_times(epoch).sum())
     real = epoch.total_real_tokens
     rate = real / seconds / 1e3
     return EpochTiming(

@@ -175,9 +175,7 @@ def solution_intervals(solution, hist, cost_model, seconds=None) -> dict:
 
 def _epoch_seconds(epoch, coefs, world_size) -> np.ndarray:
     """Seconds of ``epoch`` (slowest rank per step) for each row of ``coefs``."""
-    s = epoch.sizes.astype(np.float64)
-    length = epoch.padded_lens.astype(np.float64)
-    features = np.stack([np.ones_like(s), s * length, s * length * length], axis=1)
+    features = epoch.features()  # [1, s L, s L^2]; packed rows: [1, tokens, sum d^2]
     steps = -(-features.shape[0] // world_size)
     padded = np.zeros((steps * world_size, 3))
     padded[: features.shape[0]] = features
