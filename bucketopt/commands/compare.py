@@ -85,7 +85,22 @@ def comparison_table(comparison) -> str:
         head += (f"\nstep mix gap: optimizer steps of {row['diversity_ranks']} rank(s) x "
                  f"{row['grad_accum']} micro-step(s) (--gpus, --grad-accum); epoch churn: "
                  "batches of epoch 1 repeating one of epoch 0")
-    return head + "\n" + table(headers, rows, align="llrrr" + "rr" * timed + "rr" * diverse)
+    out = head + "\n" + table(headers, rows, align="llrrr" + "rr" * timed + "rr" * diverse)
+    best = fastest_diverse_name(comparison)
+    if best is not None:
+        row = comparison.strategies[best]
+        out += (f"\nfastest with a step mix at least as diverse as the full shuffle: {best} "
+                f"({row['ktok_per_s']:.1f} Ktok/s, step mix gap {row['step_mix_gap']:.3f} <= "
+                f"{comparison.strategies['shuffle']['step_mix_gap']:.3f})")
+    return out
+
+
+def fastest_diverse_name(comparison):
+    """The fastest row whose step mix gap is at most the shuffle's (None without a profile or
+    without the diversity figures)."""
+    from ..packed import fastest_diverse
+
+    return fastest_diverse(comparison.strategies) if comparison.timing else None
 
 
 def run(args) -> int:
@@ -110,5 +125,8 @@ def run(args) -> int:
                       f"{comparison.timing['epochs']} epoch(s)")
         return plot_comparison(comparison.strategies, title=title)
 
-    return finish(args, source, comparison.to_dict(), lambda: comparison_table(comparison),
+    payload = comparison.to_dict()
+    if comparison.timing:
+        payload["fastest_diverse"] = fastest_diverse_name(comparison)
+    return finish(args, source, payload, lambda: comparison_table(comparison),
                   figure=figure)

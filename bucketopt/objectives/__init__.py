@@ -6,7 +6,11 @@ objective   pad      the cost of a bucket                        module
 padding     edge     padded tokens, every row at the edge        :mod:`.edge`
 padding     batch    expected padded tokens, dynamic padding     :mod:`.batch`
 time        both     expected seconds under a cost model         :mod:`.time`
+packed      varlen   expected seconds of a packing level         :mod:`.packed`
 ==========  =======  ==========================================  ====================
+
+``packed`` chooses packing levels (:func:`bucketopt.packed.packing_levels`); it is not in
+:data:`NAMES`, the objectives ``solve()`` offers, whose Solution describes padded batches.
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ NAMES = ("padding", "time")
 def make_objective(objective: str, pad: str, *, cost_model=None, min_fill: float = 0.0,
                    sync_buckets=True) -> Objective:
     """The registered objective for ``objective`` and ``pad``."""
+    if objective == "packed":
+        from .packed import PackedTime
+
+        return PackedTime(cost_model)
     if objective == "time":
         from .time import Time
 

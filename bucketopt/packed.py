@@ -1,0 +1,307 @@
+"""Packed (padding-free) epochs: documents packed into rows of at most T tokens, timed.
+
+Each micro-batch is one row of whole documents trained with document-masked (variable-length)
+attention, as TRL's ``padding_free``, transformers' ``DataCollatorWithFlattening`` and
+flash-attn's varlen kernels run it: it computes no padding and costs
+``alpha + beta * tokens + gamma * sum d_i**2`` (:meth:`bucketopt.costmodel.CostModel.batch_times`).
+With G ranks, rows ``i*G .. i*G + G - 1`` form step ``i`` and the step waits for its heaviest
+row. Every epoch is seeded by ``np.random.default_rng((seed, epoch))``.
+
+Strategies (:data:`STRATEGIES`):
+
+- ``"packed"``: greedy packing of a full shuffle (walk the shuffled documents, open a new row
+  when the next does not fit), rows in that order. This is the greedy packing most trainers do;
+  ``simulate(lengths, "packed")`` keeps its own meaning, best-fit decreasing over the whole
+  sorted data into rows padded to ``row_length``: the padding floor, not a training order.
+- ``"packed-bfd"``: best-fit decreasing inside consecutive windows of ``window`` shuffled
+  documents (default :data:`DEFAULT_WINDOW`), then the rows in random order.
+- ``"packed-balanced"``: the greedy rows of ``"packed"``, then the documents of every step
+  re-dealt across its G ranks (:func:`bucketopt.packing.balance_steps`, weighted by each
+  document's time ``beta * d + gamma * d**2`` under a cost model, else ``d**2``), so every rank
+  carries nearly the same load; a step keeps its documents, so its length mix is unchanged.
+- ``"packed-bucketed"``: K packing levels (inclusive upper edges on document length, chosen by
+  :func:`packing_levels`, the exact DP of :mod:`bucketopt.objectives.packed`); each level's
+  shuffled documents are packed greedily, every step takes G rows of one level, and the steps
+  go in random order. A level's last, partial step is dealt over G rows where it has G
+  documents.
+
+:func:`packed_rows` builds the ``compare`` rows: each strategy simulated, timed
+(``ktok_per_s``, ``eta_days``, ``wait_fraction`` and intervals), with its step mix gap and epoch
+churn (:mod:`bucketopt.diversity`) and, for ``packed`` and ``packed-bucketed``, the analytic
+estimate (:func:`analytic_packed_seconds`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .epoch import Epoch, packed_epoch
+from .errors import BucketoptError
+from .histogram import as_histogram, validate_lengths
+from .packing import balance_steps, greedy_row_starts, pack_rows, row_stats
+
+STRATEGIES = ("packed", "packed-bfd", "packed-balanced", "packed-bucketed")
+DEFAULT_WINDOW = 4096  # documents per best-fit-decreasing window
+
+
+def _check(lengths, token_budget, world_size):
+    from .costmodel import _positive_int
+
+    lengths = validate_lengths(lengths)
+    if token_budget is None:
+        raise BucketoptError("`token_budget` is required: rows are packed under it.")
+    token_budget = _positive_int(token_budget, "token_budget")
+    longest = int(lengths.max())
+    if longest > token_budget:
+        raise BucketoptError(f"token_budget={token_budget} is smaller than the longest sample "
+                             f"({longest}): no row can hold it.")
+    return lengths, token_budget, _positive_int(world_size, "world_size")
+
+
+def packed_plan(lengths, strategy, *, token_budget, world_size=1, boundaries=None, seed=0,
+                epoch=0, window=DEFAULT_WINDOW, cost_model=None):
+    """The rows of one packed epoch as (order, starts, levels): dataset indices in training
+    order, the offset in ``order`` where each row starts, and each row's level (or None).
+
+    Row ``j`` runs on rank ``j % world_size`` of step ``j // world_size``. ``boundaries`` (the
+    levels' inclusive upper edges) is needed by ``"packed-bucketed"``; ``cost_model`` sets the
+    weights of ``"packed-balanced"`` (default d**2).
+    """
+    from .simulate import _check_int
+
+    lengths, token_budget, g = _check(lengths, token_budget, world_size)
+    rng = np.random.default_rng((_check_int(seed, "seed", 0), _check_int(epoch, "epoch", 0)))
+    n = lengths.size
+    perm = rng.permutation(n)
+    shuffled = lengths[perm]
+    levels = None
+    if strategy in ("packed", "packed-balanced"):
+        order, starts = pack_rows(shuffled, token_budget)
+        if strategy == "packed-balanced":
+            order, starts = balance_steps(shuffled, order, starts, g, token_budget,
+                                          weights=_weights(shuffled, cost_model))
+    elif strategy == "packed-bfd":
+        order, starts = pack_rows(shuffled, token_budget, method="bfd", window=window)
+        order, starts = _permute_rows(order, starts, rng.permutation(starts.size))
+    elif strategy == "packed-bucketed":
+        if boundaries is None:
+            raise BucketoptError('strategy="packed-bucketed" needs `boundaries` (the levels).')
+        from .solution import check_boundaries
+
+        edges = np.asarray(check_boundaries(boundaries, as_histogram(lengths)), dtype=np.int64)
+        order, starts, levels = _level_rows(shuffled, edges, token_budget, g, rng)
+    else:
+        raise BucketoptError(f"`strategy` must be one of {', '.join(STRATEGIES)}; "
+                             f"got {strategy!r}.")
+    return perm[order], starts, levels
+
+
+def _weights(lengths, cost_model):
+    d = lengths.astype(np.float64)
+    if cost_model is None:
+        return d * d
+    return cost_model.beta * d + cost_model.gamma * d * d
+
+
+def _permute_rows(order, starts, row_order):
+    """Rows of (order, starts) taken in ``row_order``."""
+    sizes = np.diff(np.r_[starts, order.size])[row_order]
+    new_starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+    take = np.repeat(starts[row_order] - new_starts, sizes) + np.arange(order.size)
+    return order[take], new_starts
+
+
+def _level_rows(shuffled, edges, capacity, g, rng):
+    """Greedy rows inside each level, steps of G rows of one level in random order."""
+    level_of = np.searchsorted(edges, shuffled, side="left")
+    by_level = np.argsort(level_of, kind="stable")  # shuffled order inside each level
+    blocks = []  # (order positions, starts, level) of each step
+    tail = []  # rows of levels with fewer than G documents left over
+    bounds = np.r_[0, np.cumsum(np.bincount(level_of, minlength=edges.size))]
+    for level in range(edges.size):
+        members = by_level[bounds[level]:bounds[level + 1]]
+        if members.size == 0:
+            continue
+        starts = greedy_row_starts(shuffled[members], capacity)
+        full = starts.size // g * g
+        ends = np.r_[starts, members.size]
+        for first in range(0, full, g):
+            lo, hi = ends[first], ends[first + g]
+            blocks.append((members[lo:hi], starts[first:first + g] - lo, level))
+        if full < starts.size:  # the partial step: dealt over G rows where it can be
+            part = members[ends[full]:]
+            p_order, p_starts = balance_steps(shuffled[part], np.arange(part.size),
+                                              starts[full:] - ends[full], g, capacity)
+            if p_starts.size == g:
+                blocks.append((part[p_order], p_starts, level))
+            else:
+                tail.append((part[p_order], p_starts, level))
+    step_order = rng.permutation(len(blocks))
+    pieces = [blocks[i] for i in step_order] + tail
+    order_parts, start_parts, level_parts, offset = [], [], [], 0
+    for members, starts, level in pieces:
+        order_parts.append(members)
+        start_parts.append(starts + offset)
+        level_parts.append(np.full(starts.size, level, dtype=np.int64))
+        offset += members.size
+    return (np.concatenate(order_parts), np.concatenate(start_parts).astype(np.int64),
+            np.concatenate(level_parts))
+
+
+def simulate_packed(lengths, strategy, *, token_budget, world_size=1, boundaries=None, seed=0,
+                    epoch=0, window=DEFAULT_WINDOW, cost_model=None) -> Epoch:
+    """One packed epoch as an :class:`~bucketopt.epoch.Epoch` of padding-free rows (tokens and
+    the sum of d**2 per row, ``buckets`` the level of each row for ``"packed-bucketed"``).
+
+    Examples
+    --------
+    >>> e = simulate_packed([5, 1, 4, 2, 3], "packed", token_budget=8)
+    >>> e.total_real_tokens, e.padding_fraction, e.n_batches
+    (15, 0.0, 2)
+    """
+    lengths = validate_lengths(lengths)
+    order, starts, levels = packed_plan(lengths, strategy, token_budget=token_budget,
+                                        world_size=world_size, boundaries=boundaries, seed=seed,
+                                        epoch=epoch, window=window, cost_model=cost_model)
+    tokens, attention = row_stats(lengths, order, starts)
+    return packed_epoch(strategy, tokens, attention, levels)
+
+
+def packed_batches(lengths, strategy, **kwargs) -> list[np.ndarray]:
+    """The rows (dataset indices) of one packed epoch in training order (see
+    :func:`packed_plan` for the keyword arguments)."""
+    order, starts, _ = packed_plan(lengths, strategy, **kwargs)
+    return np.split(order, starts[1:])
+
+
+# --- analytic estimate and levels --------------------------------------------------------------
+
+
+def analytic_packed_seconds(lengths, boundaries, token_budget, cost_model) -> float:
+    """Expected epoch seconds of greedy packing with levels ``boundaries`` (None: one level,
+    plain ``"packed"``), from the histogram: the sum of
+    :func:`bucketopt.objectives.packed.level_seconds` over the levels."""
+    from .objectives.packed import level_seconds, moments_of
+
+    hist = as_histogram(lengths)
+    edges = [int(hist.max_length)] if boundaries is None else [int(b) for b in boundaries]
+    per_value = moments_of(hist.values, hist.counts, token_budget)
+    level_of = np.searchsorted(np.asarray(edges), hist.values, side="left")
+    total = 0.0
+    for level in range(len(edges)):
+        total += level_seconds(per_value[level_of == level].sum(axis=0), token_budget,
+                               cost_model.alpha, cost_model.beta, cost_model.gamma,
+                               cost_model.world_size)
+    return total
+
+
+def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_share=1.0,
+                   align=1) -> tuple:
+    """The at most ``k`` packing levels (inclusive upper edges) of least expected epoch time
+    under ``cost_model``: the exact DP of :mod:`bucketopt.objectives.packed` over every
+    candidate edge (every distinct length, or multiples of ``align``)."""
+    from .groups import backtrack, make_groups, share_windows
+    from .objectives import make_objective
+    from .solver import check_align, check_k, check_shares
+
+    k = check_k(k)
+    hist = as_histogram(lengths)
+    _check(np.array([hist.max_length]), token_budget, cost_model.world_size)
+    min_share, max_share = check_shares(min_share, max_share)
+    groups = make_groups(hist, check_align(align))
+    if groups.edges[-1] > token_budget:
+        raise BucketoptError(f"align={align} rounds the last edge up to "
+                             f"{int(groups.edges[-1])}, above token_budget={token_budget}.")
+    objective = make_objective("packed", "varlen", cost_model=cost_model)
+    win_lo, win_hi = share_windows(groups, min_share, max_share)
+    objective.fit(groups, token_budget=int(token_budget), win_lo=win_lo, win_hi=win_hi)
+    kmax = min(k, groups.g)
+    opt, best = objective.layers(kmax)
+    if not np.isfinite(best[kmax - 1]):
+        raise BucketoptError(f"infeasible constraints: no set of at most {k} packing levels "
+                             f"satisfies min_share={min_share}, max_share={max_share}.")
+    ends = backtrack(opt, kmax, groups.g)
+    return tuple(int(e) for e in groups.edges[ends])
+
+
+# --- compare rows ------------------------------------------------------------------------------
+
+
+def packed_rows(lengths, k, *, token_budget, cost_model=None, world_size=1, grad_accum=1,
+                seed=0, simulations=1, diversity=True, strategies=None,
+                timing=True) -> tuple[dict, dict]:
+    """The packed rows of ``bucketopt compare``: (rows, epochs), name -> row dict and name ->
+    the simulated epochs.
+
+    Without a cost model only ``"packed"`` is built (the other strategies plan for time: the
+    balancing weights and the levels come from the cost model). ``world_size`` is the cost
+    model's when one is given. Each row holds what :func:`bucketopt.comparison.strategy_row`
+    gives (padding 0: rows are padding-free), ``fill`` (mean row tokens / ``token_budget``),
+    ``boundaries`` (the levels of ``packed-bucketed``), with a cost model
+    ``ktok_per_s_analytic`` for ``packed`` and ``packed-bucketed`` and (``timing``) the
+    simulated ``ktok_per_s``, ``eta_days``, ``wait_fraction`` and their intervals, and with
+    ``diversity`` the ``step_mix_gap`` and ``epoch_churn`` of epochs 0 and 1 over
+    ``world_size`` x ``grad_accum`` rows per step. Every row's ``kind`` is ``"packed"`` and its
+    ``packing`` the strategy.
+    """
+    from .comparison import strategy_row
+
+    lengths = validate_lengths(lengths)
+    g = cost_model.world_size if cost_model is not None else world_size
+    if strategies is None:
+        strategies = ("packed", "packed-balanced", "packed-bucketed") if cost_model is not None \
+            else ("packed",)
+    rows, epochs = {}, {}
+    for name in strategies:
+        if name not in STRATEGIES:
+            raise BucketoptError(f"`strategies` must be among {', '.join(STRATEGIES)}; "
+                                 f"got {name!r}.")
+        if name != "packed" and cost_model is None and name != "packed-bfd":
+            raise BucketoptError(f"strategy {name!r} plans for time: it needs a cost model.")
+        levels = None
+        if name == "packed-bucketed":
+            levels = packing_levels(lengths, k, token_budget=token_budget,
+                                    cost_model=cost_model)
+        kw = dict(token_budget=token_budget, world_size=g, boundaries=levels, seed=seed,
+                  cost_model=cost_model)
+        eps = [simulate_packed(lengths, name, epoch=e, **kw) for e in range(simulations)]
+        row = strategy_row(name, "packed", eps, boundaries=levels)
+        row["packing"] = name
+        row["fill"] = float(np.mean([e.total_real_tokens / (e.n_batches * token_budget)
+                                     for e in eps]))
+        row["world_size"] = g
+        if diversity:
+            from .diversity import measure
+
+            pair = [packed_batches(lengths, name, epoch=e, **kw) for e in (0, 1)]
+            d = measure(lengths, *pair, world_size=g, grad_accum=grad_accum)
+            row.update(step_mix_gap=d.step_mix_gap, epoch_churn=d.epoch_churn,
+                       diversity_ranks=g, grad_accum=grad_accum)
+        if cost_model is not None and timing:
+            from .costmodel import timing_fields
+            from .intervals import epochs_intervals
+
+            row.update(timing_fields(eps, cost_model))
+            row.update(epochs_intervals(eps, cost_model))
+        if cost_model is not None and name in ("packed", "packed-bucketed"):
+            seconds = analytic_packed_seconds(lengths, levels, token_budget, cost_model)
+            row["ktok_per_s_analytic"] = float(lengths.sum()) / seconds / 1e3
+        rows[name], epochs[name] = row, eps
+    return rows, epochs
+
+
+def fastest_diverse(rows) -> str | None:
+    """The name of the fastest row (``ktok_per_s``) whose ``step_mix_gap`` is at most the
+    ``shuffle`` row's (its optimizer steps mix lengths at least as well as a full shuffle), or
+    None when the rows lack the figures."""
+    shuffle = rows.get("shuffle", {}).get("step_mix_gap")
+    if shuffle is None:
+        return None
+    best, rate = None, -1.0
+    for name, row in rows.items():
+        gap, speed = row.get("step_mix_gap"), row.get("ktok_per_s")
+        if gap is None or speed is None or gap > shuffle + 1e-12:
+            continue
+        if speed > rate:
+            best, rate = name, speed
+    return best
