@@ -22,13 +22,14 @@ import sys
 import numpy as np
 
 from ._sampler_plan import EpochPlan, build_plan, infeasible
+from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
 from .errors import BucketoptError
 from .histogram import Histogram, validate_lengths
 from .solution import batch_sizes_for, check_boundaries, check_token_budget
 
 __all__ = ["BucketBatchSampler", "EpochPlan", "TrackedLoader"]
 
-PACKINGS = ("fixed", "greedy")
+PACKINGS = ("fixed", "greedy", *VARLEN)
 STATE_VERSION = 2
 _STATE_KEYS = ("version", "epoch", "position", "seed", "fingerprint")
 _V2_KEYS = ("world_size", "grad_accum", "settings", "segments")
@@ -49,19 +50,25 @@ class BucketBatchSampler:
     ----------
     lengths : array-like of int
         Length of every sample of the dataset, in dataset order.
-    boundaries : array-like of int
-        Inclusive upper bucket edges (e.g. ``bucketopt.solve(...).boundaries``).
+    boundaries : array-like of int, or None
+        Inclusive upper bucket edges (e.g. ``bucketopt.solve(...).boundaries``). ``None`` only
+        with ``packing="varlen"``: one bucket (plain packing of a shuffle).
     token_budget : int
         Most padded tokens in one micro-batch on one GPU. ``packing="fixed"`` gives bucket ``k``
         batches of ``floor(token_budget / b_k)`` samples; ``"greedy"`` fills each batch inside
-        a bucket while ``(count + 1) * max_len <= token_budget``.
+        a bucket while ``(count + 1) * max_len <= token_budget``; ``"varlen"`` packs rows of
+        documents of one bucket while their real tokens stay ``<= token_budget``.
     seed : int
         The shuffle of epoch ``e`` depends only on ``(seed, e)``.
     rank, world_size : int
         This process's data-parallel rank and the number of ranks.
     grad_accum : int
         Micro-steps per optimizer step. It may not exceed the batches per rank one epoch makes.
-    packing : {"fixed", "greedy"}
+    packing : {"fixed", "greedy", "varlen", "varlen-balanced"}
+        ``"varlen"`` yields rows of documents for padding-free, document-masked attention
+        (collate them with :func:`bucketopt.integrations.collate.varlen_collate`);
+        ``"varlen-balanced"`` also re-deals the documents of every micro-step over its ranks so
+        the heaviest rank's attention (sum of d**2) is lighter. See docs/sampler.md.
     sync_buckets : bool or "step"
         ``True``: at every micro-step all ranks take a batch of the same bucket (equal shapes, no
         stragglers), and micro-steps of each bucket are spread over the epoch in proportion to
@@ -102,8 +109,14 @@ class BucketBatchSampler:
             raise BucketoptError("token_budget is required: the most padded tokens per "
                                  "micro-batch; got None.")
         self.token_budget = check_token_budget(token_budget, hist)
+        if packing not in PACKINGS:
+            raise BucketoptError(f"packing must be one of {PACKINGS}; got {packing!r}.")
+        varlen = packing in VARLEN
+        if boundaries is None and varlen:
+            boundaries = [hist.max_length]  # one bucket: plain packing of a shuffle
         self.edges = check_boundaries(boundaries, hist)
-        self.batch_sizes = batch_sizes_for(self.edges, self.token_budget)
+        # rows of documents hold real tokens: a bucket edge above the budget is no obstacle
+        self.batch_sizes = None if varlen else batch_sizes_for(self.edges, self.token_budget)
         self.seed = _check_int("seed", seed, 0)
         self.world_size = _check_int("world_size", world_size, 1)
         self.rank = _check_int("rank", rank, 0)
@@ -111,8 +124,6 @@ class BucketBatchSampler:
             raise BucketoptError(
                 f"rank must be in [0, world_size) = [0, {self.world_size}); got {self.rank}.")
         self.grad_accum = _check_int("grad_accum", grad_accum, 1)
-        if packing not in PACKINGS:
-            raise BucketoptError(f"packing must be one of {PACKINGS}; got {packing!r}.")
         self.packing = packing
         from .solver import check_sync
 
@@ -137,7 +148,8 @@ class BucketBatchSampler:
         if not self.drop_last:
             # greedy never makes more batches than fixed packing, so when the fixed count can be
             # split up to a multiple of world_size every epoch can: refuse now, not mid-training
-            most = int(np.sum(-(-self._bucket_counts // self.batch_sizes)))
+            most = (most_rows(lengths, self._bucket_of, self.edges.size, self.token_budget)
+                    if varlen else int(np.sum(-(-self._bucket_counts // self.batch_sizes))))
             if -(-most // self.world_size) * self.world_size > lengths.size:
                 raise infeasible(self, lengths.size, most, self.world_size)
         self._epoch = 0
@@ -379,28 +391,37 @@ class BucketBatchSampler:
     def _chain(self, epoch, segments, world_size, grad_accum) -> EpochPlan:
         """The plan of ``epoch`` at (world_size, grad_accum) after the elastic ``segments``."""
         members = None
+        build = build_varlen_plan if self.packing in VARLEN else build_plan
         for i, (G, A, position) in enumerate(segments):
-            earlier = build_plan(self, epoch, _rng(self.seed, epoch, i), world_size=G,
-                                 grad_accum=A, members=members, segments=segments[:i])
+            earlier = build(self, epoch, _rng(self.seed, epoch, i), world_size=G,
+                            grad_accum=A, members=members, segments=segments[:i])
             if position > earlier.micro_steps:
                 raise BucketoptError(f"state segment position must be <= {earlier.micro_steps} "
                                      f"(batches per rank at world_size={G}); got {position}.")
             members = earlier.indices_from(position * G)
-        return build_plan(self, epoch, _rng(self.seed, epoch, len(segments)),
-                          world_size=world_size, grad_accum=grad_accum, members=members,
-                          segments=segments)
+        return build(self, epoch, _rng(self.seed, epoch, len(segments)),
+                     world_size=world_size, grad_accum=grad_accum, members=members,
+                     segments=segments)
 
-    def epoch_view(self, epoch=None, *, pad="batch"):
+    def epoch_view(self, epoch=None, *, pad=None):
         """The epoch as an :class:`bucketopt.epoch.Epoch` over all ranks in step order (global
         batches ``i*G .. i*G + G - 1`` form micro-step ``i``), for the cost model.
 
-        ``pad="batch"`` pads each batch to its longest sample; ``"edge"`` to its bucket edge.
+        ``pad="batch"`` (the default for padded batches) pads each batch to its longest sample;
+        ``"edge"`` to its bucket edge; ``"varlen"`` (the default for ``packing="varlen"``) times
+        each batch as one padding-free row (real tokens, attention on the sum of d**2).
         """
         from .epoch import epoch_from_batches
 
         plan = self.plan(epoch)
-        name = {True: "bucketed", False: "bucketed-unsynced", "step": "bucketed-step"}[
-            self.sync_buckets]
+        if pad is None:
+            pad = "varlen" if self.packing in VARLEN else "batch"
+        if self.packing in VARLEN:
+            name = "packed" if self.edges.size == 1 else "packed-bucketed"
+            name += "-balanced" if self.packing == "varlen-balanced" else ""
+        else:
+            name = {True: "bucketed", False: "bucketed-unsynced", "step": "bucketed-step"}[
+                self.sync_buckets]
         return epoch_from_batches(self.lengths, plan.batches(), strategy=name, pad=pad,
                                   edges=self.edges, buckets=plan.buckets)
 
