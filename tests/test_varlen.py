@@ -309,6 +309,19 @@ def test_random_configurations_hold_the_invariants(cfg, epoch, data):
         assert seen.max() <= 1 and lengths.size - seen.sum() == s.dropped
     else:
         np.testing.assert_array_equal(seen, 1)
+    of = np.searchsorted(np.asarray(cfg["boundaries"]), lengths, side="left")
+    assert s.plan().natural_batches <= most_rows(lengths, of, len(cfg["boundaries"]),
+                                                 cfg["token_budget"])  # the refusal's bound
+    if cfg["packing"] == "varlen-balanced":  # against the same plan unbalanced
+        plain = BucketBatchSampler(**{**cfg, "packing": "varlen"})
+        plain.set_epoch(epoch)
+        a, b = step_attention(plain), step_attention(s)
+        assert a.shape == b.shape and (b <= a + 1e-9).all()
+        rows = G * cfg["grad_accum"]
+        for first in range(0, s.plan().n_batches, rows):
+            np.testing.assert_array_equal(
+                *(np.sort(np.concatenate(x.plan().batches()[first:first + rows]))
+                  for x in (plain, s)))
     # resume anywhere in the epoch, at this world size or another
     position = data.draw(st.integers(0, len(out[0])))
     first = BucketBatchSampler(**{**cfg, "rank": 0})
