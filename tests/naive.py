@@ -408,3 +408,39 @@ def bfd_window_rows(lengths, capacity, window):
             rooms[r] -= lengths[i]
         out += rows
     return out
+
+
+def packed_level_seconds(xs, capacity, alpha, beta, gamma, world):
+    """The packing-level cost of bucketopt.objectives.packed written out from the documents:
+    R = S1 / (T - (rho - 1) / 2) + 1/2 rows (at least 1), rho = S2 / S1; row spread from the room
+    a greedy row leaves (uniform in the size-biased straddler) and the renewal-reward variance
+    of its attention; each of R / G steps lasts mean + sigma * E[max of G normals]."""
+    from bucketopt.objectives.packed import expected_max_normal
+
+    if not xs:
+        return 0.0
+    t = float(capacity)
+    n = len(xs)
+    s1, s2, s3 = sum(xs), sum(x * x for x in xs), sum(x ** 3 for x in xs)
+    rho = s2 / s1
+    rows = max(1.0, s1 / (t - (rho - 1.0) / 2.0) + 0.5)
+    var_room = max(0.0, s3 / (3.0 * s1) - (rho / 2.0) ** 2)
+    mean_d = s1 / n
+    var_att = max(0.0, (t / mean_d) * sum((x * x - rho * x) ** 2 for x in xs) / n)
+    sigma = math.sqrt((beta + gamma * rho) ** 2 * var_room + gamma ** 2 * var_att)
+    e_g = expected_max_normal(world)
+    return (rows * alpha + beta * s1 + gamma * s2 + rows * sigma * e_g) / world
+
+
+def brute_force_packing_levels(lengths, k, capacity, alpha, beta, gamma, world, *,
+                               min_share=0.0, max_share=1.0):
+    """Minimum over every set of at most k level edges (distinct lengths) of the summed
+    :func:`packed_level_seconds`. Returns (seconds, boundaries) or None."""
+    last = max(lengths)
+
+    def cost(edges):
+        return sum(packed_level_seconds(xs, capacity, alpha, beta, gamma, world)
+                   for xs in _bucket_members(lengths, edges))
+
+    return brute_force(cost, sorted(set(lengths) - {last}), last, k, lengths, min_share,
+                       max_share, rel_tol=1e-12)

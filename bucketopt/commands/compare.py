@@ -58,7 +58,7 @@ def comparison_table(comparison) -> str:
     headers = ["strategy", "boundaries", "padding (analytic)", "padding (simulated)", "batches"]
     timed = bool(comparison.timing)
     if timed:
-        headers += ["Ktok/s", "ETA (days)"]
+        headers += ["Ktok/s", "ETA (days)", "wait"]
     diverse = any("step_mix_gap" in row for row in comparison.strategies.values())
     if diverse:
         headers += ["step mix gap", "epoch churn"]
@@ -70,7 +70,7 @@ def comparison_table(comparison) -> str:
         if timed:
             rate, eta = row.get("ktok_per_s"), row.get("eta_days")
             rows[-1] += ["-" if rate is None else f"{rate:.1f}",
-                         "-" if eta is None else f"{eta:.2f}"]
+                         "-" if eta is None else f"{eta:.2f}", _pct(row.get("wait_fraction"))]
         if diverse:
             gap = row.get("step_mix_gap")
             rows[-1] += ["-" if gap is None else f"{gap:.3f}", _pct(row.get("epoch_churn"))]
@@ -79,13 +79,14 @@ def comparison_table(comparison) -> str:
     if timed:
         t = comparison.timing
         head += (f"\nprofile {t['profile']}, {t['world_size']} GPU(s), ETA for {t['epochs']} "
-                 "epoch(s); each step waits for the slowest rank")
+                 "epoch(s); each step waits for the slowest rank (wait: the share of GPU time "
+                 "spent waiting for it)")
     if diverse:
         row = next(r for r in comparison.strategies.values() if "step_mix_gap" in r)
         head += (f"\nstep mix gap: optimizer steps of {row['diversity_ranks']} rank(s) x "
                  f"{row['grad_accum']} micro-step(s) (--gpus, --grad-accum); epoch churn: "
                  "batches of epoch 1 repeating one of epoch 0")
-    out = head + "\n" + table(headers, rows, align="llrrr" + "rr" * timed + "rr" * diverse)
+    out = head + "\n" + table(headers, rows, align="llrrr" + "rrr" * timed + "rr" * diverse)
     best = fastest_diverse_name(comparison)
     if best is not None:
         row = comparison.strategies[best]
