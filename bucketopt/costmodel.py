@@ -4,10 +4,10 @@ One micro-batch of ``s`` rows padded to length ``L`` takes
 ``t = alpha + beta * s * L + gamma * s * L**2`` seconds on one GPU. A padding-free (packed)
 micro-batch, one row of documents d_i with document-masked attention, takes
 ``alpha + beta * sum d_i + gamma * sum d_i**2`` (:meth:`CostModel.batch_times` reads both kinds
-from an :class:`~bucketopt.epoch.Epoch`; :mod:`bucketopt.packed` simulates packed epochs). With data parallelism over
-``G`` GPUs the batches ``i*G .. i*G + G - 1`` of an epoch run at once and the step waits for the
-slowest of them. Throughput counts real tokens only, over all GPUs; the ETA is
-``epochs x epoch time``. See docs/cost_model.md for the fit and its residuals.
+from an :class:`~bucketopt.epoch.Epoch`; :mod:`bucketopt.packed` simulates packed epochs).
+With data parallelism over ``G`` GPUs the batches ``i*G .. i*G + G - 1`` of an epoch run at
+once and the step waits for the slowest of them. Throughput counts real tokens only, over all
+GPUs; the ETA is ``epochs x epoch time``. See docs/cost_model.md for the fit and its residuals.
 
 Two ways to evaluate a batching:
 
