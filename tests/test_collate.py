@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bucketopt import BucketoptError
 from bucketopt.integrations.collate import VarlenCollator, varlen_collate
@@ -112,6 +114,24 @@ def test_same_tensors_as_transformers_flattening_collator():
         assert torch.equal(ours[key].reshape(-1), theirs[key].reshape(-1)), key
         assert ours[key].dtype == theirs[key].dtype, key
     assert ours["max_length_q"] == theirs["max_length_q"] == max(DOC_LENGTHS)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 500), min_size=1, max_size=30), min_size=1, max_size=12),
+       st.booleans(), st.integers(-200, 0))
+def test_matches_transformers_flattening_on_random_rows(docs, with_labels, separator):
+    features = [{"input_ids": d, **({"labels": [t - 1 for t in d]} if with_labels else {})}
+                for d in docs]
+    theirs = transformers.DataCollatorWithFlattening(
+        return_flash_attn_kwargs=True, separator_id=separator, return_tensors="np")(features)
+    ours = varlen_collate(features, attention="flash_attn", separator_id=separator,
+                          return_tensors="np")
+    for key in ("input_ids", "labels", "position_ids", "cu_seq_lens_q", "cu_seq_lens_k"):
+        np.testing.assert_array_equal(ours[key].reshape(-1), theirs[key].reshape(-1))
+        assert ours[key].dtype == theirs[key].dtype, key
+    assert ours["max_length_k"] == theirs["max_length_k"]
+    plain = varlen_collate(docs, attention="cu_seqlens", return_tensors="np")
+    np.testing.assert_array_equal(plain["cu_seqlens"], ours["cu_seq_lens_q"])
 
 
 def test_cu_seqlens_mask_and_numpy():
