@@ -42,6 +42,9 @@ from .packing import balance_steps, greedy_row_starts, pack_rows, row_stats
 
 STRATEGIES = ("packed", "packed-bfd", "packed-balanced", "packed-bucketed")
 DEFAULT_WINDOW = 4096  # documents per best-fit-decreasing window
+# The level DP visits every pair of candidate edges (O(1) each, ~100 M pairs a second): refuse
+# beyond this many and ask for align= (packed_rows picks the smallest power-of-two align under it).
+MAX_LEVEL_PAIRS = 4e8
 
 
 def _check(lengths, token_budget, world_size):
@@ -209,6 +212,11 @@ def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_s
     _check(np.array([hist.max_length]), token_budget, cost_model.world_size)
     min_share, max_share = check_shares(min_share, max_share)
     groups = make_groups(hist, check_align(align))
+    pairs = groups.g * (groups.g + 1) / 2
+    if pairs > MAX_LEVEL_PAIRS:
+        raise BucketoptError(f"packing levels over {groups.g:,} candidate edges visit "
+                             f"{pairs:,.0f} pairs of edges, too many for the exact DP; pass "
+                             "align= (e.g. align=16) to merge nearby edges.")
     if groups.edges[-1] > token_budget:
         raise BucketoptError(f"align={align} rounds the last edge up to "
                              f"{int(groups.edges[-1])}, above token_budget={token_budget}.")
@@ -260,8 +268,9 @@ def packed_rows(lengths, k, *, token_budget, cost_model=None, world_size=1, grad
             raise BucketoptError(f"strategy {name!r} plans for time: it needs a cost model.")
         levels = None
         if name == "packed-bucketed":
+            align = level_align(lengths)
             levels = packing_levels(lengths, k, token_budget=token_budget,
-                                    cost_model=cost_model)
+                                    cost_model=cost_model, align=align)
         kw = dict(token_budget=token_budget, world_size=g, boundaries=levels, seed=seed,
                   cost_model=cost_model)
         eps = [simulate_packed(lengths, name, epoch=e, **kw) for e in range(simulations)]
@@ -286,8 +295,22 @@ def packed_rows(lengths, k, *, token_budget, cost_model=None, world_size=1, grad
         if cost_model is not None and name in ("packed", "packed-bucketed"):
             seconds = analytic_packed_seconds(lengths, levels, token_budget, cost_model)
             row["ktok_per_s_analytic"] = float(lengths.sum()) / seconds / 1e3
+        if levels is not None:
+            row["levels_align"] = align
         rows[name], epochs[name] = row, eps
     return rows, epochs
+
+
+def level_align(lengths) -> int:
+    """The smallest power of two ``align`` whose candidate edges keep the level DP under
+    :data:`MAX_LEVEL_PAIRS` pairs (1 for the embedded example's 8,133 distinct lengths)."""
+    values = as_histogram(lengths).values
+    align = 1
+    while True:
+        g = np.unique(-(-values // align)).size
+        if g * (g + 1) / 2 <= MAX_LEVEL_PAIRS:
+            return align
+        align *= 2
 
 
 def fastest_diverse(rows) -> str | None:

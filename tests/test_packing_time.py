@@ -227,3 +227,20 @@ def test_fastest_diverse_needs_the_figures():
             "packed": {"ktok_per_s": 3.0, "step_mix_gap": 0.1},
             "packed-bucketed": {"ktok_per_s": 4.0, "step_mix_gap": 0.7}}
     assert fastest_diverse(rows) == "packed"
+
+
+def test_level_dp_refuses_too_many_pairs_and_compare_aligns(monkeypatch):
+    import bucketopt.packed as packed
+
+    lengths = np.arange(1, 101)
+    model = CostModel(alpha=0.1, beta=1e-4, gamma=1e-8, world_size=2)
+    monkeypatch.setattr(packed, "MAX_LEVEL_PAIRS", 1000)
+    with pytest.raises(BucketoptError, match="align="):
+        packing_levels(lengths, 3, token_budget=400, cost_model=model)
+    assert packed.level_align(lengths) == 4  # 25 candidate edges: 325 pairs
+    levels = packing_levels(lengths, 3, token_budget=400, cost_model=model, align=4)
+    assert all(b % 4 == 0 for b in levels[:-1]) and levels[-1] == 100
+    rows, _ = packed.packed_rows(lengths, 3, token_budget=400, cost_model=model,
+                                 diversity=False)
+    assert rows["packed-bucketed"]["levels_align"] == 4
+    assert tuple(rows["packed-bucketed"]["boundaries"]) == levels
