@@ -12,7 +12,8 @@ starts, so that no token attends to, or predicts, a token of another document:
   builds the block-diagonal causal mask from these when no ``attention_mask`` and no cache is
   passed (checked in ``tests/test_collate.py`` for Llama, Qwen2, Mistral and GPT-2 with
   ``"eager"`` and ``"sdpa"`` attention; a model that derives positions from the attention mask,
-  such as OPT, does not), and its flash-attention path derives the varlen boundaries from them;
+  such as OPT, does not); its flash-attention path derives the varlen boundaries from them too
+  (per transformers' source; not run in the tests, which have no GPU);
 - ``attention="flash_attn"`` adds transformers' ``FlashAttentionKwargs``: ``cu_seq_lens_q`` /
   ``cu_seq_lens_k`` (int32, cumulative, starting at 0) and ``max_length_q`` / ``max_length_k``;
 - ``attention="cu_seqlens"`` adds ``cu_seqlens`` (int32) and ``max_seqlen`` (int), the arguments of
