@@ -146,12 +146,18 @@ def dp_batch_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-@generator("readme-throughput", slow=True)
-def readme_throughput() -> str:
+@functools.lru_cache(maxsize=1)
+def story_comparison():
+    """compare() on the embedded example, 8 GPUs of the story profile, 6 epochs (shared by the
+    sections that show it)."""
     from bucketopt.comparison import compare
 
-    c = compare(lengths(), 6, profile="rtx-pro-6000-blackwell", world_size=8, epochs=6,
-                diversity=False)
+    return compare(lengths(), 6, profile="rtx-pro-6000-blackwell", world_size=8, epochs=6)
+
+
+@generator("readme-throughput", slow=True)
+def readme_throughput() -> str:
+    c = story_comparison()
     rows = [("sorted", "sorted (global sort, greedy packing)", "~32 Ktok/s"),
             ("shuffle", "full shuffle, greedy packing", "~12 Ktok/s"),
             ("bucketed", "bucketed, bucketopt boundaries", "25.1 Ktok/s, 5.1 days")]
@@ -165,6 +171,28 @@ def readme_throughput() -> str:
 
 
 # --- docs/ ---------------------------------------------------------------------------------------
+
+@generator("packing-answer", slow=True)
+def packing_answer() -> str:
+    from bucketopt.packed import fastest_diverse
+
+    c = story_comparison()
+    lines = ["| strategy | padding | Ktok/s | ETA, 6 epochs | wait | step mix gap | epoch churn |",
+             "|---|---|---|---|---|---|---|"]
+    for name in ("sorted", "shuffle", "bucketed", "bucketed-time", "packed", "packed-balanced",
+                 "packed-bucketed"):
+        r = c.strategies[name]
+        gap = r.get("step_mix_gap")
+        churn = r.get("epoch_churn")
+        lines.append(f"| {name} | {pct(r['padding_fraction'])} | {r['ktok_per_s']:.1f} | "
+                     f"{r['eta_days']:.2f} days | {pct(r['wait_fraction'])} | "
+                     f"{'-' if gap is None else f'{gap:.3f}'} | "
+                     f"{'-' if churn is None else pct(churn)} |")
+    levels = ",".join(map(str, c.strategies["packed-bucketed"]["boundaries"]))
+    best = fastest_diverse(c.strategies)
+    return ("\n".join(lines) + f"\n\npacked-bucketed levels: {levels}. Fastest with a step mix "
+            f"at least as diverse as the full shuffle: **{best}**.\n")
+
 
 @generator("dp-compare")
 def dp_compare() -> str:
