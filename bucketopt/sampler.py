@@ -90,6 +90,9 @@ class BucketBatchSampler:
     [2, 2]
     >>> sorted(i for sampler in ranks for batch in sampler for i in batch)  # each index once
     [0, 1, 2, 3, 4, 5]
+    >>> rows = list(BucketBatchSampler(lengths, None, token_budget=12, packing="varlen"))
+    >>> sorted(i for row in rows for i in row), max(sum(lengths[i] for i in row) for row in rows)
+    ([0, 1, 2, 3, 4, 5], 12)
     """
 
     def __init__(self, lengths, boundaries, *, token_budget, seed=0, rank=0, world_size=1,

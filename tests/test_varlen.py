@@ -247,6 +247,27 @@ def test_the_packing_example_in_the_docs_runs():
     assert namespace["steps"] > 0
 
 
+@pytest.mark.parametrize("overflow", ["split", "drop", "truncate"])
+def test_rows_of_items_with_max_length(overflow):
+    """With max_length the sampler packs items (chunks of long samples with "split")."""
+    lengths = DATA["heavy"][0]
+    samplers = ranks_of(lengths, None, 4096, 3, packing="varlen-balanced", max_length=4096,
+                        overflow=overflow)
+    out = [list(s) for s in samplers]
+    assert len({len(rows) for rows in out}) == 1
+    items = [item for rows in out for row in rows for item in row]
+    if overflow == "split":  # (index, chunk) pairs: every chunk of every sample once
+        chunks = -(-lengths // 4096)
+        assert sorted(items) == [(i, c) for i in range(lengths.size) for c in range(chunks[i])]
+        size = lambda item: min(4096, lengths[item[0]] - 4096 * item[1])  # noqa: E731
+    else:
+        kept = np.flatnonzero(lengths <= 4096) if overflow == "drop" else np.arange(lengths.size)
+        assert sorted(items) == kept.tolist()
+        size = lambda i: min(4096, lengths[i])  # noqa: E731
+    for row in (row for rows in out for row in rows):
+        assert sum(size(item) for item in row) <= 4096
+
+
 @pytest.mark.parametrize(("kwargs", "match"), [
     (dict(boundaries=None, packing="fixed"), "boundaries must"),
     (dict(packing="packed"), "packing must be one of"),
