@@ -67,8 +67,9 @@ class BucketBatchSampler:
     packing : {"fixed", "greedy", "varlen", "varlen-balanced"}
         ``"varlen"`` yields rows of documents for padding-free, document-masked attention
         (collate them with :func:`bucketopt.integrations.collate.varlen_collate`);
-        ``"varlen-balanced"`` also re-deals the documents of every micro-step over its ranks so
-        the heaviest rank's attention (sum of d**2) is lighter. See docs/sampler.md.
+        ``"varlen-balanced"`` also balances the ranks inside every optimizer step (its
+        documents re-dealt over the ranks of each micro-step, heavy rows grouped) so the
+        heaviest rank's attention (sum of d**2) is lighter. See docs/sampler.md.
     sync_buckets : bool or "step"
         ``True``: at every micro-step all ranks take a batch of the same bucket (equal shapes, no
         stragglers), and micro-steps of each bucket are spread over the epoch in proportion to
@@ -117,6 +118,10 @@ class BucketBatchSampler:
         varlen = packing in VARLEN
         if boundaries is None and varlen:
             boundaries = [hist.max_length]  # one bucket: plain packing of a shuffle
+        elif boundaries is None:
+            raise BucketoptError(f"boundaries are required with packing={packing!r}, e.g. "
+                                 "bucketopt.solve(lengths, k, token_budget=T).boundaries; None "
+                                 "(one bucket) is for packing='varlen' only.")
         self.edges = check_boundaries(boundaries, hist)
         # rows of documents hold real tokens: a bucket edge above the budget is no obstacle
         self.batch_sizes = None if varlen else batch_sizes_for(self.edges, self.token_budget)

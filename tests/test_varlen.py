@@ -269,7 +269,7 @@ def test_rows_of_items_with_max_length(overflow):
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    (dict(boundaries=None, packing="fixed"), "boundaries must"),
+    (dict(boundaries=None, packing="fixed"), "boundaries are required with packing='fixed'"),
     (dict(packing="packed"), "packing must be one of"),
     (dict(token_budget=30), "smaller than the longest sample"),
 ])
