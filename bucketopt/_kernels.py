@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._time_kernels import walk_moments
 from .groups import INF
 
 
@@ -245,10 +244,10 @@ def edge_layers_quadratic(edges, prefix_count, prefix_tokens, win_lo, win_hi, km
     return opt, best
 
 
-# --- dynamic padding (pad="batch"): exact expected padding and its DP -------------------------
-# log(a!) is tabulated as a double-double (hi + lo, accumulated with TwoSum), so that
-# log C(a, b) - log C(N, b) = (L[a] - L[a-b]) - (L[N] - L[N-b]) keeps ~1e-13 relative accuracy:
-# the table's rounding cancels in every difference.
+# --- log(a!) for the time objective ----------------------------------------------------------
+# A double-double table (hi + lo, accumulated with TwoSum), so that
+# log C(a, b) - log C(N, b) = (L[a] - L[a-b]) - (L[N] - L[N-b]) keeps ~1e-13 relative accuracy.
+# The pad="batch" kernels live in bucketopt/_batch_kernels.py.
 
 
 @njit(cache=True)
@@ -269,181 +268,6 @@ def log_factorial_table(n):
         hi[a] = s
         lo[a] = c
     return hi, lo
-
-
-@njit(cache=True)
-def _log_falling(hi, lo, a, b):
-    # log(a! / (a-b)!) for 0 <= b <= a, from the double-double table.
-    return (hi[a] - hi[a - b]) + (lo[a] - lo[a - b])
-
-
-@njit(cache=True)
-def batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo, lo, hi, size, cap):
-    """Expected dynamic padding of the bucket made of distinct lengths ``values[lo:hi]``.
-
-    The bucket's N samples are shuffled and cut into q = N // size batches of ``size`` and one of
-    r = N % size; every batch is padded to its longest member. With c(v) the samples <= v,
-    E[max of s draws] = top - sum_{v < top} gap(v) C(c(v), s) / C(N, s) (gap(v) = next length - v).
-    The sum runs from the top down and stops once the rest is provably below 1e-15 of N x top.
-    ``prefix_count`` / ``prefix_tokens`` are prefix sums over ``values`` (index 0 empty).
-
-    Returns the expectation, or a lower bound of it that is > ``cap`` (then the walk stopped early:
-    the bucket cannot beat ``cap``).
-    """
-    n = prefix_count[hi] - prefix_count[lo]
-    tokens = float(prefix_tokens[hi] - prefix_tokens[lo])
-    top = float(values[hi - 1])
-    if size >= n:
-        return n * top - tokens
-    if size == 1:
-        return 0.0  # every batch is one sample
-    q = n // size
-    r = n - q * size
-    wb = float(q * size)
-    wr = float(r) if r >= 2 else 0.0
-    const = wb * top + wr * top - tokens
-    if r == 1:
-        const += tokens / n
-    norm_b = _log_falling(lf_hi, lf_lo, n, size)
-    norm_r = _log_falling(lf_hi, lf_lo, n, r) if r >= 2 else 0.0
-    bottom = float(values[lo])
-    tol = 1e-15 * n * top
-    sb = 0.0
-    sr = 0.0
-    pb = 1.0
-    pr = 1.0 if r >= 2 else 0.0
-    base = prefix_count[lo]
-    steps = 0
-    for t in range(hi - 2, lo - 1, -1):
-        v = float(values[t])
-        gap = float(values[t + 1]) - v
-        a = prefix_count[t + 1] - base
-        if pb > 0.0:
-            pb = np.exp(_log_falling(lf_hi, lf_lo, a, size) - norm_b) if a >= size else 0.0
-            sb += gap * pb
-        if pr > 0.0:
-            pr = np.exp(_log_falling(lf_hi, lf_lo, a, r) - norm_r) if a >= r else 0.0
-            sr += gap * pr
-        rest = (v - bottom) * (wb * pb + wr * pr)
-        if rest <= tol:
-            break
-        steps += 1
-        if steps >= 16:
-            steps = 0
-            if const - wb * sb - wr * sr - rest > cap:
-                return const - wb * sb - wr * sr - rest
-    return const - wb * sb - wr * sr
-
-
-@njit(cache=True)
-def fill_ok(values, prefix_count, lf_hi, lf_lo, lo, hi, size, need):
-    """Does the bucket ``values[lo:hi]`` fill at least ``need`` padded tokens per full batch?
-
-    Its largest batch has s = min(size, N) rows padded to their longest, s x E[max of s]."""
-    if need <= 0.0:
-        return True
-    n = prefix_count[hi] - prefix_count[lo]
-    s = min(size, n)
-    if s * float(values[hi - 1]) < need:
-        return False
-    m1, _ = walk_moments(values, prefix_count, lo, hi, s, lf_hi, lf_lo)
-    return s * m1 >= need * (1 - 1e-12)
-
-
-@njit(cache=True)
-def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_group, cand_end,
-                        cand_size, win_lo, win_hi, g, kmax, min_fill_tokens):
-    """Exact DP for expected dynamic padding over candidate edges, same contract as edge_layers.
-
-    Candidate c (c = 0..C-1, increasing) closes group ``cand_group[c]`` (cand_group[0] = 0 is the
-    empty prefix); the lengths up to it are ``values[:cand_end[c]]`` and its batch size is
-    ``cand_size[c]``. A bucket from candidate i to candidate j (i < j) is allowed when
-    ``win_lo[gj] <= gi <= win_hi[gj]`` in group indices. Every allowed pair is considered
-    (the cost is not Monge); a pair is skipped only when a proven lower bound of its cost cannot
-    improve any layer. Returns opt (kmax, g + 1) int32 indexed by group (-1 where no candidate
-    closes there) and best (kmax,) float64 (inf when infeasible).
-    """
-    C = cand_group.size
-    inf = np.inf
-    F = np.full((kmax + 1, C), inf)
-    F[:, 0] = 0.0
-    arg = np.full((kmax + 1, C), -1, dtype=np.int64)
-    for j in range(1, C):
-        gj = cand_group[j]
-        for i in range(j - 1, -1, -1):
-            gi = cand_group[i]
-            if gi < win_lo[gj] or gi > win_hi[gj]:
-                continue
-            cap = -inf
-            for k in range(1, kmax + 1):
-                if F[k - 1, i] < inf:
-                    room = F[k, j] - F[k - 1, i]
-                    if room > cap:
-                        cap = room
-            if cap == -inf:
-                continue
-            if not fill_ok(values, prefix_count, lf_hi, lf_lo, cand_end[i], cand_end[j],
-                           cand_size[j], min_fill_tokens):
-                continue
-            cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
-                                     cand_end[i], cand_end[j], cand_size[j], cap)
-            for k in range(1, kmax + 1):
-                v = F[k - 1, i] + cost
-                if v < F[k, j] or (v == F[k, j] and v < inf):
-                    F[k, j] = v
-                    arg[k, j] = i
-    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
-    best = np.empty(kmax)
-    for k in range(1, kmax + 1):
-        for j in range(1, C):
-            if arg[k, j] >= 0:
-                opt[k - 1, cand_group[j]] = cand_group[arg[k, j]]
-        best[k - 1] = F[k, C - 1]
-    return opt, best
-
-
-@njit(cache=True)
-def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_end, group_size,
-                       win_lo, win_hi, windows, offsets, min_fill_tokens):
-    """Best chain of buckets whose t-th boundary lies in window t (pad="batch").
-
-    Window t holds the group indices ``windows[offsets[t]:offsets[t + 1]]`` (increasing); window 0
-    is the empty prefix {0} and the last window the last group {g}. A bucket closes group j and
-    starts after group i; its lengths are ``values[group_end[i]:group_end[j]]`` and its batch size
-    ``group_size[j]``. Returns (chain of group indices, one per window, and its cost), with
-    chain[0] = -1 when no chain satisfies the share windows.
-    """
-    nw = offsets.size - 1
-    inf = np.inf
-    F = np.full(windows.size, inf)
-    arg = np.full(windows.size, -1, dtype=np.int64)
-    F[0] = 0.0
-    for t in range(1, nw):
-        for jj in range(offsets[t], offsets[t + 1]):
-            j = windows[jj]
-            for ii in range(offsets[t], offsets[t - 1], -1):
-                i = windows[ii - 1]
-                if i >= j or F[ii - 1] == inf or i < win_lo[j] or i > win_hi[j]:
-                    continue
-                if not fill_ok(values, prefix_count, lf_hi, lf_lo, group_end[i], group_end[j],
-                               group_size[j], min_fill_tokens):
-                    continue
-                cap = F[jj] - F[ii - 1]
-                cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
-                                         group_end[i], group_end[j], group_size[j], cap)
-                v = F[ii - 1] + cost
-                if v < F[jj] or (v == F[jj] and v < inf):
-                    F[jj] = v
-                    arg[jj] = ii - 1
-    chain = np.full(nw, -1, dtype=np.int64)
-    last = offsets[nw - 1]
-    if F[last] == inf:
-        return chain, inf
-    pos = last
-    for t in range(nw - 1, -1, -1):
-        chain[t] = windows[pos]
-        pos = arg[pos]
-    return chain, F[last]
 
 
 # --- sequence packing for simulate("packed") ------------------------------------------------

@@ -10,7 +10,9 @@ P(max <= v) = C(c(v), s) / C(N, s), so
 
 (r = 1 gives the mean). For large s the probabilities collapse a few lengths below the top, so the
 sum is walked from the top down and stops once the rest is provably below 1e-15 of N x top. The
-log binomials come from a double-double table of log(a!), accurate to ~1e-13 relative.
+log binomials come from a compensated table of log(a!) while n <= WALK_TABLE_MAX (cached, at
+most 32 MiB), and from Stirling differences arranged without cancellation above it
+(:func:`bucketopt._batch_kernels.log_binom_ratio`), so memory does not grow with n.
 
 The DP over this cost lives in :mod:`bucketopt.objectives.batch`.
 """
@@ -27,7 +29,31 @@ from .histogram import Histogram
 MAX_TABLE = 1 << 26
 
 
+# Up to this many samples the walks read log(a!) from a table (16 bytes per entry, built once per
+# process and kept); above it they evaluate Stirling differences (slower per term, no memory).
+WALK_TABLE_MAX = 1 << 21
+_walk_table = (np.zeros(1), np.zeros(1))
+
+
+def walk_tables(n: int):
+    """(hi, lo) log-factorial table reaching n for the pad="batch" kernels, or a one-entry pair
+    (the kernels then use Stirling differences) when n > WALK_TABLE_MAX."""
+    global _walk_table
+    if n > WALK_TABLE_MAX:
+        return np.zeros(1), np.zeros(1)
+    if _walk_table[0].size <= n:
+        from ._batch_kernels import log_factorial_dd
+
+        size = min(max(n + 1, 2 * _walk_table[0].size), WALK_TABLE_MAX + 1)
+        with np.errstate(divide="ignore"):
+            logs = np.log(np.arange(size, dtype=np.float64))
+        logs[:2] = 0.0
+        _walk_table = log_factorial_dd(logs)
+    return _walk_table
+
+
 def log_factorials(n: int):
+    """The double-double log(a!) table for a = 0..n (the time objective's kernels use it)."""
     from ._kernels import log_factorial_table
 
     if n > MAX_TABLE:
@@ -58,25 +84,24 @@ def expected_padding_and_fill(hist: Histogram, edges, sizes):
 
     The largest batch has min(B, N) rows padded to the longest of them.
     """
-    from ._kernels import batch_bucket_cost
-    from ._time_kernels import walk_moments
+    from ._batch_kernels import batch_bucket_cost, expected_max
 
     edges = np.asarray(edges, dtype=np.int64)
     sizes = np.asarray(sizes, dtype=np.int64)
     values = hist.values
     pc = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
     pt = np.r_[0, np.cumsum(hist.values * hist.counts)].astype(np.int64)
-    hi_lf, lo_lf = log_factorials(hist.n)
+    lf_hi, lf_lo = walk_tables(hist.n)
     cut = np.searchsorted(values, edges, side="right")
     out = np.zeros(edges.size)
     full = np.zeros(edges.size)
     lo = 0
     for k, hi in enumerate(cut):
         if hi > lo:
-            out[k] = batch_bucket_cost(values, pc, pt, hi_lf, lo_lf, lo, int(hi),
+            out[k] = batch_bucket_cost(values, pc, pt, lf_hi, lf_lo, lo, int(hi),
                                        int(sizes[k]), np.inf)
             rows = min(int(sizes[k]), int(pc[hi] - pc[lo]))
-            full[k] = rows * walk_moments(values, pc, lo, int(hi), rows, hi_lf, lo_lf)[0]
+            full[k] = rows * expected_max(values, pc, lf_hi, lf_lo, lo, int(hi), rows)
         lo = max(lo, int(hi))
     return out, full
 

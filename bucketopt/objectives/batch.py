@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batchpad import expected_padding_per_bucket, log_factorials
+from ..batchpad import expected_padding_per_bucket, walk_tables
 from ..errors import BucketoptError
 from ..groups import backtrack
 from .base import Objective
@@ -98,7 +98,7 @@ class _Data:
         self.values = hist.values
         self.pc = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
         self.pt = np.r_[0, np.cumsum(hist.values * hist.counts)].astype(np.int64)
-        self.lf_hi, self.lf_lo = log_factorials(hist.n)
+        self.lf_hi, self.lf_lo = walk_tables(hist.n)
         self.min_fill_tokens = float(min_fill * token_budget)
         self.group_end = np.r_[0, groups.first_value[1:], hist.m].astype(np.int64)
         self.sizes = (token_budget // np.maximum(groups.edges, 1)).astype(np.int64)
@@ -106,14 +106,14 @@ class _Data:
         self.win_hi = np.asarray(win_hi, dtype=np.int64)
 
     def layers(self, cand, kmax):
-        from .._kernels import batch_layers_kernel
+        from .._batch_kernels import batch_layers_kernel
 
         return batch_layers_kernel(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo, cand,
                                    self.group_end[cand], self.sizes[cand], self.win_lo,
                                    self.win_hi, self.g, kmax, self.min_fill_tokens)
 
     def chain_cost(self, chain) -> float:
-        from .._kernels import batch_bucket_cost
+        from .._batch_kernels import batch_bucket_cost
 
         return float(sum(
             batch_bucket_cost(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo,
@@ -121,7 +121,7 @@ class _Data:
             for i, j in zip(chain[:-1], chain[1:])))
 
     def chain(self, windows):
-        from .._kernels import batch_chain_kernel
+        from .._batch_kernels import batch_chain_kernel
 
         offsets = np.r_[0, np.cumsum([w.size for w in windows])].astype(np.int64)
         flat = np.concatenate(windows).astype(np.int64)

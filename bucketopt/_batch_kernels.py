@@ -1,0 +1,408 @@
+"""numba kernels of ``pad="batch"``: the expected dynamic padding of a bucket and the DP over it.
+
+Arrays and numbers in, arrays out; the wrappers (bucketopt/batchpad.py,
+bucketopt/objectives/batch.py) validate first. Nothing here grows with the number of samples n:
+binomial ratios come from :func:`log_binom_ratio` (Stirling differences written so that no large
+terms cancel), not from a table of log(a!).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Below this argument the Stirling series is not used (its truncation error at 100 is < 1e-17).
+STIRLING_MIN = 100
+# A probability below exp(LOG_ZERO) counts as 0 (it changes no sum by 1e-300 of its value).
+LOG_ZERO = -745.0
+
+
+@njit(cache=True, inline="always")
+def _stirling_tail(z):
+    # lgamma(z) - ((z - 1/2) log z - z + log(2 pi) / 2) for z >= 100: the next term of the series
+    # is below 1 / (1188 z**9) < 1e-20.
+    r = 1.0 / z
+    r2 = r * r
+    return r * (1.0 / 12.0 - r2 * (1.0 / 360.0 - r2 * (1.0 / 1260.0 - r2 * (1.0 / 1680.0))))
+
+
+@njit(cache=True)
+def log_binom_ratio(a, n, s):
+    """log(C(a, s) / C(n, s)) for 0 <= s <= a <= n, to about 1e-16 x (|result| + 4 s) absolute.
+
+    With d = n - a: log C(a,s)/C(n,s) = sum_{l<s} log(1 - d/(n-l)) = sum_{u<d} log(1 - s/(a+1+u)).
+    When a - s + 1 >= STIRLING_MIN it is the difference of two Stirling expansions, arranged as
+    s log1p(-d/(n+1)) - (a-s+1/2) log1p(-s/(a+1)) + (n-s+1/2) log1p(-s/(n+1)) + tails,
+    where every term is at most ~s or the result itself; otherwise the shorter product is summed
+    (results below LOG_ZERO are returned as LOG_ZERO: (a/n)**s bounds the ratio from above).
+    """
+    d = n - a
+    if d == 0 or s == 0:
+        return 0.0
+    fa = float(a)
+    fn = float(n)
+    fs = float(s)
+    fd = float(d)
+    if a - s + 1 >= STIRLING_MIN:
+        out = fs * np.log1p(-fd / (fn + 1.0))
+        out -= (fa - fs + 0.5) * np.log1p(-fs / (fa + 1.0))
+        out += (fn - fs + 0.5) * np.log1p(-fs / (fn + 1.0))
+        out += (_stirling_tail(fa + 1.0) - _stirling_tail(fa - fs + 1.0)
+                - _stirling_tail(fn + 1.0) + _stirling_tail(fn - fs + 1.0))
+        return out
+    bound = fs * np.log1p(-fd / fn)  # log (a/n)**s >= the result
+    if bound < LOG_ZERO:
+        return LOG_ZERO
+    out = 0.0
+    if s <= d:
+        for ell in range(s):
+            out += np.log1p(-fd / (fn - ell))
+    else:
+        for u in range(d):
+            out += np.log1p(-fs / (fa + 1.0 + u))
+    return out
+
+
+@njit(cache=True)
+def expected_max(values, prefix_count, lf_hi, lf_lo, lo, hi, s):
+    """E[longest of s samples drawn without replacement] from the distinct lengths
+    ``values[lo:hi]`` (``prefix_count``: prefix counts over values, index 0 empty).
+
+    E = top - sum_{v < top} (next length - v) C(c(v), s) / C(N, s), walked from the top down until
+    the rest is provably below 1e-16 of the top.
+    """
+    base = prefix_count[lo]
+    n = prefix_count[hi] - base
+    top = float(values[hi - 1])
+    if s >= n:
+        return top
+    if s <= 0:
+        return 0.0
+    bottom = float(values[lo])
+    const = _ratio_constant(n, s, lf_hi, lf_lo)
+    acc = 0.0
+    for t in range(hi - 2, lo - 1, -1):
+        a = prefix_count[t + 1] - base
+        if a < s:
+            break
+        p = np.exp(_log_ratio(a, n, s, const, lf_hi, lf_lo))
+        v = float(values[t])
+        acc += (float(values[t + 1]) - v) * p
+        if (v - bottom) * p <= 1e-16 * top:
+            break
+    return top - acc
+
+
+@njit(cache=True, inline="always")
+def _walk_constant(n, s):
+    # The n-only part of log_binom_ratio(a, n, s) on its Stirling branch.
+    fn = float(n)
+    fs = float(s)
+    return ((fn - fs + 0.5) * np.log1p(-fs / (fn + 1.0))
+            - _stirling_tail(fn + 1.0) + _stirling_tail(fn - fs + 1.0))
+
+
+@njit(cache=True, inline="always")
+def _log1p_small(x):
+    # log(1 + x) for |x| <= 1/16: the series to x**14 (the rest is below 1e-18 of the result).
+    acc = 1.0 / 14.0
+    for k in range(13, 0, -1):
+        acc = 1.0 / k - x * acc
+    return x * acc
+
+
+@njit(cache=True, inline="always")
+def _walk_log_ratio(a, n, s, const):
+    # log_binom_ratio(a, n, s), with its n-only part ``const`` computed once per walk; the
+    # log(1 - s / (a + 1)) of the Stirling branch by its series when s / (a + 1) <= 1/16 (every
+    # step near the top of a walk, where the terms are large).
+    if a - s + 1 < STIRLING_MIN or a == n:
+        return log_binom_ratio(a, n, s)
+    fa = float(a)
+    fs = float(s)
+    x = -fs / (fa + 1.0)
+    lx = _log1p_small(x) if x >= -0.0625 else np.log1p(x)
+    return (fs * np.log((fa + 1.0) / (float(n) + 1.0)) - (fa - fs + 0.5) * lx
+            + _stirling_tail(fa + 1.0) - _stirling_tail(fa - fs + 1.0) + const)
+
+
+@njit(cache=True)
+def log_factorial_dd(logs):
+    """hi, lo with hi[a] + lo[a] = log(a!) for a = 0..n, from ``logs[a] = log(a)`` (a = 0..n):
+    a compensated (Neumaier) running sum, so table differences keep ~1e-15 absolute accuracy."""
+    size = logs.size
+    hi = np.zeros(size)
+    lo = np.zeros(size)
+    acc = 0.0
+    comp = 0.0
+    for a in range(2, size):
+        x = logs[a]
+        t = acc + x
+        if abs(acc) >= abs(x):
+            comp += (acc - t) + x
+        else:
+            comp += (x - t) + acc
+        acc = t
+        hi[a] = acc
+        lo[a] = comp
+    return hi, lo
+
+
+@njit(cache=True, inline="always")
+def _ratio_constant(n, s, lf_hi, lf_lo):
+    # The n-only part of the walk's log ratio: log(n! / (n-s)!) from the table when it reaches n,
+    # else the Stirling branch's constant.
+    if n < lf_hi.size:
+        return (lf_hi[n] - lf_hi[n - s]) + (lf_lo[n] - lf_lo[n - s])
+    return _walk_constant(n, s)
+
+
+@njit(cache=True, inline="always")
+def _log_ratio(a, n, s, const, lf_hi, lf_lo):
+    # log(C(a, s) / C(n, s)): two table differences when the table reaches n (cheapest), else
+    # the Stirling form; ``const`` from _ratio_constant.
+    if n < lf_hi.size:
+        return (lf_hi[a] - lf_hi[a - s]) + (lf_lo[a] - lf_lo[a - s]) - const
+    return _walk_log_ratio(a, n, s, const)
+
+
+# A walk first sums EXACT_STEPS terms exactly, then bounds the rest from the probabilities at the
+# tops of blocks of BLOCK distinct lengths (the probability grows with the length); it bounds
+# again each time the exact walk has doubled in length.
+EXACT_STEPS = 16
+BLOCK = 32
+
+
+@njit(cache=True)
+def _walk(values, prefix_count, lf_hi, lf_lo, lo, hi, s, weight, fixed, cap, tol, span):
+    """sum_{v < top} gap(v) C(c(v), s) / C(N, s) over the bucket ``values[lo:hi]`` (N > s >= 2).
+
+    The bucket's cost is ``fixed + weight * (top - sum)``. Returns (sum, True) to within
+    ``tol / weight``, or (an upper bound of the sum, False) once that bound proves the cost above
+    ``cap``. ``span`` >= the sum (top - mean).
+    """
+    base = prefix_count[lo]
+    n = prefix_count[hi] - base
+    top = float(values[hi - 1])
+    bottom = float(values[lo])
+    const = _ratio_constant(n, s, lf_hi, lf_lo)
+    acc = 0.0
+    check = EXACT_STEPS
+    for t in range(hi - 2, lo - 1, -1):
+        a = prefix_count[t + 1] - base
+        if a < s:
+            break
+        p = np.exp(_log_ratio(a, n, s, const, lf_hi, lf_lo))
+        v = float(values[t])
+        acc += (float(values[t + 1]) - v) * p
+        rest = min((v - bottom) * p, span - acc)
+        if weight * rest <= tol:
+            break
+        if hi - 1 - t == check:  # terms summed so far
+            check *= 2
+            if fixed + weight * (top - acc - rest) > cap:
+                return acc + rest, False
+            # the rest, block by block: each block's gaps times the probability at its top
+            bound = 0.0
+            t1 = t - 1
+            while t1 >= lo:
+                a1 = prefix_count[t1 + 1] - base
+                if a1 < s:
+                    break
+                p1 = np.exp(_log_ratio(a1, n, s, const, lf_hi, lf_lo))
+                top1 = float(values[t1 + 1])
+                tail = (top1 - bottom) * p1  # this block and every one below it
+                if weight * tail <= tol or tail <= 1e-3 * bound:
+                    bound += tail
+                    break
+                t0 = max(lo, t1 - BLOCK + 1)
+                bound += (top1 - float(values[t0])) * p1
+                t1 = t0 - 1
+            up = acc + min(bound, rest)
+            if fixed + weight * (top - up) > cap:
+                return up, False
+    return acc, True
+
+
+@njit(cache=True)
+def batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo, lo, hi, size, cap):
+    """Expected dynamic padding of the bucket made of distinct lengths ``values[lo:hi]``.
+
+    The bucket's N samples are shuffled and cut into q = N // size batches of ``size`` and one of
+    r = N % size; every batch is padded to its longest member:
+    padding = q size E[M_size] + r E[M_r] - tokens, with
+    E[M_s] = top - sum_{v < top} gap(v) C(c(v), s) / C(N, s) (gap(v) = next length - v).
+    The full-batch sum is walked first (short for large batches), then the partial batch's; each
+    stops once its rest is provably below 1e-15 of N x top. E[M_r] >= the mean bounds the partial
+    batch before it is walked. ``prefix_count`` / ``prefix_tokens`` are prefix sums over
+    ``values`` (index 0 empty).
+
+    Returns the expectation, or a lower bound of it that is > ``cap`` (then the walk stopped early:
+    the bucket cannot beat ``cap``).
+    """
+    n = prefix_count[hi] - prefix_count[lo]
+    tokens = float(prefix_tokens[hi] - prefix_tokens[lo])
+    top = float(values[hi - 1])
+    if size >= n:
+        return n * top - tokens
+    if size <= 1:
+        return 0.0  # every batch is one sample
+    q = n // size
+    r = n - q * size
+    wb = float(q * size)
+    mean = tokens / n
+    span = top - mean  # top - E[M_s] <= top - mean for every s >= 1
+    r_low = r * mean  # r E[M_r] >= r x mean
+    tol = 1e-15 * n * top
+    sb, exact = _walk(values, prefix_count, lf_hi, lf_lo, lo, hi, size, wb, r_low - tokens, cap,
+                      tol, span)
+    full = wb * (top - sb)
+    if not exact or r <= 1:
+        return full + r_low - tokens  # E[M_1] is the mean
+    if full + r_low - tokens > cap:
+        return full + r_low - tokens
+    fr = float(r)
+    sr, exact = _walk(values, prefix_count, lf_hi, lf_lo, lo, hi, r, fr, full - tokens, cap, tol,
+                      span)
+    return full + fr * (top - sr) - tokens
+
+
+@njit(cache=True)
+def fill_ok(values, prefix_count, lf_hi, lf_lo, lo, hi, size, need):
+    """Does the bucket ``values[lo:hi]`` fill at least ``need`` padded tokens per full batch?
+
+    Its largest batch has s = min(size, N) rows padded to their longest, s x E[max of s]."""
+    if need <= 0.0:
+        return True
+    n = prefix_count[hi] - prefix_count[lo]
+    s = min(size, n)
+    if s * float(values[hi - 1]) < need:
+        return False
+    return s * expected_max(values, prefix_count, lf_hi, lf_lo, lo, hi, s) >= need * (1 - 1e-12)
+
+
+@njit(cache=True)
+def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_group, cand_end,
+                        cand_size, win_lo, win_hi, g, kmax, min_fill_tokens):
+    """Exact DP for expected dynamic padding over candidate edges, same contract as edge_layers.
+
+    Candidate c (c = 0..C-1, increasing) closes group ``cand_group[c]`` (cand_group[0] = 0 is the
+    empty prefix); the lengths up to it are ``values[:cand_end[c]]`` and its batch size is
+    ``cand_size[c]``. A bucket from candidate i to candidate j (i < j) is allowed when
+    ``win_lo[gj] <= gi <= win_hi[gj]`` in group indices. Every allowed pair is considered
+    (the cost is not Monge); a pair is skipped only when a proven lower bound of its cost cannot
+    improve any layer. Returns opt (kmax, g + 1) int32 indexed by group (-1 where no candidate
+    closes there) and best (kmax,) float64 (inf when infeasible).
+    """
+    C = cand_group.size
+    inf = np.inf
+    F = np.full((kmax + 1, C), inf)
+    F[:, 0] = 0.0
+    arg = np.full((kmax + 1, C), -1, dtype=np.int64)
+    first = np.empty(kmax, dtype=np.int64)
+    seen = np.full(C, -1, dtype=np.int64)  # seen[i] == j: the pair (i, j) is done
+    for j in range(1, C):
+        gj = cand_group[j]
+        # The starts that were best for the previous end go first: their costs make the caps of
+        # the other pairs tight, so most of those stop after a few steps of their walk.
+        nfirst = 0
+        for k in range(1, kmax + 1):
+            i = arg[k, j - 1]
+            if i >= 0 and seen[i] != j:
+                seen[i] = j
+                first[nfirst] = i
+                nfirst += 1
+        for step in range(nfirst + j):
+            if step < nfirst:
+                i = first[step]
+            else:
+                i = j - 1 - (step - nfirst)
+                if seen[i] == j:
+                    continue
+            gi = cand_group[i]
+            if gi < win_lo[gj] or gi > win_hi[gj]:
+                continue
+            cap = -inf
+            for k in range(1, kmax + 1):
+                if F[k - 1, i] < inf:
+                    room = F[k, j] - F[k - 1, i]
+                    if room > cap:
+                        cap = room
+            if cap == -inf:
+                continue
+            if not fill_ok(values, prefix_count, lf_hi, lf_lo, cand_end[i], cand_end[j],
+                           cand_size[j], min_fill_tokens):
+                continue
+            cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_end[i],
+                                     cand_end[j], cand_size[j], cap)
+            for k in range(1, kmax + 1):
+                v = F[k - 1, i] + cost
+                if v < F[k, j] or (v == F[k, j] and v < inf):
+                    F[k, j] = v
+                    arg[k, j] = i
+    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
+    best = np.empty(kmax)
+    for k in range(1, kmax + 1):
+        for j in range(1, C):
+            if arg[k, j] >= 0:
+                opt[k - 1, cand_group[j]] = cand_group[arg[k, j]]
+        best[k - 1] = F[k, C - 1]
+    return opt, best
+
+
+@njit(cache=True)
+def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_end, group_size,
+                       win_lo, win_hi, windows, offsets, min_fill_tokens):
+    """Best chain of buckets whose t-th boundary lies in window t (pad="batch").
+
+    Window t holds the group indices ``windows[offsets[t]:offsets[t + 1]]`` (increasing); window 0
+    is the empty prefix {0} and the last window the last group {g}. A bucket closes group j and
+    starts after group i; its lengths are ``values[group_end[i]:group_end[j]]`` and its batch size
+    ``group_size[j]``. Returns (chain of group indices, one per window, and its cost), with
+    chain[0] = -1 when no chain satisfies the share windows.
+    """
+    nw = offsets.size - 1
+    inf = np.inf
+    F = np.full(windows.size, inf)
+    arg = np.full(windows.size, -1, dtype=np.int64)
+    F[0] = 0.0
+    for t in range(1, nw):
+        lo_w = offsets[t - 1]
+        width = offsets[t] - lo_w
+        for jj in range(offsets[t], offsets[t + 1]):
+            j = windows[jj]
+            # the start that was best for the previous end goes first (tight caps, see
+            # batch_layers_kernel), then the others from the nearest down
+            prev = arg[jj - 1] if jj > offsets[t] else -1
+            for step in range(width + 1):
+                if step == 0:
+                    if prev < 0:
+                        continue
+                    pos = prev
+                else:
+                    pos = offsets[t] - step
+                    if pos == prev:
+                        continue
+                i = windows[pos]
+                if i >= j or F[pos] == inf or i < win_lo[j] or i > win_hi[j]:
+                    continue
+                if not fill_ok(values, prefix_count, lf_hi, lf_lo, group_end[i], group_end[j],
+                               group_size[j], min_fill_tokens):
+                    continue
+                cap = F[jj] - F[pos]
+                cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
+                                         group_end[i],
+                                         group_end[j], group_size[j], cap)
+                v = F[pos] + cost
+                if v < F[jj] or (v == F[jj] and v < inf):
+                    F[jj] = v
+                    arg[jj] = pos
+    chain = np.full(nw, -1, dtype=np.int64)
+    last = offsets[nw - 1]
+    if F[last] == inf:
+        return chain, inf
+    pos = last
+    for t in range(nw - 1, -1, -1):
+        chain[t] = windows[pos]
+        pos = arg[pos]
+    return chain, F[last]
