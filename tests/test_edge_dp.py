@@ -75,6 +75,27 @@ def test_hull_equals_textbook_dp_large_numbers(gr, k):
     assert_same(edge_layers(*args, k), edge_layers_quadratic(*args, k))
 
 
+@SETTINGS
+@given(gr=groups(max_value=40, max_count=30, scale=2**40), k=st.integers(1, 12))
+def test_hull_equals_textbook_dp_huge_edges(gr, k):
+    """Edges near 2**45: crossing points past 2**40 take the exact integer division, those below
+    the floating-point estimate with its integer correction; both must match the textbook DP."""
+    args = arrays(*gr)
+    assert _hull_applies(*args)
+    assert_same(edge_layers(*args, k), edge_layers_quadratic(*args, k))
+
+
+def test_many_layers_in_lane_groups():
+    """kmax - 1 = 8 q + r layers run in groups of up to 8 lanes: every remainder agrees."""
+    rng = np.random.default_rng(7)
+    lengths = np.rint(rng.lognormal(5, 0.8, size=3000)).astype(np.int64) + 1
+    groups_ = make_groups(Histogram.from_lengths(lengths), 1)
+    win_lo, win_hi = share_windows(groups_, 0.0, 1.0)
+    args = (groups_.edges, groups_.prefix_count, groups_.prefix_tokens, win_lo, win_hi)
+    for k in range(1, 27):
+        assert_same(edge_layers(*args, k), _edge_layers_dc(*args, k))
+
+
 def test_outside_exactness_bound_falls_back():
     args = arrays([10**9, 2 * 10**9], [10**8, 10**8], [0, 5])
     assert not _hull_applies(*args)
