@@ -18,6 +18,9 @@ from .simulate import simulate
 from .solution import check_token_budget
 
 MAX_SIMULATIONS = 1000
+# Above this many samples the simulated epochs run on a seeded uniform subsample of this size
+# (the analytic figures and the sorted row stay exact, from the whole histogram).
+SIMULATED_SAMPLES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -36,25 +39,102 @@ class Comparison:
     # with max_length: what the overflow policy touched (rows and batches() then index the
     # planned items of bucketopt.overflow.overflow_items, not the dataset's samples)
     overflow: dict | None = None
+    # where the figures come from: samples, simulated_samples, subsampled, from_histogram, ...
+    simulation: dict = field(default_factory=dict)
 
     def batches(self, name: str, epoch: int = 0) -> list:
-        """The batches (dataset indices, training order) row ``name`` timed in ``epoch``."""
+        """The batches (dataset indices, training order) row ``name`` timed in ``epoch``.
+
+        When the simulation ran on a subsample (``simulation["subsampled"]``), these are the
+        batches of the whole dataset planned the same way, not the subsample's timed ones."""
         from .plans import comparison_batches
 
         return comparison_batches(self, name, epoch)
+
+    @property
+    def simulation_line(self) -> str:
+        """One line for people: which figures come from the histogram, which from a simulation
+        and on how many samples."""
+        sim = self.simulation
+        if not sim:
+            return ""
+        if sim["subsampled"]:
+            return (f"simulated figures (padding (simulated), batches, Ktok/s, ETA, step mix gap,"
+                    f" epoch churn): a seeded uniform subsample of {sim['simulated_samples']:,} "
+                    f"of the {sim['samples']:,} samples, totals scaled to the whole dataset; "
+                    "padding (analytic) and the sorted row: exact, from the whole histogram")
+        return (f"simulated figures: every one of the {sim['samples']:,} samples (the sorted row "
+                "from the histogram, the same batches); padding (analytic): exact")
 
     def to_dict(self) -> dict:
         return {"k": self.k, "token_budget": self.token_budget, "pad": self.pad,
                 "simulations": self.simulations, "seed": self.seed, **self.timing,
                 **({} if self.overflow is None else {"overflow": self.overflow}),
+                **({} if not self.simulation else {"simulation": self.simulation}),
                 "strategies": self.strategies}
 
 
-def strategy_row(name: str, kind: str, epochs, *, boundaries=None, analytic=None) -> dict:
+def subsample(hist, size, seed=0) -> np.ndarray:
+    """The lengths of a uniform random subsample, without replacement, of ``size`` of the
+    histogram's samples (sorted; int64), drawn from ``(seed, "subsample")``: a multivariate
+    hypergeometric draw of the counts, the exact law of the lengths of ``size`` samples picked
+    uniformly from the dataset, in O(m)."""
+    rng = np.random.default_rng([seed, 0x5AB5A3])
+    counts = rng.multivariate_hypergeometric(hist.counts, int(size))
+    return np.repeat(hist.values, counts)
+
+
+class _Stages:
+    """The progress line of compare() on stderr (bucketopt.progress rules: only on a terminal,
+    never with ``enabled=False``, silent for the first two seconds)."""
+
+    def __init__(self, total, enabled):
+        from .progress import Progress
+
+        self.bar = Progress("compare", total, enabled=enabled)
+        self.what = None
+        self.bar._draw = self._draw
+
+    def __call__(self, what):
+        """``what`` starts now (the step before it, if any, is done)."""
+        first, self.what = self.what is None, what
+        self.bar.update(0 if first else 1)
+
+    def _draw(self, now):
+        bar = self.bar
+        total = max(bar.total or 1, 1)
+        share = min(bar.done / total, 1.0)
+        filled = int(share * 24)
+        text = (f"compare [{'#' * filled}{'-' * (24 - filled)}] {bar.done}/{total} steps, "
+                f"{now - bar._start:.0f} s: {self.what}")
+        bar.stream.write("\r" + text.ljust(bar._width))
+        bar._width = len(text)
+        bar.stream.flush()
+        bar._drawn = True
+
+    def close(self):
+        self.what = "done"
+        self.bar.close()
+
+
+def strategy_row(name: str, kind: str, epochs, *, boundaries=None, analytic=None,
+                 scale=None) -> dict:
     """One row: ``padding_fraction`` is the analytic expectation where it exists, else the mean
-    of the simulated epochs; both are kept (``padding_fraction_analytic`` is None without one)."""
+    of the simulated epochs; both are kept (``padding_fraction_analytic`` is None without one).
+
+    ``scale``: ``(simulated_samples, real_tokens)`` when ``epochs`` were simulated on a
+    subsample of that many samples of a dataset of ``real_tokens`` tokens: token and batch
+    totals are scaled by the ratio of real tokens (shares and rates are kept as they are)."""
     fractions = [e.padding_fraction for e in epochs]
     simulated = float(np.mean(fractions))
+    real = int(epochs[0].total_real_tokens)
+    padded = float(np.mean([e.padded_tokens for e in epochs]))
+    batches = float(np.mean([e.n_batches for e in epochs]))
+    if scale is not None:
+        simulated_samples, full_real = scale
+        padded *= full_real / real
+        batches *= full_real / real
+        real = int(full_real)
     row = {
         "kind": kind,
         "boundaries": None if boundaries is None else [int(b) for b in boundaries],
@@ -62,10 +142,12 @@ def strategy_row(name: str, kind: str, epochs, *, boundaries=None, analytic=None
         "padding_fraction_analytic": None if analytic is None
         else float(analytic.padding_fraction),
         "padding_fraction_simulated": simulated,
-        "padded_tokens_simulated": float(np.mean([e.padded_tokens for e in epochs])),
-        "real_tokens": int(epochs[0].total_real_tokens),
-        "batches": float(np.mean([e.n_batches for e in epochs])),
+        "padded_tokens_simulated": padded,
+        "real_tokens": real,
+        "batches": batches,
     }
+    if scale is not None:
+        row.update(simulated_samples=simulated_samples, scaled=True)
     if analytic is not None:
         row["padded_tokens_analytic"] = float(analytic.padded_tokens)
         row["batch_sizes"] = None if analytic.batch_sizes is None else list(analytic.batch_sizes)
@@ -74,7 +156,8 @@ def strategy_row(name: str, kind: str, epochs, *, boundaries=None, analytic=None
 
 def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1, rules=RULES,
             profile=None, world_size=None, epochs=1, grad_accum=1, diversity=True,
-            sampler=False, **solver_kwargs) -> Comparison:
+            sampler=False, simulated_samples=SIMULATED_SAMPLES, progress=False,
+            **solver_kwargs) -> Comparison:
     """Padding of every strategy on ``lengths``: sorted, shuffle, bucketed with bucketopt's
     boundaries (pad-optimal; the edge-optimal ones too when ``pad="batch"``), each rule of thumb
     (bucketed), and best-fit-decreasing packing.
@@ -87,6 +170,18 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     Bucketed strategies use fixed batch sizes B_k = floor(T / b_k), so their simulated padding
     estimates the same quantity as the analytic one. ``solver_kwargs`` go to :func:`solve`.
 
+    Scale: the analytic figures come from the histogram, and so does the sorted row (its
+    greedy batches are runs of equal lengths: the same batches a per-sample simulation builds).
+    With more than ``simulated_samples`` samples (default 1,000,000; None: never) the other
+    simulated epochs (shuffle, bucketed, rules, packed, sampler) and their diversity figures
+    run on a seeded uniform subsample of that many samples (:func:`subsample`): shares, rates,
+    step mix gap and churn are those of the subsample, token, batch and ETA totals are scaled to
+    the whole dataset. ``Comparison.simulation`` (``simulation`` in JSON) says which route ran.
+    ``lengths`` may be a :class:`~bucketopt.Histogram`: beyond ``simulated_samples`` nothing
+    per-sample is built (``Comparison.batches`` then has no samples to index); otherwise its
+    samples are simulated in length order. ``progress``: a progress line on stderr (None: when
+    stderr is a terminal).
+
     Examples
     --------
     >>> import numpy as np
@@ -96,21 +191,30 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     >>> c.strategies["packed"]["padding_fraction"] < c.strategies["shuffle"]["padding_fraction"]
     True
     """
+    from .histogram import Histogram
     from .solver import check_k, evaluate, solve
 
     k = check_k(k)
-    lengths = validate_lengths(lengths)
+    if simulated_samples is not None:
+        simulated_samples = _positive(simulated_samples, "simulated_samples")
+    # a Histogram beyond simulated_samples stays one: no per-sample array is ever built
+    as_hist = isinstance(lengths, Histogram) and simulated_samples is not None \
+        and lengths.n > simulated_samples
+    if not as_hist:
+        lengths = validate_lengths(lengths)
     overflow_report = None
     if solver_kwargs.get("max_length") is not None:  # every strategy sees the same samples
         from .overflow import apply_overflow, overflow_items
 
         max_length = solver_kwargs.pop("max_length")
         policy = solver_kwargs.pop("overflow", "truncate")
-        _, overflow_report = apply_overflow(as_histogram(lengths), max_length, policy)
-        lengths = overflow_items(lengths, max_length, policy)[0]
+        folded, overflow_report = apply_overflow(as_histogram(lengths), max_length, policy)
+        lengths = folded if as_hist else overflow_items(lengths, max_length, policy)[0]
     solver_kwargs.pop("max_length", None)
     solver_kwargs.pop("overflow", None)
     hist = as_histogram(lengths)
+    if as_hist:
+        lengths = None  # Comparison.batches() needs one length per sample
     cost_model = None
     if profile is not None:  # rows gain ktok_per_s / eta_days; budget defaults to the profile's
         from .costmodel import resolve_cost_model
@@ -139,18 +243,35 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     if world_size is not None:
         world_size = _positive_int(world_size, "world_size")
 
-    def run(strategy, **kw):
-        return [simulate(lengths, strategy, token_budget=token_budget, seed=seed, epoch=e, **kw)
-                for e in range(simulations)]
+    n = hist.n
+    subsampled = simulated_samples is not None and n > simulated_samples
+    sim_lengths = subsample(hist, simulated_samples, seed) if subsampled else lengths
+    scale = (int(sim_lengths.size), hist.real_tokens) if subsampled else None
+    stages = _Stages(None, progress)
 
-    rows, epochs = {}, {}
+    def run(strategy, **kw):
+        return [simulate(sim_lengths, strategy, token_budget=token_budget, seed=seed, epoch=e,
+                         **kw) for e in range(simulations)]
+
+    rows, epochs, scales = {}, {}, {}
 
     def add(name, kind, eps, boundaries=None, analytic=None):
-        rows[name] = strategy_row(name, kind, eps, boundaries=boundaries, analytic=analytic)
+        # every row but "sorted" is simulated on sim_lengths (the subsample, if any)
+        row_scale = None if name == "sorted" else scale
+        rows[name] = strategy_row(name, kind, eps, boundaries=boundaries, analytic=analytic,
+                                  scale=row_scale)
         epochs[name] = eps
+        if row_scale is not None:
+            scales[name] = hist.real_tokens / eps[0].total_real_tokens
 
-    add("sorted", "sorted", run("sorted"))
+    from .simulate import sorted_epoch
+
+    stages("sorted (from the histogram)")
+    add("sorted", "sorted", [sorted_epoch(hist, token_budget, seed=seed, epoch=e)
+                             for e in range(simulations)])
+    stages("shuffle")
     add("shuffle", "shuffle", run("shuffle"))
+    stages("solving")
     bucket_sets = [("bucketed", solve(hist, k, token_budget=token_budget, pad=pad,
                                       **solver_kwargs).boundaries)]
     if cost_model is not None and solver_kwargs.get("objective") != "time":
@@ -166,8 +287,13 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
                                                   pad="edge").boundaries))
     for name in rules:
         bucket_sets.append((name, rule_of_thumb(name, hist, k, token_budget=token_budget)))
+    analytics = {}
+    stages.bar.total = (len(bucket_sets) + 4 + bool(diversity) + bool(sampler)
+                        + 2 * (cost_model is not None))
     for name, boundaries in bucket_sets:
-        analytic = evaluate(hist, boundaries, token_budget=token_budget, pad=pad)
+        stages(name)
+        analytic = analytics[name] = evaluate(hist, boundaries, token_budget=token_budget,
+                                              pad=pad)
         eps = run("bucketed", boundaries=boundaries, packing="fixed", pad=pad)
         add(name, name if name in ("bucketed", "bucketed-time") else "bucketed:" + name, eps,
             boundaries, analytic)
@@ -177,32 +303,65 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         ranks = cost_model.world_size if cost_model is not None else (world_size or 1)
         edges = rows["bucketed"]["boundaries"]
         if sampler:
+            stages("sampler")
             add("sampler", "bucketed:sampler", sampler_epochs(
-                lengths, edges, token_budget=token_budget, world_size=ranks,
+                sim_lengths, edges, token_budget=token_budget, world_size=ranks,
                 grad_accum=grad_accum, seed=seed, epochs=simulations, pad=pad), edges)
             rows["sampler"].update(world_size=ranks, grad_accum=grad_accum)
         if diversity:
+            stages("diversity")
             for name, fields in comparison_diversity(
-                    lengths, edges, token_budget=token_budget, world_size=ranks,
-                    grad_accum=grad_accum, seed=seed).items():
+                    sim_lengths, edges, token_budget=token_budget, world_size=ranks,
+                    grad_accum=grad_accum, seed=seed,
+                    dataset=hist if subsampled else None).items():
                 if name in rows:
                     rows[name].update(fields, diversity_ranks=ranks, grad_accum=grad_accum)
-    add("packed", "packed", run("packed"))
+    stages("packed")
+    from .packed import packed_rows  # padding-free rows: packed, -balanced, -bucketed
+
+    packed, packed_epochs = packed_rows(
+        sim_lengths, k, token_budget=token_budget, cost_model=cost_model,
+        world_size=world_size or 1, grad_accum=grad_accum, seed=seed, simulations=simulations,
+        diversity=diversity, timing=False)
+    for name, row in packed.items():  # timed with the others below (sum of d^2 attention)
+        add(name, "packed", packed_epochs[name], row["boundaries"])
+        rows[name] = {**row, **rows[name]}
     timing = {}
     if cost_model is not None:
         from .costmodel import annotate, timing_fields
         from .intervals import epochs_intervals
 
+        stages("timing")
         for name, eps in epochs.items():
-            if name == "packed":  # rows of many documents: gamma * s * L^2 would charge
-                rows[name].update(ktok_per_s=None, eta_days=None, wait_fraction=None)
-                continue  # attention across the whole row; not modelled
             rows[name].update(timing_fields(eps, cost_model))
             rows[name].update(epochs_intervals(eps, cost_model))
+        stages("analytic timing")
         for name, boundaries in bucket_sets:  # the analytic fast path, next to the simulation
-            analytic = evaluate(hist, boundaries, token_budget=token_budget, pad=pad)
+            analytic = analytics.get(name) or evaluate(hist, boundaries,
+                                                       token_budget=token_budget, pad=pad)
             rows[name]["ktok_per_s_analytic"] = annotate(analytic, hist, cost_model).ktok_per_s
         timing = {"profile": cost_model.name, "world_size": cost_model.world_size,
                   "epochs": cost_model.epochs}
+    for name, factor in scales.items():  # simulated on a subsample: ETA of the whole dataset
+        row = rows[name]
+        if row.get("eta_days") is not None:
+            row["eta_days"] *= factor
+        if row.get("eta_days_interval") is not None:
+            row["eta_days_interval"] = [v * factor for v in row["eta_days_interval"]]
+    stages.close()
+    simulation = {
+        "samples": n, "simulated_samples": int(sim_lengths.size), "subsampled": subsampled,
+        "from_histogram": ["padding_fraction_analytic", "padded_tokens_analytic",
+                           "ktok_per_s_analytic", "real_tokens", "sorted"],
+        "from_simulation": ["padding_fraction_simulated", "padded_tokens_simulated", "batches",
+                            "ktok_per_s", "eta_days", "wait_fraction", "step_mix_gap",
+                            "epoch_churn"],
+    }
     return Comparison(k, token_budget, pad, simulations, seed, rows, epochs, timing, lengths,
-                      overflow_report)
+                      overflow_report, simulation)
+
+
+def _positive(value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise BucketoptError(f"`{name}` must be an integer >= 1 or None; got {value!r}.")
+    return int(value)

@@ -101,8 +101,8 @@ def comparison_batches(comparison, name, epoch=0) -> list[np.ndarray]:
     the same batches compare simulated (epochs ``0 .. simulations - 1``) and timed."""
     lengths = getattr(comparison, "lengths", None)
     if lengths is None:
-        raise BucketoptError("this Comparison does not hold its lengths: build it with "
-                             "bucketopt.compare().")
+        raise BucketoptError("this Comparison does not hold one length per sample: build it "
+                             "with bucketopt.compare() from the lengths (not a Histogram).")
     rows = comparison.strategies
     if name not in rows:
         raise BucketoptError(f"name must be one of {', '.join(rows)}; got {name!r}.")

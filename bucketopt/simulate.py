@@ -26,6 +26,7 @@ from .solution import batch_sizes_for, check_boundaries, check_token_budget
 
 STRATEGIES = ("sorted", "shuffle", "bucketed", "packed")
 PACKINGS = ("fixed", "greedy")
+CHUNK = 1 << 20  # samples per call of the streaming greedy kernel
 
 
 def _check_int(value, name, low):
@@ -34,16 +35,8 @@ def _check_int(value, name, low):
     return int(value)
 
 
-def batch_plan(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=0,
-               packing="fixed"):
-    """The batches of one epoch as (order, starts, buckets): sample indices in training order,
-    the offset in ``order`` where each batch starts, and each batch's bucket (or None).
-
-    Not for ``"packed"`` (rows, not batches of whole samples: see :func:`simulate`).
-    """
-    from ._packing import greedy_starts
-
-    lengths = validate_lengths(lengths)
+def _check_plan(lengths, strategy, token_budget, seed, epoch, packing):
+    """Validate the plan's arguments: (token_budget, the epoch's generator)."""
     token_budget = check_token_budget(token_budget)
     if token_budget is None:
         raise BucketoptError("`token_budget` is required: batches are built under it.")
@@ -56,7 +49,26 @@ def batch_plan(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoc
     epoch = _check_int(epoch, "epoch", 0)
     if packing not in PACKINGS:
         raise BucketoptError(f"`packing` must be one of {', '.join(PACKINGS)}; got {packing!r}.")
-    rng = np.random.default_rng((seed, epoch))
+    if strategy == "packed":
+        raise BucketoptError('strategy="packed" builds rows, not batches: use simulate().')
+    if strategy not in STRATEGIES:
+        raise BucketoptError(
+            f"`strategy` must be one of {', '.join(STRATEGIES)}; got {strategy!r}."
+        )
+    return token_budget, np.random.default_rng((seed, epoch))
+
+
+def batch_plan(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=0,
+               packing="fixed"):
+    """The batches of one epoch as (order, starts, buckets): sample indices in training order,
+    the offset in ``order`` where each batch starts, and each batch's bucket (or None).
+
+    Not for ``"packed"`` (rows, not batches of whole samples: see :func:`simulate`).
+    """
+    from ._packing import greedy_starts
+
+    lengths = validate_lengths(lengths)
+    token_budget, rng = _check_plan(lengths, strategy, token_budget, seed, epoch, packing)
     n = lengths.size
     no_breaks = np.zeros(n, dtype=np.bool_)
     buckets = None
@@ -87,12 +99,8 @@ def batch_plan(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoc
             parts = [f + np.arange(0, c, sizes[sample_bucket[f]]) for f, c in zip(first, counts)]
             starts = np.concatenate(parts).astype(np.int64)
         buckets = sample_bucket[starts]
-    elif strategy == "packed":
-        raise BucketoptError('strategy="packed" builds rows, not batches: use simulate().')
     else:
-        raise BucketoptError(
-            f"`strategy` must be one of {', '.join(STRATEGIES)}; got {strategy!r}."
-        )
+        raise AssertionError(strategy)  # _check_plan() admits only the three above
     # Training order of the batches: random every epoch (for "sorted" too, as in the story).
     batch_order = rng.permutation(starts.size)
     ends = np.r_[starts[1:], n]
@@ -144,17 +152,110 @@ def simulate(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=
     if pad not in ("batch", "edge"):
         raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {pad!r}.")
     lengths = validate_lengths(lengths)
-    order, starts, buckets = batch_plan(lengths, strategy, token_budget=token_budget,
-                                        boundaries=boundaries, seed=seed, epoch=epoch,
-                                        packing=packing)
-    batch_lengths = lengths[order]
-    sizes = np.diff(np.r_[starts, lengths.size]).astype(np.int64)
-    real = np.add.reduceat(batch_lengths, starts).astype(np.int64)
+    token_budget, rng = _check_plan(lengths, strategy, token_budget, seed, epoch, packing)
+    buckets = None
+    if strategy == "sorted":
+        from .histogram import Histogram
+
+        return _sorted_epoch(Histogram.from_lengths(lengths), token_budget, rng)
+    elif strategy == "shuffle":
+        x = compact_lengths(lengths)
+        rng.shuffle(x)  # in place: the permutation batch_plan() draws, applied to the lengths
+        sizes, tops, real = greedy_stream(x, token_budget)
+        del x
+    else:  # bucketed
+        sizes, tops, real, buckets = _bucketed(lengths, boundaries, token_budget, rng, packing)
+    # Training order of the batches: random every epoch (for "sorted" too, as in the story).
+    batch_order = rng.permutation(sizes.size)
+    sizes, tops, real = sizes[batch_order], tops[batch_order], real[batch_order]
+    if buckets is not None:
+        buckets = buckets[batch_order]
     if pad == "edge" and strategy == "bucketed":
-        padded_lens = np.asarray(boundaries, dtype=np.int64)[buckets]
+        tops = np.asarray(boundaries, dtype=np.int64)[buckets]
+    return Epoch(strategy, sizes, tops, real, buckets)
+
+
+# --- the lean path: lengths in training order, never sample indices --------------------------
+
+
+def compact_lengths(lengths) -> np.ndarray:
+    """A fresh contiguous copy of ``lengths``: int32 where they fit (half the memory), else
+    int64. Shuffled in place, it gives the same sequence as ``lengths[rng.permutation(n)]``."""
+    fits = int(lengths.max()) <= np.iinfo(np.int32).max
+    return np.array(lengths, dtype=np.int32 if fits else np.int64)
+
+
+def sorted_epoch(hist, token_budget, *, seed=0, epoch=0) -> Epoch:
+    """``simulate(lengths, "sorted", ...)`` from the histogram of ``lengths`` alone (the same
+    Epoch, array for array), in O(m + batches) time and memory."""
+    token_budget = check_token_budget(token_budget, hist)
+    if token_budget is None:
+        raise BucketoptError("`token_budget` is required: batches are built under it.")
+    rng = np.random.default_rng((_check_int(seed, "seed", 0), _check_int(epoch, "epoch", 0)))
+    return _sorted_epoch(hist, token_budget, rng)
+
+
+def _sorted_epoch(hist, token_budget, rng) -> Epoch:
+    sizes, tops, real = sorted_batches(hist, token_budget)
+    batch_order = rng.permutation(sizes.size)  # the batch order of every strategy
+    return Epoch("sorted", sizes[batch_order], tops[batch_order], real[batch_order], None)
+
+
+def sorted_batches(hist, token_budget):
+    """The greedy batches of the length-sorted samples, exactly, from the histogram alone:
+    ``(sizes, longest, real)`` per batch in build order (shortest batches first), the very
+    batches :func:`batch_plan` builds for ``"sorted"``, in O(m + batches)."""
+    from ._sim_kernels import sorted_greedy
+
+    sizes, tops, real, mult = sorted_greedy(hist.values, hist.counts, np.int64(token_budget))
+    return np.repeat(sizes, mult), np.repeat(tops, mult), np.repeat(real, mult)
+
+
+def greedy_stream(x, token_budget, chunk=CHUNK):
+    """Greedy batches over ``x`` (lengths in training order), fed in chunks of ``chunk``
+    samples: ``(sizes, longest, real)`` per batch, int64."""
+    from ._sim_kernels import greedy_batches
+
+    parts = []
+    count = longest = real = np.int64(0)
+    budget = np.int64(token_budget)
+    for lo in range(0, x.size, chunk):
+        *done, count, longest, real = greedy_batches(x[lo:lo + chunk], budget, count, longest,
+                                                     real)
+        parts.append(done)
+    if count > 0:
+        parts.append([np.array([v], dtype=np.int64) for v in (count, longest, real)])
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
+def _bucketed(lengths, boundaries, token_budget, rng, packing):
+    """Batches of a bucketed epoch (build order: bucket by bucket) and each batch's bucket."""
+    from ._sim_kernels import bucket_partition
+    from .histogram import Histogram
+
+    if boundaries is None:
+        raise BucketoptError('strategy="bucketed" needs `boundaries`.')
+    edges = check_boundaries(boundaries, Histogram.from_lengths(lengths))
+    per_batch = batch_sizes_for(edges, token_budget)
+    x = compact_lengths(lengths)
+    rng.shuffle(x)  # the permutation batch_plan() draws
+    grouped, counts = bucket_partition(x, np.asarray(edges, dtype=np.int64))
+    del x
+    offsets = np.r_[0, np.cumsum(counts)]
+    filled = np.flatnonzero(counts)
+    if packing == "greedy":
+        parts = [greedy_stream(grouped[offsets[k]:offsets[k + 1]], token_budget)
+                 for k in filled]
+        sizes, tops, real = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        buckets = np.repeat(filled, [p[0].size for p in parts]).astype(np.int64)
     else:
-        padded_lens = np.maximum.reduceat(batch_lengths, starts).astype(np.int64)
-    return Epoch(strategy, sizes, padded_lens, real, buckets)
+        starts = np.concatenate([np.arange(offsets[k], offsets[k + 1], per_batch[k],
+                                           dtype=np.int64) for k in filled])
+        sizes = np.diff(np.r_[starts, grouped.size]).astype(np.int64)
+        tops = np.maximum.reduceat(grouped, starts).astype(np.int64)
+        real = np.add.reduceat(grouped, starts, dtype=np.int64)
+        buckets = (np.searchsorted(offsets, starts, side="right") - 1).astype(np.int64)
+    return sizes, tops, real, buckets
 
 
 def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:

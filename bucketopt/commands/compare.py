@@ -45,7 +45,8 @@ def comparison_kwargs(args) -> dict:
                 max_share=args.max_share, align=args.align, profile=args.profile,
                 world_size=args.gpus, epochs=args.epochs, objective=args.objective,
                 grad_accum=args.grad_accum, diversity=args.diversity, sampler=args.sampler,
-                max_length=args.max_length, overflow=args.overflow)
+                max_length=args.max_length, overflow=args.overflow,
+                progress=False if getattr(args, "quiet", False) else None)
 
 
 def _pct(x) -> str:
@@ -81,6 +82,8 @@ def comparison_table(comparison) -> str:
         head += (f"\nprofile {t['profile']}, {t['world_size']} GPU(s), ETA for {t['epochs']} "
                  "epoch(s); each step waits for the slowest rank (wait: the share of GPU time "
                  "spent waiting for it)")
+    if getattr(comparison, "simulation_line", ""):  # which figures are simulated, on what
+        head += "\n" + comparison.simulation_line
     if diverse:
         row = next(r for r in comparison.strategies.values() if "step_mix_gap" in r)
         head += (f"\nstep mix gap: optimizer steps of {row['diversity_ranks']} rank(s) x "
@@ -104,6 +107,17 @@ def fastest_diverse_name(comparison):
     return fastest_diverse(comparison.strategies) if comparison.timing else None
 
 
+def _beyond_simulation(args) -> bool:
+    """True when --lens holds more rows than compare simulates one by one."""
+    if args.lens is None:
+        return False
+    from ..comparison import SIMULATED_SAMPLES
+    from ..io import open_source
+
+    rows = open_source(args.lens, column=args.column).num_rows
+    return rows is not None and rows > SIMULATED_SAMPLES
+
+
 def run(args) -> int:
     from ..comparison import compare
     from ..errors import BucketoptError
@@ -112,7 +126,8 @@ def run(args) -> int:
         raise BucketoptError("compare needs --token-budget T (or a --profile, whose calibrated "
                              "budget is the default): batches are built under it.")
     check_plot_path(args)
-    lengths, source = read_lengths(args, per_sample=True)
+    # beyond compare's simulated_samples only the histogram is needed: read it, streaming
+    lengths, source = read_lengths(args, per_sample=not _beyond_simulation(args))
     comparison = compare(lengths, args.k, **comparison_kwargs(args))
 
     def figure():

@@ -1,0 +1,141 @@
+"""Kernels of the lean simulation path (:mod:`bucketopt.simulate`): arrays in, arrays out.
+
+They work on lengths in training order (int32 where the lengths fit) and never on sample indices,
+so a simulated epoch of tens of millions of samples needs one copy of the lengths and per-batch
+arrays. Callers validate first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def greedy_batches(x, token_budget, count, longest, real):
+    """Greedy batches over ``x`` in order, continuing an open batch ``(count, longest, real)``.
+
+    A sample joins the open batch while ``(count + 1) * max_len <= token_budget`` (``max_len``
+    including the new sample), as :func:`bucketopt._packing.greedy_starts`. Returns the closed
+    batches' (sizes, longest, real tokens) and the state of the batch still open at the end, so a
+    long stream can be fed in chunks.
+    """
+    n = x.size
+    sizes = np.empty(n + 1, dtype=np.int64)
+    tops = np.empty(n + 1, dtype=np.int64)
+    reals = np.empty(n + 1, dtype=np.int64)
+    b = 0
+    for i in range(n):
+        v = np.int64(x[i])
+        top = v if v > longest else longest
+        if count > 0 and (count + 1) * top <= token_budget:
+            count += 1
+            longest = top
+            real += v
+        else:
+            if count > 0:
+                sizes[b] = count
+                tops[b] = longest
+                reals[b] = real
+                b += 1
+            count = 1
+            longest = v
+            real = v
+    return sizes[:b].copy(), tops[:b].copy(), reals[:b].copy(), count, longest, real
+
+
+@njit(cache=True)
+def bucket_partition(x, edges):
+    """``x`` grouped by bucket (bucket k holds (edges[k-1], edges[k]]), keeping the order inside
+    each bucket (a stable counting sort), and the count of each bucket."""
+    n = x.size
+    k = edges.size
+    counts = np.zeros(k, dtype=np.int64)
+    for i in range(n):
+        v = x[i]
+        lo, hi = 0, k - 1
+        while lo < hi:  # first edge >= v
+            mid = (lo + hi) // 2
+            if edges[mid] < v:
+                lo = mid + 1
+            else:
+                hi = mid
+        counts[lo] += 1
+    pos = np.empty(k, dtype=np.int64)
+    acc = 0
+    for j in range(k):
+        pos[j] = acc
+        acc += counts[j]
+    out = np.empty_like(x)
+    for i in range(n):
+        v = x[i]
+        lo, hi = 0, k - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if edges[mid] < v:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[pos[lo]] = v
+        pos[lo] += 1
+    return out, counts
+
+
+@njit(cache=True)
+def sorted_greedy(values, counts, token_budget):
+    """Greedy batches over all samples sorted by length, from the histogram alone.
+
+    Inside a run of equal lengths ``w`` every batch but the first and the last holds
+    ``token_budget // w`` samples, so each run adds at most two records. Returns records
+    ``(sizes, longest, real, multiplicity)`` in build order: record ``r`` stands for
+    ``multiplicity[r]`` consecutive identical batches.
+    """
+    m = values.size
+    sizes = np.empty(2 * m + 1, dtype=np.int64)
+    tops = np.empty(2 * m + 1, dtype=np.int64)
+    reals = np.empty(2 * m + 1, dtype=np.int64)
+    mult = np.empty(2 * m + 1, dtype=np.int64)
+    r = 0
+    count = 0
+    longest = 0
+    real = 0
+    for j in range(m):
+        w = np.int64(values[j])
+        c = np.int64(counts[j])
+        if c <= 0:
+            continue
+        cap = token_budget // w  # (count + 1) * w <= token_budget
+        if count > 0:
+            if count + 1 <= cap:
+                a = min(c, cap - count)
+                count += a
+                longest = w
+                real += a * w
+                c -= a
+            if c > 0:  # the next sample does not fit: the open batch closes
+                sizes[r] = count
+                tops[r] = longest
+                reals[r] = real
+                mult[r] = 1
+                r += 1
+                count = 0
+        if c > 0:
+            full = c // cap
+            rest = c - full * cap
+            if full > 0:
+                sizes[r] = cap
+                tops[r] = w
+                reals[r] = cap * w
+                mult[r] = full
+                r += 1
+            if rest > 0:
+                count = rest
+                longest = w
+                real = rest * w
+    if count > 0:
+        sizes[r] = count
+        tops[r] = longest
+        reals[r] = real
+        mult[r] = 1
+        r += 1
+    return sizes[:r].copy(), tops[:r].copy(), reals[:r].copy(), mult[:r].copy()
