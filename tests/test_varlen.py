@@ -188,6 +188,13 @@ def test_dataloader_and_collate_end_to_end():
     collate = VarlenCollator(attention="flash_attn")
     batches = {r: [] for r in range(G)}
     samplers = ranks_of(lengths, (8, 20, 40), budget, G, packing="varlen-balanced", seed=1)
+    # the prefetch trap holds for rows too: an untracked loader with workers runs ahead
+    ahead = ranks_of(lengths, (8, 20, 40), budget, G, packing="varlen-balanced", seed=1)[0]
+    untracked = iter(DataLoader(Docs(), batch_sampler=ahead, collate_fn=collate, num_workers=2))
+    next(untracked)
+    with pytest.raises(BucketoptError, match="cannot tell how many"):
+        ahead.state_dict()
+    del untracked
     for r, sampler in enumerate(samplers):
         loader = sampler.track(DataLoader(Docs(), batch_sampler=sampler, collate_fn=collate,
                                           num_workers=2 if r == 0 else 0))  # workers prefetch
