@@ -140,26 +140,42 @@ def build_plan(sampler, epoch: int, rng, *, world_size: int, grad_accum: int, me
                      segments=tuple(segments))
 
 
+CHUNK = 1 << 20  # samples per step of the greedy packing (bounded temporaries)
+
+
 def _pack(sampler, rng, grouped, counts):
-    """Shuffle inside buckets and cut batches: (order, starts, stops, buckets), bucket by bucket."""
-    order = np.empty_like(grouped)
+    """Shuffle inside buckets and cut batches: (order, starts, stops, buckets), bucket by bucket.
+
+    One copy of the indices (int32 while they fit, shuffled in place: the same permutation
+    ``grouped[lo:hi][rng.permutation(hi - lo)]`` draws) and per-batch arrays; greedy packing
+    reads the lengths a chunk at a time."""
+    n = grouped.size
+    order = np.array(grouped, dtype=np.int32 if n <= np.iinfo(np.int32).max else np.int64)
     offsets = np.r_[0, np.cumsum(counts)]
-    for k in np.flatnonzero(counts):
-        lo, hi = offsets[k], offsets[k + 1]
-        order[lo:hi] = grouped[lo:hi][rng.permutation(hi - lo)]
+    filled = np.flatnonzero(counts)
+    for k in filled:
+        rng.shuffle(order[offsets[k]:offsets[k + 1]])
     if sampler.packing == "fixed":
         parts = [np.arange(offsets[k], offsets[k + 1], sampler.batch_sizes[k], dtype=np.int64)
-                 for k in np.flatnonzero(counts)]
-        starts = np.concatenate(parts)
+                 for k in filled]
     else:
-        from ._packing import greedy_starts
+        from ._sim_kernels import greedy_batches
 
-        segment = np.zeros(order.size, dtype=np.bool_)
-        segment[offsets[:-1][counts > 0]] = True
-        starts = greedy_starts(sampler.lengths[order], segment, np.int64(sampler.token_budget))
-    stops = np.r_[starts[1:], order.size].astype(np.int64)
+        budget = np.int64(sampler.token_budget)
+        parts = []
+        for k in filled:  # greedy batches never cross a bucket: a fresh stream per bucket
+            sizes, state = [], (np.int64(0),) * 3
+            for lo in range(offsets[k], offsets[k + 1], CHUNK):
+                chunk = sampler.lengths[order[lo:min(lo + CHUNK, offsets[k + 1])]]
+                done, _, _, *state = greedy_batches(chunk, budget, *state)
+                sizes.append(done)
+            sizes.append(np.array([state[0]], dtype=np.int64))  # the open batch (count >= 1)
+            sizes = np.concatenate(sizes)
+            parts.append(offsets[k] + np.cumsum(sizes) - sizes)
+    starts = np.concatenate(parts).astype(np.int64)
+    stops = np.r_[starts[1:], n].astype(np.int64)
     buckets = (np.searchsorted(offsets, starts, side="right") - 1).astype(np.int64)
-    return order, starts.astype(np.int64), stops, buckets
+    return order, starts, stops, buckets
 
 
 def infeasible(sampler, n, batches, G, what=None):

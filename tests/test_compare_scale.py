@@ -270,3 +270,96 @@ def test_progress_line_follows_the_progress_rules(monkeypatch):
     assert stream.getvalue() == ""
     not_a_tty = _Stages(3, None)  # StringIO is not a terminal
     assert not_a_tty.bar.enabled is False
+
+
+# --- the sampler's plan: one in-place copy, chunked greedy packing -------------------------
+
+def _pack_reference(sampler, rng, grouped, counts):
+    """The plan's packing written the direct way: a permutation per bucket, then greedy
+    packing over all the shuffled lengths with a break at every bucket."""
+    from bucketopt._packing import greedy_starts
+
+    order = np.empty_like(grouped)
+    offsets = np.r_[0, np.cumsum(counts)]
+    for k in np.flatnonzero(counts):
+        lo, hi = offsets[k], offsets[k + 1]
+        order[lo:hi] = grouped[lo:hi][rng.permutation(hi - lo)]
+    if sampler.packing == "fixed":
+        starts = np.concatenate([np.arange(offsets[k], offsets[k + 1], sampler.batch_sizes[k])
+                                 for k in np.flatnonzero(counts)])
+    else:
+        segment = np.zeros(order.size, dtype=np.bool_)
+        segment[offsets[:-1][counts > 0]] = True
+        starts = greedy_starts(sampler.lengths[order], segment, np.int64(sampler.token_budget))
+    buckets = np.searchsorted(offsets, starts, side="right") - 1
+    return order, starts, np.r_[starts[1:], order.size], buckets
+
+
+@SETTINGS
+@given(dataset(), st.sampled_from(["fixed", "greedy"]), st.integers(1, 5), st.integers(0, 3))
+def test_sampler_packing_is_the_direct_packing(data, packing, chunk, epoch):
+    import bucketopt._sampler_plan as plan_module
+    from bucketopt import BucketBatchSampler
+
+    lengths, budget, boundaries = data
+    try:
+        sampler = BucketBatchSampler(lengths, boundaries, token_budget=budget, packing=packing)
+    except BucketoptError:
+        return
+    old_chunk, plan_module.CHUNK = plan_module.CHUNK, chunk
+    try:
+        got = plan_module._pack(sampler, np.random.default_rng((1, epoch)), sampler._members,
+                                sampler._bucket_counts)
+    finally:
+        plan_module.CHUNK = old_chunk
+    want = _pack_reference(sampler, np.random.default_rng((1, epoch)), sampler._members,
+                           sampler._bucket_counts)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    assert got[0].dtype == np.int32 and got[1].dtype == np.int64
+
+
+def test_a_histogram_beyond_the_threshold_is_never_expanded(monkeypatch):
+    kw = dict(token_budget=16_384, simulated_samples=10_000, seed=3)
+    from_lengths = compare(LENGTHS, 3, **kw)
+    hist = Histogram.from_lengths(LENGTHS)
+    monkeypatch.setattr(Histogram, "to_lengths", lambda self: pytest.fail("expanded"))
+    from_hist = compare(hist, 3, **kw)
+    assert from_hist.strategies == from_lengths.strategies  # the subsample is the histogram's
+    assert from_hist.lengths is None
+    with pytest.raises(BucketoptError, match="one length per sample"):
+        from_hist.batches("bucketed")
+
+
+def test_cli_reads_the_histogram_beyond_the_threshold(tmp_path, monkeypatch, capsys):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    import bucketopt.comparison as comparison_module
+    from bucketopt.cli import main
+
+    path = tmp_path / "lengths.parquet"
+    pq.write_table(pa.table({"seq_len": LENGTHS.astype(np.int32)}), path)
+    monkeypatch.setattr(comparison_module, "SIMULATED_SAMPLES", 10_000)
+    monkeypatch.setitem(compare.__kwdefaults__, "simulated_samples", 10_000)
+    read = []
+    import bucketopt.commands.compare as command
+
+    real_read = command.read_lengths
+    monkeypatch.setattr(command, "read_lengths", lambda args, per_sample: (
+        read.append(per_sample) or real_read(args, per_sample=per_sample)))
+    assert main(["compare", "--lens", str(path), "-k", "3", "--token-budget", "16384",
+                 "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert read == [False]
+    assert out["simulation"]["subsampled"] is True
+    assert out["simulation"]["simulated_samples"] == 10_000
+    want = compare(LENGTHS, 3, token_budget=16_384, simulated_samples=10_000)
+    assert out["strategies"]["bucketed"]["padding_fraction"] == \
+        want.strategies["bucketed"]["padding_fraction"]
+    assert out["strategies"]["shuffle"]["padding_fraction_simulated"] == \
+        want.strategies["shuffle"]["padding_fraction_simulated"]
+    assert main(["compare", "--lens", str(path), "-k", "3", "--token-budget", "16384",
+                 "--quiet"]) == 0
+    assert "a seeded uniform subsample of 10,000 of the 40,000 samples" in \
+        capsys.readouterr().out
