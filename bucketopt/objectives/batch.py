@@ -24,10 +24,13 @@ EXACT_CANDIDATES = 256
 # The default grid: every GRID_COUNT_STEP of the samples by rank, a geometric sequence of ratio
 # GRID_RATIO in length, both sides of every batch-size jump up to THRESHOLD_BATCH; refinement
 # windows span REFINE_RADIUS grid steps either side of each boundary.
-GRID_COUNT_STEP = 1 / 64
-GRID_RATIO = 1.03
-THRESHOLD_BATCH = 64
+GRID_COUNT_STEP = 1 / 32
+GRID_RATIO = 1.05
+THRESHOLD_BATCH = 32
 REFINE_RADIUS = 3
+REFINE_BAND = 24
+# A sweep's grid (no refinement) marks every 1 / (2 kmax) of the samples, at most 1 / 256.
+SWEEP_GRID_MAX = 256
 
 
 class BatchPadding(Objective):
@@ -45,9 +48,15 @@ class BatchPadding(Objective):
 
     def layers(self, kmax, ks=None):
         refine_ks = None if ks is None else {min(k, kmax) for k in ks}
+        # A sweep (several k): one DP over a grid sized for kmax gives every layer; only the
+        # recommended k is then refined, by solve() (solver.sweep reads ``sweep_rows_on_grid``).
+        sweep = refine_ks is not None and len(refine_ks) > 1
+        self.sweep_rows_on_grid = sweep and self.candidates_rule == "auto" \
+            and self.groups.g > EXACT_CANDIDATES
         return batch_layers(self.groups, kmax, token_budget=self.token_budget,
                             win_lo=self.win_lo, win_hi=self.win_hi,
-                            candidates=self.candidates_rule, refine_ks=refine_ks,
+                            candidates=self.candidates_rule,
+                            refine_ks=set() if sweep else refine_ks,
                             min_fill=self.min_fill)
 
     def cost(self, edges) -> float:
@@ -151,8 +160,11 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
             )
         if candidates == "all" or (candidates == "auto" and g <= EXACT_CANDIDATES):
             return data.layers(np.arange(g + 1, dtype=np.int64), kmax)
-        cand = candidate_grid(groups, token_budget)
-        refine = candidates == "auto"
+        refine = candidates == "auto" and refine_ks != set()
+        # Without refinement the grid is finer for many buckets: 1 / (2 kmax) of the samples.
+        step = GRID_COUNT_STEP if refine else 1 / min(SWEEP_GRID_MAX, max(1 / GRID_COUNT_STEP,
+                                                                            2 * kmax))
+        cand = candidate_grid(groups, token_budget, count_step=step)
     else:
         cand = np.unique(np.r_[0, np.asarray(candidates, dtype=np.int64), g])
         refine = False
@@ -194,7 +206,7 @@ def _refine_layers(data, cand, opt, best, refine_ks=None):
     return opt, best
 
 
-def refine_chain(data, cand, ends, *, width=33, max_rounds=40):
+def refine_chain(data, cand, ends, *, width=33, max_rounds=40, band=None):
     """Move every boundary of a grid optimum to the best group nearby, jointly (exact DP).
 
     Each boundary gets a window of about ``width`` groups spanning its grid neighbours; the best
@@ -205,6 +217,7 @@ def refine_chain(data, cand, ends, *, width=33, max_rounds=40):
     Returns (chain with 0 first and g last, cost).
     """
     g = data.g
+    band = REFINE_BAND if band is None else band
     bounds = [int(e) for e in ends[:-1]]
     pos = np.searchsorted(cand, bounds)
     r = REFINE_RADIUS
@@ -236,5 +249,26 @@ def refine_chain(data, cand, ends, *, width=33, max_rounds=40):
                 done = False
             bounds[t] = int(b)
         if done:
+            break
+    if band > 0 and np.isfinite(cost):
+        chain, cost = band_chain(data, chain, cost, band)
+    return chain, cost
+
+
+def band_chain(data, chain, cost, band, *, max_rounds=8):
+    """The best chain with every boundary within ``band`` groups of the given one (every group
+    of the band, exact DP), re-centred until no boundary moves. The cost never rises."""
+    g = data.g
+    for _ in range(max_rounds):
+        windows = [np.array([0])]
+        for b in chain[1:-1]:
+            windows.append(np.arange(max(1, b - band), min(g - 1, b + band) + 1))
+        windows.append(np.array([g]))
+        new_chain, new_cost = data.chain(windows)
+        if new_chain[0] < 0 or not new_cost < cost:
+            break
+        moved = not np.array_equal(new_chain, chain)
+        chain, cost = new_chain, new_cost
+        if not moved:
             break
     return chain, cost
