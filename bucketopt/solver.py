@@ -393,6 +393,18 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
     if criterion is None:
         criterion = "throughput" if run.cost_model is not None else "padding"
     k_rec, reason = recommend_k(feasible, solutions, tolerance, criterion=criterion)
+    if getattr(run.objective, "sweep_rows_on_grid", False):
+        # pad="batch" on many lengths: every row comes from one DP over the candidate grid; the
+        # recommended k is the one solve() gives (grid optimum refined, docs/dynamic_padding.md).
+        import dataclasses
+
+        alone = _run(run.hist, [k_rec], token_budget=token_budget, pad=pad, objective=objective,
+                     min_share=min_share, max_share=max_share, align=align, profile=profile,
+                     world_size=world_size, epochs=epochs, min_fill=min_fill,
+                     sync_buckets=sync_buckets)
+        alone = dataclasses.replace(alone, overflow=run.overflow)  # run.hist is past overflow
+        solutions = tuple(alone.solution(k) if k == k_rec else sol
+                          for k, sol in zip(feasible, solutions))
     return Sweep(tuple(feasible), solutions, k_rec, tolerance, reason, criterion)
 
 
