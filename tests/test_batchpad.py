@@ -116,35 +116,170 @@ def test_cost_never_rises_with_k_and_input_order_is_irrelevant(lengths, seed):
     assert again.boundaries == sweep.solutions[-1].boundaries
 
 
-@pytest.mark.parametrize("shares", [(0.0, 1.0), (0.1, 0.3)])
-def test_default_grid_within_a_tenth_of_a_percent_of_every_length(shares):
-    # ~700 distinct lengths: above EXACT_CANDIDATES, so "auto" uses the grid + refinement;
-    # "all" is the exact optimum over every distinct length.
-    rng = np.random.default_rng(7)
-    xs = np.r_[rng.lognormal(5.6, 0.5, 30_000), rng.uniform(20, 700, 5_000)]
-    hist = Histogram.from_lengths(np.clip(np.rint(xs), 1, 700).astype(np.int64))
+def _generated(kind):
+    """Lengths with 600-900 distinct values (above EXACT_CANDIDATES) and a token budget."""
+    rng = np.random.default_rng(7 if kind == 0 else 100 + kind)
+    if kind == 0:
+        xs = np.r_[rng.lognormal(5.6, 0.5, 30_000), rng.uniform(20, 700, 5_000)]
+        return np.clip(np.rint(xs), 1, 700).astype(np.int64), 6_000
+    if kind == 1:
+        xs = np.r_[rng.normal(300, 60, 20_000), rng.normal(700, 100, 10_000)]
+        return np.clip(np.rint(xs), 1, 900).astype(np.int64), 6_000
+    xs = rng.pareto(2.0, 40_000) * 100 + 20
+    return np.clip(np.rint(xs), 1, 900).astype(np.int64), 20_000
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2])
+@pytest.mark.parametrize("shares", [(0.0, 1.0), (0.05, 0.4)])
+def test_default_equals_every_length_optimum(kind, shares):
+    # Above EXACT_CANDIDATES "auto" runs the grid, then the window and band refinements; "all"
+    # is the exact DP over every distinct length. They must agree for k = 1..8.
+    xs, budget = _generated(kind)
+    hist = Histogram.from_lengths(xs)
     assert hist.m > 2 * EXACT_CANDIDATES
     groups = make_groups(hist, 1)
-    assert candidate_grid(groups, 6_000).size < groups.g / 2  # the grid really is coarser
+    assert candidate_grid(groups, budget).size < groups.g / 3  # the grid really is coarser
     lo, hi = share_windows(groups, *shares)
-    kmax = 6
-    _, best_all = batch_layers(groups, kmax, token_budget=6_000, win_lo=lo, win_hi=hi,
+    kmax = 8
+    _, best_all = batch_layers(groups, kmax, token_budget=budget, win_lo=lo, win_hi=hi,
                                candidates="all")
-    opt, best_auto = batch_layers(groups, kmax, token_budget=6_000, win_lo=lo, win_hi=hi)
-    _, best_grid = batch_layers(groups, kmax, token_budget=6_000, win_lo=lo, win_hi=hi,
+    opt, best_auto = batch_layers(groups, kmax, token_budget=budget, win_lo=lo, win_hi=hi)
+    _, best_grid = batch_layers(groups, kmax, token_budget=budget, win_lo=lo, win_hi=hi,
                                 candidates="grid")
     assert np.array_equal(np.isfinite(best_all), np.isfinite(best_auto))
     for k in range(1, kmax + 1):
         if not np.isfinite(best_all[k - 1]):
             continue
-        assert best_all[k - 1] <= best_auto[k - 1] * (1 + 1e-12)
+        assert rel(best_auto[k - 1], best_all[k - 1]) < 1e-12, k
         assert best_auto[k - 1] <= best_grid[k - 1] * (1 + 1e-12)
-        assert best_auto[k - 1] <= best_all[k - 1] * 1.001
         # the reported chain costs what best says
         edges = groups.edges[backtrack(opt, k, groups.g)]
-        sol = bucketopt.evaluate(hist, edges, token_budget=6_000, pad="batch")
+        sol = bucketopt.evaluate(hist, edges, token_budget=budget, pad="batch")
         assert rel(sol.padded_tokens, best_auto[k - 1]) < 1e-9
         assert all(shares[0] - 1e-9 <= x <= shares[1] + 1e-9 for x in sol.shares)
+
+
+def test_sweep_rows_from_one_grid_dp_and_the_recommended_k_as_solve():
+    xs, budget = _generated(0)
+    sweep = bucketopt.sweep(xs, range(1, 13), token_budget=budget, pad="batch")
+    for k, row in zip(sweep.ks, sweep.solutions):
+        exact = bucketopt.solve(xs, k, token_budget=budget, pad="batch")
+        # every row is a feasible chain (never below the optimum), within 1% of it
+        assert row.padded_tokens >= exact.padded_tokens * (1 - 1e-12)
+        assert row.padded_tokens <= exact.padded_tokens * 1.01
+        again = bucketopt.evaluate(xs, row.boundaries, token_budget=budget, pad="batch")
+        assert rel(again.padded_tokens, row.padded_tokens) < 1e-9
+        if k == sweep.recommended_k:
+            assert row.boundaries == exact.boundaries
+
+
+@pytest.fixture(scope="module")
+def mp():
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    return mpmath
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40_000_000), st.integers(0, 70_000), st.floats(0.0, 1.0),
+       st.integers(0, 60))
+def test_log_binom_ratio_against_high_precision(mp, n, s, where, near):
+    from bucketopt._batch_kernels import LOG_ZERO, log_binom_ratio
+
+    s = min(s, n)
+    a = n - near if where < 0.5 else s + int((n - s) * where)
+    a = min(max(a, s), n)
+    exact = float(mp.log(mp.binomial(a, s)) - mp.log(mp.binomial(n, s)))
+    got = log_binom_ratio(a, n, s)
+    if exact < LOG_ZERO:
+        assert got <= LOG_ZERO + 1e-9 * abs(exact) or abs(got - exact) <= 1e-12 * abs(exact)
+        return
+    assert abs(got - exact) <= 1e-14 * (abs(exact) + 4 * s) + 1e-300
+
+
+@pytest.mark.parametrize("size", [2, 7, 64, 301])
+def test_expected_padding_above_the_table_to_1e9(size):
+    # 3,000,000 samples (above WALK_TABLE_MAX): the walks use Stirling differences, no table.
+    from fractions import Fraction
+    from math import comb
+
+    from bucketopt.batchpad import WALK_TABLE_MAX, walk_tables
+
+    rng = np.random.default_rng(size)
+    values = np.unique(rng.integers(50, 4000, 120))
+    counts = rng.integers(1, 50_000, values.size)
+    counts[-1] += 3_000_000 - counts.sum() if counts.sum() < 3_000_000 else 0
+    hist = Histogram(values.astype(np.int64), counts.astype(np.int64))
+    assert hist.n > WALK_TABLE_MAX and walk_tables(hist.n)[0].size == 1
+    n = hist.n
+    q, r = divmod(n, size)
+    cum = np.cumsum(hist.counts).tolist()
+
+    def e_max(m):
+        total, prev = 0, 0
+        for v, c in zip(hist.values.tolist(), cum):
+            total += v * (comb(c, m) - comb(prev, m))
+            prev = c
+        return Fraction(total, comb(n, m))
+
+    exact = q * size * e_max(size) + (r * e_max(r) if r else 0) - hist.real_tokens
+    fast = expected_padding_per_bucket(hist, [hist.max_length], [size])[0]
+    assert rel(fast, exact) < 1e-9
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 3000), min_size=2, max_size=300), st.integers(2, 400),
+       st.integers(1, 5000))
+def test_table_and_stirling_walks_agree(xs, size, scale):
+    # The same bucket costed through the log-factorial table and through Stirling differences.
+    from bucketopt._batch_kernels import batch_bucket_cost, expected_max
+    from bucketopt.batchpad import walk_tables
+
+    hist = Histogram.from_lengths(xs)
+    hist = Histogram(hist.values, hist.counts * scale)
+    pc = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
+    pt = np.r_[0, np.cumsum(hist.values * hist.counts)].astype(np.int64)
+    hi, lo = walk_tables(hist.n)
+    none = np.zeros(1)
+    m = hist.m
+    with_table = batch_bucket_cost(hist.values, pc, pt, hi, lo, 0, m, size, np.inf)
+    stirling = batch_bucket_cost(hist.values, pc, pt, none, none, 0, m, size, np.inf)
+    assert abs(with_table - stirling) <= 1e-11 * max(abs(stirling), 1.0)
+    s = min(size, hist.n)
+    assert rel(expected_max(hist.values, pc, hi, lo, 0, m, s),
+               expected_max(hist.values, pc, none, none, 0, m, s)) < 1e-12
+
+
+def test_more_samples_than_the_old_table_allowed():
+    # 70 million samples over 40 lengths: no table, memory does not grow with n.
+    from fractions import Fraction
+    from math import comb
+
+    values = np.linspace(100, 5000, 40).astype(np.int64)
+    counts = np.full(40, 1_750_000, dtype=np.int64)
+    hist = Histogram(values, counts)
+    sol = bucketopt.solve(hist, 3, token_budget=65_536, pad="batch")
+    total = Fraction(0)
+    lo_v = 0
+    for edge in sol.boundaries:
+        inside = (values > lo_v) & (values <= edge)
+        vs, cs = values[inside].tolist(), counts[inside].tolist()
+        n = sum(cs)
+        size = 65_536 // edge
+        q, r = divmod(n, size)
+        cum = np.cumsum(cs).tolist()
+
+        def e_max(m, vs=vs, cum=cum, n=n):
+            acc, prev = 0, 0
+            for v, c in zip(vs, cum):
+                acc += v * (comb(c, m) - comb(prev, m))
+                prev = c
+            return Fraction(acc, comb(n, m))
+
+        total += q * size * e_max(size) + (r * e_max(r) if r else 0) - sum(
+            v * c for v, c in zip(vs, cs))
+        lo_v = edge
+    assert rel(sol.padded_tokens, total) < 1e-9
 
 
 @pytest.fixture(scope="module")
