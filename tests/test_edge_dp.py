@@ -12,6 +12,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bucketopt._edge_numpy import edge_layers_numpy
 from bucketopt._kernels import (
     _edge_layers_dc,
     _hull_applies,
@@ -132,3 +133,37 @@ def test_hull_equals_divide_and_conquer_large(seed, k, align, zeros):
     args = (edges, pc, pt, win_lo, win_hi)
     assert _hull_applies(*args)
     assert_same(edge_layers(*args, k), _edge_layers_dc(*args, k))
+
+
+@st.composite
+def windowed(draw):
+    """Group arrays with random monotone share windows (or none)."""
+    edges, pc, pt, win_lo, win_hi = arrays(*draw(groups()))
+    g = edges.size - 1
+    if draw(st.booleans()):
+        lo_steps = draw(st.lists(st.integers(0, 2), min_size=g, max_size=g))
+        span = draw(st.integers(1, g))
+        win_lo = np.r_[0, np.minimum(np.cumsum(lo_steps), np.arange(g))].astype(np.int64)
+        win_lo = np.maximum.accumulate(np.maximum(win_lo, np.arange(g + 1) - span))
+        win_hi = np.r_[-1, np.arange(g) - draw(st.integers(0, 2))].astype(np.int64)
+        win_hi = np.maximum.accumulate(np.maximum(win_hi, -1))
+    return edges, pc, pt, win_lo, win_hi
+
+
+@SETTINGS
+@given(args=windowed(), k=st.integers(1, 10))
+def test_numpy_pass_equals_textbook_dp(args, k):
+    """The numpy divide and conquer (small inputs before numba starts): the whole opt table."""
+    assert_same(edge_layers_numpy(*args, k), edge_layers_quadratic(*args, k))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 12),
+       shares=st.sampled_from([(0.0, 1.0), (0.02, 0.5), (0.1, 0.3)]))
+def test_numpy_pass_equals_kernel_large(seed, k, shares):
+    rng = np.random.default_rng(seed)
+    lengths = np.rint(rng.lognormal(6, 1.0, size=rng.integers(100, 20_000))).astype(np.int64) + 1
+    groups_ = make_groups(Histogram.from_lengths(lengths), 1)
+    win_lo, win_hi = share_windows(groups_, *shares)
+    args = (groups_.edges, groups_.prefix_count, groups_.prefix_tokens, win_lo, win_hi)
+    assert_same(edge_layers_numpy(*args, k), edge_layers(*args, k))

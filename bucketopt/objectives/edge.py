@@ -37,11 +37,15 @@ class EdgePadding(Objective):
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
     def layers(self, kmax, ks=None):
-        from .._kernels import edge_layers
+        from .._edge_numpy import edge_layers_numpy, use_numpy
 
         g = self.groups
-        return edge_layers(g.edges, g.prefix_count, g.prefix_tokens, self.win_lo, self.win_hi,
-                           kmax)
+        args = (g.edges, g.prefix_count, g.prefix_tokens, self.win_lo, self.win_hi, kmax)
+        if use_numpy(g.g, kmax):  # small, and numba not started: its start would dominate
+            return edge_layers_numpy(*args)
+        from .._kernels import edge_layers
+
+        return edge_layers(*args)
 
     def cost(self, edges) -> int:
         hist = self.groups.hist
