@@ -185,7 +185,7 @@ def test_analytic_agrees_with_simulated_epochs(story_sample, levels):
 
 
 def test_compare_rows_balanced_waits_less(story_sample):
-    c = compare(story_sample, 4, profile=STORY, world_size=8, token_budget=65_536,
+    c = compare(story_sample[::2], 4, profile=STORY, world_size=8, token_budget=65_536,
                 rules=(), align=64)
     rows = c.strategies
     for name in ("packed", "packed-balanced", "packed-bucketed"):
@@ -211,6 +211,7 @@ def test_compare_rows_balanced_waits_less(story_sample):
 
 
 def test_without_attention_packing_is_at_least_as_fast_as_bucketing(story_sample):
+    story_sample = story_sample[::2]
     profile = {"name": "no-attention", "alpha": STORY.alpha, "beta": STORY.beta, "gamma": 0.0,
                "world_size": 8, "token_budget": 65_536}
     c = compare(story_sample, 4, profile=profile, rules=(), diversity=False, align=64)
@@ -244,3 +245,34 @@ def test_level_dp_refuses_too_many_pairs_and_compare_aligns(monkeypatch):
                                  diversity=False)
     assert rows["packed-bucketed"]["levels_align"] == 4
     assert tuple(rows["packed-bucketed"]["boundaries"]) == levels
+
+
+def test_cli_names_the_fastest_diverse_strategy(tmp_path, capsys):
+    import json
+
+    from bucketopt.cli import main
+
+    path = tmp_path / "lens.npy"
+    np.save(path, seed_like()[::50])
+    argv = ["compare", "--lens", str(path), "-k", "3", "--profile", "rtx-pro-6000-blackwell",
+            "--gpus", "8", "--token-budget", "65536", "--align", "64"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = out["strategies"]
+    for name in ("packed", "packed-balanced", "packed-bucketed"):
+        assert isinstance(rows[name]["ktok_per_s"], float)
+        assert isinstance(rows[name]["wait_fraction"], float)
+    best = out["fastest_diverse"]
+    assert best == fastest_diverse(rows) and best is not None
+    assert main(argv) == 0
+    table = capsys.readouterr().out.rstrip().splitlines()
+    assert table[-1].startswith(f"fastest with a step mix at least as diverse as the full "
+                                f"shuffle: {best} (")
+    header = next(line for line in table if line.startswith("strategy"))
+    assert "wait" in header.split()
+    # without a profile: no timing, no line, no key
+    assert main(["compare", "--lens", str(path), "-k", "3", "--token-budget", "65536",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "fastest_diverse" not in out
+    assert set(n for n in out["strategies"] if n.startswith("packed")) == {"packed"}
