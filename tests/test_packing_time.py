@@ -54,6 +54,14 @@ def test_packed_rows_cost_tokens_and_sum_of_squares(rows, world):
     timing = time_epoch(epoch, model)
     assert timing.seconds == pytest.approx(sum(steps), rel=1e-12)
     assert timing.wait_fraction == pytest.approx(1 - sum(times) / (sum(steps) * world), abs=1e-12)
+    # the intervals time packed rows the same way (one coefficient set: the point itself)
+    from bucketopt.intervals import epochs_intervals
+
+    with_sets = CostModel(alpha=0.5, beta=1e-3, gamma=1e-5, world_size=world, uncertainty={
+        "coefficient_sets": [[0.5, 1e-3, 1e-5]], "coverage": 1.0})
+    low, high = epochs_intervals([epoch], with_sets)["ktok_per_s_interval"]
+    assert low == pytest.approx(timing.ktok_per_s, rel=1e-12)
+    assert high == pytest.approx(timing.ktok_per_s, rel=1e-12)
     # a padded batch of the same rows keeps gamma * s * L^2
     padded = epoch_from_batches(lengths, batches, strategy="x", pad="batch")
     s, top = padded.sizes, padded.padded_lens
