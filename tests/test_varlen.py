@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucketopt import BucketBatchSampler, BucketoptError
@@ -289,15 +289,24 @@ def test_bad_input_is_one_clear_error(kwargs, match):
 # ------------------------------------------------------------------ random small configurations
 @st.composite
 def configs(draw):
-    lengths = np.asarray(draw(st.lists(st.integers(1, 60), min_size=1, max_size=150)))
+    """Small random configurations, grad_accum lowered to the micro-steps an epoch has (more is
+    refused, see build), so that most draws plan an epoch."""
+    lengths = np.asarray(draw(st.lists(st.integers(1, 60), min_size=1, max_size=200)))
     top = int(lengths.max())
     inner = draw(st.lists(st.integers(1, max(1, top - 1)), max_size=4))
     edges = sorted({x for x in inner if x < top} | {top + draw(st.integers(0, 4))})
-    return dict(lengths=lengths, boundaries=edges,
-                token_budget=top + draw(st.sampled_from([0, 1, 7, 30, 100, 400])),
-                world_size=draw(st.integers(1, 12)), grad_accum=draw(st.integers(1, 4)),
-                packing=draw(st.sampled_from(VARLEN)), sync_buckets=draw(st.sampled_from(SYNCS)),
-                drop_last=draw(st.booleans()), seed=draw(st.integers(0, 2**32)))
+    cfg = dict(lengths=lengths, boundaries=edges,
+               token_budget=top + draw(st.sampled_from([0, 1, 7, 30, 100, 400])),
+               world_size=draw(st.integers(1, max(1, min(9, lengths.size // 3)))),
+               grad_accum=draw(st.integers(1, 4)),
+               packing=draw(st.sampled_from(VARLEN)), sync_buckets=draw(st.sampled_from(SYNCS)),
+               drop_last=draw(st.booleans()), seed=draw(st.integers(0, 2**32)))
+    try:
+        steps = BucketBatchSampler(**{**cfg, "grad_accum": 1}).plan(0).micro_steps
+    except BucketoptError:
+        steps = 0
+    cfg["grad_accum"] = max(1, min(cfg["grad_accum"], steps))
+    return cfg
 
 
 def build(cfg):
@@ -321,7 +330,8 @@ def build(cfg):
 @given(configs(), st.integers(0, 2), st.data())
 def test_random_configurations_hold_the_invariants(cfg, epoch, data):
     sampler = build(cfg)
-    assume(sampler is not None)
+    if sampler is None:  # refused, and build checked that the refusal is right
+        return
     lengths, G = cfg["lengths"], cfg["world_size"]
     out = []
     for r in range(G):
