@@ -24,9 +24,9 @@ EXACT_CANDIDATES = 256
 # The default grid: every GRID_COUNT_STEP of the samples by rank, a geometric sequence of ratio
 # GRID_RATIO in length, both sides of every batch-size jump up to THRESHOLD_BATCH; refinement
 # windows span REFINE_RADIUS grid steps either side of each boundary.
-GRID_COUNT_STEP = 1 / 32
-GRID_RATIO = 1.05
-THRESHOLD_BATCH = 32
+GRID_COUNT_STEP = 1 / 48
+GRID_RATIO = 1.04
+THRESHOLD_BATCH = 48
 REFINE_RADIUS = 3
 REFINE_BAND = 24
 # A sweep's grid (no refinement) marks every 1 / (2 kmax) of the samples, at most 1 / 256.
