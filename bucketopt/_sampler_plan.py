@@ -79,12 +79,13 @@ class EpochPlan:
 
     def indices_from(self, first: int) -> np.ndarray:
         """Dataset indices of global batches ``first ..`` (the samples still to come)."""
-        sizes = (self.stops - self.starts)[first:]
-        if not sizes.size:
+        from ._sim_kernels import place_batches
+
+        sizes = self.stops - self.starts
+        if first >= sizes.size:
             return np.zeros(0, dtype=np.int64)
-        offsets = np.r_[0, np.cumsum(sizes)[:-1]]
-        take = np.repeat(self.starts[first:] - offsets, sizes) + np.arange(int(sizes.sum()))
-        return self.order[take]
+        return place_batches(self.order, self.starts, sizes,
+                             np.arange(first, sizes.size, dtype=np.int64))
 
     def to_dict(self) -> dict:
         return {

@@ -139,3 +139,64 @@ def sorted_greedy(values, counts, token_budget):
         mult[r] = 1
         r += 1
     return sizes[:r].copy(), tops[:r].copy(), reals[:r].copy(), mult[:r].copy()
+
+
+@njit(cache=True)
+def _first_at_least(edges, v):
+    lo, hi = 0, edges.size - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if edges[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _group_of(edges, lut, v):
+    if lut.size:  # a table of every length's group (lengths up to lut.size - 1)
+        return lut[v]
+    return _first_at_least(edges, v)
+
+
+@njit(cache=True)
+def group_indices(idx, lengths, edges, lut):
+    """The indices ``idx`` grouped by the position of ``lengths[idx]`` among ``edges`` (the
+    first edge >= the length), keeping their order inside a group: a stable counting sort, the
+    same as ``idx[np.argsort(np.searchsorted(edges, lengths[idx]), kind="stable")]``.
+    ``lut``: that position for every length (empty: a binary search per sample).
+    Returns the grouped indices and each group's count."""
+    n = idx.size
+    k = edges.size
+    counts = np.zeros(k, dtype=np.int64)
+    for i in range(n):
+        counts[_group_of(edges, lut, lengths[idx[i]])] += 1
+    pos = np.empty(k, dtype=np.int64)
+    acc = 0
+    for j in range(k):
+        pos[j] = acc
+        acc += counts[j]
+    out = np.empty_like(idx)
+    for i in range(n):
+        g = _group_of(edges, lut, lengths[idx[i]])
+        out[pos[g]] = idx[i]
+        pos[g] += 1
+    return out, counts
+
+
+@njit(cache=True)
+def place_batches(order, starts, sizes, batch_order):
+    """The batches (``starts``, ``sizes``) of ``order`` listed in ``batch_order``, one after
+    the other (batches left out of ``batch_order`` are left out)."""
+    total = 0
+    for b in batch_order:
+        total += sizes[b]
+    out = np.empty(total, dtype=order.dtype)
+    at = 0
+    for b in batch_order:
+        s = starts[b]
+        for j in range(sizes[b]):
+            out[at + j] = order[s + j]
+        at += sizes[b]
+    return out

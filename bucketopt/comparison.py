@@ -114,6 +114,8 @@ class _Stages:
 
     def close(self):
         self.what = "done"
+        if self.bar.total:
+            self.bar.done = self.bar.total
         self.bar.close()
 
 

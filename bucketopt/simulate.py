@@ -63,54 +63,88 @@ def batch_plan(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoc
     """The batches of one epoch as (order, starts, buckets): sample indices in training order,
     the offset in ``order`` where each batch starts, and each batch's bucket (or None).
 
-    Not for ``"packed"`` (rows, not batches of whole samples: see :func:`simulate`).
+    Not for ``"packed"`` (rows, not batches of whole samples: see :func:`simulate`). Memory:
+    the lengths, ``order`` and one more index array of the same size (counting sorts and
+    chunked greedy packing; no sort, gather or take of the whole dataset).
     """
-    from ._packing import greedy_starts
-
     lengths = validate_lengths(lengths)
     token_budget, rng = _check_plan(lengths, strategy, token_budget, seed, epoch, packing)
+    from ._sim_kernels import place_batches
+    from .histogram import Histogram
+
     n = lengths.size
-    no_breaks = np.zeros(n, dtype=np.bool_)
     buckets = None
-    if strategy == "sorted":
-        order = np.argsort(lengths, kind="stable")
-        starts = greedy_starts(lengths[order], no_breaks, token_budget)
+    if strategy == "sorted":  # a stable sort by length: a counting sort over the histogram
+        hist = Histogram.from_lengths(lengths)
+        order = _grouped(np.arange(n, dtype=np.int64), lengths, hist.values)[0]
+        sizes = sorted_batches(hist, token_budget)[0]
     elif strategy == "shuffle":
-        order = rng.permutation(n)
-        starts = greedy_starts(lengths[order], no_breaks, token_budget)
+        order = np.arange(n, dtype=np.int64)
+        rng.shuffle(order)  # in place: rng.permutation(n)
+        sizes = _greedy_sizes(lengths, order, [n], token_budget)[0]
     elif strategy == "bucketed":
         if boundaries is None:
             raise BucketoptError('strategy="bucketed" needs `boundaries`.')
-        from .histogram import Histogram
-
         edges = check_boundaries(boundaries, Histogram.from_lengths(lengths))
-        sizes = batch_sizes_for(edges, token_budget)
-        perm = rng.permutation(n)
-        bucket_of = np.searchsorted(edges, lengths[perm], side="left")
-        within = np.argsort(bucket_of, kind="stable")  # random order inside each bucket
-        order = perm[within]
-        sample_bucket = bucket_of[within]
-        change = np.r_[True, sample_bucket[1:] != sample_bucket[:-1]]
+        per_batch = batch_sizes_for(edges, token_budget)
+        order = np.arange(n, dtype=np.int64)
+        rng.shuffle(order)  # in place: rng.permutation(n)
+        # random order inside each bucket (a stable grouping of the shuffled samples)
+        order, counts = _grouped(order, lengths, np.asarray(edges, dtype=np.int64))
+        filled = np.flatnonzero(counts)
         if packing == "greedy":
-            starts = greedy_starts(lengths[order], change, token_budget)
+            sizes, per_bucket = _greedy_sizes(lengths, order, counts[filled], token_budget)
         else:
-            first = np.flatnonzero(change)
-            counts = np.diff(np.r_[first, n])
-            parts = [f + np.arange(0, c, sizes[sample_bucket[f]]) for f, c in zip(first, counts)]
-            starts = np.concatenate(parts).astype(np.int64)
-        buckets = sample_bucket[starts]
+            sizes = np.concatenate([np.diff(np.r_[np.arange(0, counts[k], per_batch[k]),
+                                                  counts[k]]) for k in filled])
+            per_bucket = [-(-counts[k] // per_batch[k]) for k in filled]
+        buckets = np.repeat(filled, per_bucket).astype(np.int64)
     else:
         raise AssertionError(strategy)  # _check_plan() admits only the three above
+    starts = (np.cumsum(sizes) - sizes).astype(np.int64)
     # Training order of the batches: random every epoch (for "sorted" too, as in the story).
     batch_order = rng.permutation(starts.size)
-    ends = np.r_[starts[1:], n]
-    sizes_b = (ends - starts)[batch_order]
-    new_starts = np.r_[0, np.cumsum(sizes_b)[:-1]].astype(np.int64)
-    take = np.repeat(starts[batch_order] - new_starts, sizes_b) + np.arange(n)
-    order = order[take]
+    sizes_b = sizes[batch_order].astype(np.int64)
+    new_starts = (np.cumsum(sizes_b) - sizes_b).astype(np.int64)
+    order = place_batches(order, starts, sizes.astype(np.int64), batch_order)
     if buckets is not None:
         buckets = buckets[batch_order]
     return order, new_starts, buckets
+
+
+LUT_MAX = 1 << 24  # longest length for which group lookups use a table (4 bytes a length)
+
+
+def _grouped(idx, lengths, edges):
+    """``group_indices`` with a lookup table of every length's group when lengths are short
+    enough (a binary search per sample costs a branch miss per step)."""
+    from ._sim_kernels import group_indices
+
+    top = int(lengths.max())
+    lut = np.zeros(0, dtype=np.int32)
+    if top <= LUT_MAX:
+        lut = np.searchsorted(edges, np.arange(top + 1), side="left").astype(np.int32)
+    return group_indices(idx, lengths, edges, lut)
+
+
+def _greedy_sizes(lengths, order, groups, token_budget):
+    """Sizes of the greedy batches over ``lengths[order]``, a chunk at a time, a new batch at
+    every group (consecutive runs of ``groups`` samples, each >= 1), and batches per group."""
+    from ._sim_kernels import greedy_batches
+
+    budget = np.int64(token_budget)
+    parts, per_group, lo = [], [], 0
+    for size in groups:
+        state, made = (np.int64(0),) * 3, 1
+        for a in range(lo, lo + size, CHUNK):
+            done, _, _, *state = greedy_batches(lengths[order[a:min(a + CHUNK, lo + size)]],
+                                                budget, *state)
+            parts.append(done)
+            made += done.size
+        parts.append(np.array([state[0]], dtype=np.int64))  # the batch still open
+        per_group.append(made)
+        lo += size
+    return np.concatenate(parts), per_group
 
 
 def simulate(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=0,

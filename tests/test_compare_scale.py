@@ -363,3 +363,85 @@ def test_cli_reads_the_histogram_beyond_the_threshold(tmp_path, monkeypatch, cap
                  "--quiet"]) == 0
     assert "a seeded uniform subsample of 10,000 of the 40,000 samples" in \
         capsys.readouterr().out
+
+
+def _plan_reference(lengths, strategy, budget, boundaries, seed, epoch, packing):
+    """batch_plan written the direct way: argsort, permutation, gathers, a take."""
+    from bucketopt._packing import greedy_starts
+
+    lengths = np.asarray(lengths, dtype=np.int64)
+    rng = np.random.default_rng((seed, epoch))
+    n = lengths.size
+    no_breaks = np.zeros(n, dtype=np.bool_)
+    buckets = None
+    if strategy == "sorted":
+        order = np.argsort(lengths, kind="stable")
+        starts = greedy_starts(lengths[order], no_breaks, budget)
+    elif strategy == "shuffle":
+        order = rng.permutation(n)
+        starts = greedy_starts(lengths[order], no_breaks, budget)
+    else:
+        edges = np.asarray(boundaries)
+        sizes = budget // edges
+        perm = rng.permutation(n)
+        bucket_of = np.searchsorted(edges, lengths[perm], side="left")
+        within = np.argsort(bucket_of, kind="stable")
+        order, sample_bucket = perm[within], bucket_of[within]
+        change = np.r_[True, sample_bucket[1:] != sample_bucket[:-1]]
+        if packing == "greedy":
+            starts = greedy_starts(lengths[order], change, budget)
+        else:
+            first = np.flatnonzero(change)
+            counts = np.diff(np.r_[first, n])
+            starts = np.concatenate([f + np.arange(0, c, sizes[sample_bucket[f]])
+                                     for f, c in zip(first, counts)])
+        buckets = sample_bucket[starts]
+    batch_order = rng.permutation(starts.size)
+    ends = np.r_[starts[1:], n]
+    sizes_b = (ends - starts)[batch_order]
+    new_starts = np.r_[0, np.cumsum(sizes_b)[:-1]]
+    take = np.repeat(starts[batch_order] - new_starts, sizes_b) + np.arange(n)
+    return order[take], new_starts, None if buckets is None else buckets[batch_order]
+
+
+@SETTINGS
+@given(dataset(), st.sampled_from(["sorted", "shuffle", "bucketed"]),
+       st.sampled_from(["fixed", "greedy"]), st.integers(1, 5), st.integers(0, 3),
+       st.booleans())
+def test_batch_plan_is_the_direct_plan(data, strategy, packing, chunk, epoch, table):
+    import importlib
+
+    simulate_module = importlib.import_module("bucketopt.simulate")
+    lengths, budget, boundaries = data
+    saved = simulate_module.CHUNK, simulate_module.LUT_MAX
+    simulate_module.CHUNK = chunk
+    simulate_module.LUT_MAX = saved[1] if table else 0  # 0: a binary search per sample
+    try:
+        got = batch_plan(lengths, strategy, token_budget=budget, boundaries=boundaries, seed=2,
+                         epoch=epoch, packing=packing)
+    finally:
+        simulate_module.CHUNK, simulate_module.LUT_MAX = saved
+    want = _plan_reference(lengths, strategy, budget, boundaries, 2, epoch, packing)
+    for a, b in zip(got[:2], want[:2]):
+        assert a.dtype == np.int64
+        np.testing.assert_array_equal(a, b)
+    if strategy == "bucketed":
+        np.testing.assert_array_equal(got[2], want[2])
+    else:
+        assert got[2] is None
+
+
+@SETTINGS
+@given(dataset(), st.integers(1, 3), st.booleans(), st.integers(0, 6))
+def test_plan_indices_from_lists_the_remaining_batches(data, world, drop_last, first):
+    from bucketopt import BucketBatchSampler
+
+    lengths, budget, boundaries = data
+    try:
+        plan = BucketBatchSampler(lengths, boundaries, token_budget=budget, world_size=world,
+                                  drop_last=drop_last).plan(0)
+    except BucketoptError:
+        return
+    rest = plan.batches()[first:]
+    want = np.concatenate(rest) if rest else np.zeros(0, dtype=np.int64)
+    np.testing.assert_array_equal(plan.indices_from(first), want)
