@@ -1,10 +1,10 @@
 """The shipped exact edge DP against its references, side by side in one process.
 
 - The large rows (m distinct lengths, K buckets): ``edge_layers`` (an O(m) monotone convex-hull
-  pass per layer when no share window binds) against the divide-and-conquer pass it replaces
-  (O(m log m) per layer, still used under share windows) and against one memory pass over the
-  K x m table: a numba kernel that allocates a K x (m+1) int64 table and writes every entry once,
-  the least any DP filling that table can do.
+  pass per layer when no share window binds, up to 8 layers advancing together) against the
+  divide-and-conquer pass it replaces (O(m log m) per layer, still used under share windows) and
+  against one memory pass over the K x m table: a numba kernel that allocates a K x (m+1) int64
+  table and writes every entry once, the least any DP filling that table can do.
 - The small rows: ``solve()`` against the textbook O(k m^2) DP.
 
 All DPs are numba-compiled with the same contract, so the ratios measure the algorithm, not
@@ -15,10 +15,14 @@ Python overhead. Times are the best of several runs after compilation. Run:
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 from _timing import best_of
 from numba import njit
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's bucketopt
 import bucketopt
 from bucketopt._kernels import _edge_layers_dc, edge_layers, edge_layers_quadratic
 from bucketopt.histogram import Histogram
@@ -42,8 +46,10 @@ def memory_pass(row, k):
     return table
 
 
-def large_row(m: int, k: int, goal_s: float, repeat: int = 3):
-    """The hull pass, the divide-and-conquer pass and one memory pass, same histogram, one run."""
+def large_row(m: int, k: int, goal_s: float, repeat: int = 3, dc: bool = True) -> dict:
+    """The hull pass, the divide-and-conquer pass and one memory pass, same histogram, one run.
+
+    Returns seconds of each (best of ``repeat``) and the hull's time over the memory pass."""
     groups = make_groups(histogram_with_m_distinct(m), 1)
     win_lo, win_hi = share_windows(groups, 0.0, 1.0)
     args = (groups.edges, groups.prefix_count, groups.prefix_tokens, win_lo, win_hi, k)
@@ -52,14 +58,20 @@ def large_row(m: int, k: int, goal_s: float, repeat: int = 3):
     _edge_layers_dc(*args[:-1], 1)
     t_mem, _ = best_of(lambda: memory_pass(groups.prefix_count, k), repeat)
     t_new, new = best_of(lambda: edge_layers(*args), repeat)
-    t_old, old = best_of(lambda: _edge_layers_dc(*args), max(1, repeat - 1))
-    same = np.array_equal(new[0], old[0]) and np.array_equal(new[1], old[1])
-    print(f"exact edge DP, m = {m:,}, K = {k}: hull {t_new:7.3f} s  "
-          f"divide and conquer {t_old:7.3f} s ({t_old / t_new:4.1f}x slower)  "
-          f"memory pass over the K x m table {t_mem:6.3f} s  "
-          f"hull / memory pass {t_new / t_mem:5.1f}x (goal <= 10x)  "
-          f"goal under {goal_s:g} s: {'met' if t_new < goal_s else 'NOT met'}  "
-          f"same opt table: {same}", flush=True)
+    out = {"m": m, "k": k, "hull_s": t_new, "memory_pass_s": t_mem,
+           "hull_over_memory_pass": t_new / t_mem, "goal_s": goal_s}
+    line = (f"exact edge DP, m = {m:,}, K = {k}: hull {t_new:7.3f} s  "
+            f"memory pass over the K x m table {t_mem:6.3f} s  "
+            f"hull / memory pass {t_new / t_mem:5.1f}x (goal <= 10x)  "
+            f"goal under {goal_s:g} s: {'met' if t_new < goal_s else 'NOT met'}")
+    if dc:
+        t_old, old = best_of(lambda: _edge_layers_dc(*args), max(1, repeat - 1))
+        same = np.array_equal(new[0], old[0]) and np.array_equal(new[1], old[1])
+        out.update(dc_s=t_old, same_opt_table=bool(same))
+        line += (f"  divide and conquer {t_old:7.3f} s ({t_old / t_new:4.1f}x slower)  "
+                 f"same opt table: {same}")
+    print(line, flush=True)
+    return out
 
 
 def compare(m: int, k: int, min_share: float = 0.0, max_share: float = 1.0, quadratic=True):
