@@ -80,7 +80,10 @@ def subsample(hist, size, seed=0) -> np.ndarray:
     hypergeometric draw of the counts, the exact law of the lengths of ``size`` samples picked
     uniformly from the dataset, in O(m)."""
     rng = np.random.default_rng([seed, 0x5AB5A3])
-    counts = rng.multivariate_hypergeometric(hist.counts, int(size))
+    if hist.n < 10**9:  # numpy's bound for the marginals method
+        counts = rng.multivariate_hypergeometric(hist.counts, int(size))
+    else:  # a billion samples or more: with replacement, indistinguishable at this size
+        counts = rng.multinomial(int(size), hist.counts / hist.n)
     return np.repeat(hist.values, counts)
 
 
@@ -216,6 +219,13 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     solver_kwargs.pop("overflow", None)
     hist = as_histogram(lengths)
     if as_hist:
+        from .histogram import EXPAND_LIMIT
+
+        if hist.n > EXPAND_LIMIT:  # the sorted row holds every batch of the whole dataset
+            raise BucketoptError(
+                f"a histogram of {hist.n:,} samples is too large to expand into compare's "
+                f"batches (the sorted row is built for the whole dataset; at most "
+                f"{EXPAND_LIMIT:,} samples); solve() and evaluate() take the Histogram itself.")
         lengths = None  # Comparison.batches() needs one length per sample
     cost_model = None
     if profile is not None:  # rows gain ktok_per_s / eta_days; budget defaults to the profile's

@@ -197,6 +197,13 @@ def test_subsample_is_a_uniform_draw_without_replacement():
     np.testing.assert_allclose(draws.mean(axis=0), 500 * hist.counts / hist.n, rtol=0.05)
 
 
+def test_subsample_of_a_billion_samples_draws_with_replacement():
+    hist = Histogram(np.array([1, 2]), np.array([3 * 10**9, 10**9]))
+    a = subsample(hist, 20_000, seed=0)
+    assert a.size == 20_000 and set(np.unique(a)) <= {1, 2}
+    assert np.mean(a == 1) == pytest.approx(0.75, abs=0.02)
+
+
 LENGTHS = np.random.default_rng(5).lognormal(6.5, 0.6, 40_000).clip(10, 4000).astype(np.int64)
 
 
