@@ -17,7 +17,7 @@ STIRLING_MIN = 100
 LOG_ZERO = -745.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _stirling_tail(z):
     # lgamma(z) - ((z - 1/2) log z - z + log(2 pi) / 2) for z >= 100: the next term of the series
     # is below 1 / (1188 z**9) < 1e-20.
@@ -93,7 +93,7 @@ def expected_max(values, prefix_count, lf_hi, lf_lo, lo, hi, s):
     return top - acc
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _walk_constant(n, s):
     # The n-only part of log_binom_ratio(a, n, s) on its Stirling branch.
     fn = float(n)
@@ -102,7 +102,7 @@ def _walk_constant(n, s):
             - _stirling_tail(fn + 1.0) + _stirling_tail(fn - fs + 1.0))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _log1p_small(x):
     # log(1 + x) for |x| <= 1/16: the series to x**14 (the rest is below 1e-18 of the result).
     acc = 1.0 / 14.0
@@ -111,7 +111,7 @@ def _log1p_small(x):
     return x * acc
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _walk_log_ratio(a, n, s, const):
     # log_binom_ratio(a, n, s), with its n-only part ``const`` computed once per walk; the
     # log(1 - s / (a + 1)) of the Stirling branch by its series when s / (a + 1) <= 1/16 (every
@@ -148,7 +148,7 @@ def log_factorial_dd(logs):
     return hi, lo
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ratio_constant(n, s, lf_hi, lf_lo):
     # The n-only part of the walk's log ratio: log(n! / (n-s)!) from the table when it reaches n,
     # else the Stirling branch's constant.
@@ -157,7 +157,7 @@ def _ratio_constant(n, s, lf_hi, lf_lo):
     return _walk_constant(n, s)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _log_ratio(a, n, s, const, lf_hi, lf_lo):
     # log(C(a, s) / C(n, s)): two table differences when the table reaches n (cheapest), else
     # the Stirling form; ``const`` from _ratio_constant.
