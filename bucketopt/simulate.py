@@ -13,6 +13,12 @@ Strategies (all seeded per epoch with ``np.random.default_rng((seed, epoch))``):
 
 Greedy packing walks the samples in order and adds each to the current batch while
 (count + 1) x max_len <= token_budget.
+
+At scale: :func:`simulate` never builds sample indices. "sorted" comes from the histogram alone
+(:func:`sorted_epoch`); "shuffle" and "bucketed" shuffle an int32 copy of the lengths in place
+(the permutation :func:`batch_plan` draws), group buckets with a counting sort and pack greedily
+in chunks of ``CHUNK`` samples, so an epoch of tens of millions of samples costs one or two
+copies of the lengths plus per-batch arrays, and equals the index plan's epoch array for array.
 """
 
 from __future__ import annotations
