@@ -107,38 +107,51 @@ def build_plan(sampler, epoch: int, rng, *, world_size: int, grad_accum: int, me
                segments=()) -> EpochPlan:
     """Plan ``members`` (dataset indices; None = every sample) over ``world_size`` ranks."""
     G, A = world_size, grad_accum
-    if members is None:
-        grouped, counts = sampler._members, sampler._bucket_counts
-    else:
-        members = np.sort(np.asarray(members, dtype=np.int64))
-        of = sampler._bucket_of[members]
-        grouped = members[np.argsort(of, kind="stable")]
-        counts = np.bincount(of, minlength=sampler.edges.size)
+    grouped, counts = grouped_members(sampler, members)
     n = int(grouped.size)
-    empty = np.zeros(0, dtype=np.int64)
     if n == 0:
-        return EpochPlan(epoch, G, A, empty, empty, empty, empty, 0, 0, 0, 0, 0, tuple(segments))
+        return empty_plan(epoch, G, A, segments)
     order, starts, stops, buckets = _pack(sampler, rng, grouped, counts)
     natural = starts.size
-    what = "the rest of the epoch" if segments else None
-    if sampler.sync_buckets is True:
-        starts, stops, buckets, split = _plan_synced(starts, stops, buckets, G, A,
-                                                     sampler.drop_last, rng, n, sampler, what)
-    else:
-        starts, stops, buckets, split = _plan_unsynced(starts, stops, buckets, G, A,
-                                                       sampler.drop_last, rng, n, sampler, what)
-    steps = starts.size // G
-    if steps:
-        grid = buckets.reshape(steps, G)
-        mixed = int(np.count_nonzero(grid.min(axis=1) != grid.max(axis=1)))
-    else:
-        mixed = 0
+    starts, stops, buckets, split = lay_out(sampler, starts, stops, buckets, G, A, rng, n,
+                                            segments)
     kept = int((stops - starts).sum())
     return EpochPlan(epoch=epoch, world_size=G, grad_accum=A, order=order, starts=starts,
                      stops=stops, buckets=buckets, natural_batches=int(natural),
                      split_batches=int(split), dropped=n - kept,
-                     dropped_batches=int(natural + split - starts.size), mixed_steps=mixed,
-                     segments=tuple(segments))
+                     dropped_batches=int(natural + split - starts.size),
+                     mixed_steps=mixed_steps(buckets, G), segments=tuple(segments))
+
+
+def grouped_members(sampler, members):
+    """``members`` (None = every sample) grouped by bucket, and the count of each bucket."""
+    if members is None:
+        return sampler._members, sampler._bucket_counts
+    members = np.sort(np.asarray(members, dtype=np.int64))
+    of = sampler._bucket_of[members]
+    return members[np.argsort(of, kind="stable")], np.bincount(of, minlength=sampler.edges.size)
+
+
+def empty_plan(epoch, G, A, segments) -> EpochPlan:
+    empty = np.zeros(0, dtype=np.int64)
+    return EpochPlan(epoch, G, A, empty, empty, empty, empty, 0, 0, 0, 0, 0, tuple(segments))
+
+
+def lay_out(sampler, starts, stops, buckets, G, A, rng, n, segments):
+    """The batches (or rows) over the ranks as ``sync_buckets`` asks: (starts, stops, buckets,
+    split)."""
+    what = "the rest of the epoch" if segments else None
+    layout = _plan_synced if sampler.sync_buckets is True else _plan_unsynced
+    return layout(starts, stops, buckets, G, A, sampler.drop_last, rng, n, sampler, what)
+
+
+def mixed_steps(buckets, G) -> int:
+    """Steps whose G batches come from more than one bucket."""
+    steps = buckets.size // G
+    if not steps:
+        return 0
+    grid = buckets[:steps * G].reshape(steps, G)
+    return int(np.count_nonzero(grid.min(axis=1) != grid.max(axis=1)))
 
 
 CHUNK = 1 << 20  # samples per step of the greedy packing (bounded temporaries)

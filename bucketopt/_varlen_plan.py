@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._sampler_plan import EpochPlan, _plan_synced, _plan_unsynced
+from ._sampler_plan import EpochPlan, empty_plan, grouped_members, lay_out, mixed_steps
 
 VARLEN = ("varlen", "varlen-balanced")
 
@@ -49,41 +49,28 @@ def build_varlen_plan(sampler, epoch: int, rng, *, world_size: int, grad_accum: 
                       members=None, segments=()) -> EpochPlan:
     """Plan ``members`` (dataset items; None = every sample) as rows over ``world_size`` ranks."""
     G, A = world_size, grad_accum
-    if members is None:
-        grouped, counts = sampler._members, sampler._bucket_counts
-    else:
-        members = np.sort(np.asarray(members, dtype=np.int64))
-        of = sampler._bucket_of[members]
-        grouped = members[np.argsort(of, kind="stable")]
-        counts = np.bincount(of, minlength=sampler.edges.size)
+    grouped, counts = grouped_members(sampler, members)
     n = int(grouped.size)
-    empty = np.zeros(0, dtype=np.int64)
     if n == 0:
-        return EpochPlan(epoch, G, A, empty, empty, empty, empty, 0, 0, 0, 0, 0, tuple(segments))
+        return empty_plan(epoch, G, A, segments)
     order, starts, stops, buckets = _pack(sampler, rng, grouped, counts)
     natural = starts.size
-    what = "the rest of the epoch" if segments else None
-    layout = _plan_synced if sampler.sync_buckets is True else _plan_unsynced
-    starts, stops, buckets, split = layout(starts, stops, buckets, G, A, sampler.drop_last, rng,
-                                           n, sampler, what)
+    starts, stops, buckets, split = lay_out(sampler, starts, stops, buckets, G, A, rng, n,
+                                            segments)
     # rows in training order, each a contiguous slice of the new order
     sizes = stops - starts
     order = _gather(order, starts, sizes)
-    starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64) if sizes.size else empty
+    starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64) if sizes.size else sizes
     if sampler.packing == "varlen-balanced" and G > 1 and starts.size:
         order, starts = _balance(sampler, order, starts, G, A)
     stops = np.r_[starts[1:], order.size].astype(np.int64)
     if starts.size:  # a row's bucket: its longest document's (one bucket unless steps mix)
         buckets = np.maximum.reduceat(sampler._bucket_of[order], starts).astype(np.int64)
-    steps = starts.size // G
-    mixed = 0
-    if steps:
-        grid = buckets.reshape(steps, G)
-        mixed = int(np.count_nonzero(grid.min(axis=1) != grid.max(axis=1)))
     return EpochPlan(epoch=epoch, world_size=G, grad_accum=A, order=order, starts=starts,
                      stops=stops, buckets=buckets, natural_batches=int(natural),
                      split_batches=int(split), dropped=n - int(order.size),
-                     dropped_batches=int(natural + split - starts.size), mixed_steps=mixed,
+                     dropped_batches=int(natural + split - starts.size),
+                     mixed_steps=mixed_steps(buckets, G),
                      segments=tuple(segments))
 
 
