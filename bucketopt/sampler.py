@@ -138,7 +138,7 @@ class BucketBatchSampler:
         self.sync_buckets = check_sync(sync_buckets)
         self.drop_last = _check_bool("drop_last", drop_last)
         self.lengths = lengths
-        self._bucket_of = np.searchsorted(self.edges, lengths, side="left")
+        self._bucket_of = _bucket_ids(self.edges, lengths)
         self._members = np.argsort(self._bucket_of, kind="stable")  # indices grouped by bucket
         self._bucket_counts = np.bincount(self._bucket_of, minlength=self.edges.size)
         self._settings = {
@@ -509,10 +509,28 @@ def _check_bool(name, value):
     return bool(value)
 
 
+CHUNK = 1 << 20  # samples per step of the per-sample passes (bounded temporaries)
+
+
+def _bucket_ids(edges, lengths) -> np.ndarray:
+    """Each sample's bucket, in the smallest integer type that holds it (one byte for up to 127
+    buckets), computed a chunk at a time: no full-size int64 temporary."""
+    out = np.empty(lengths.size, dtype=np.min_scalar_type(-int(edges.size)))
+    for lo in range(0, lengths.size, CHUNK):
+        out[lo:lo + CHUNK] = np.searchsorted(edges, lengths[lo:lo + CHUNK], side="left")
+    return out
+
+
 def _digest(data) -> str:
+    """First 16 hex digits of the SHA-256 of ``data`` (an array: of its int64 values, hashed a
+    chunk at a time, the same digest as hashing the whole int64 buffer)."""
+    h = hashlib.sha256()
     if isinstance(data, np.ndarray):
-        data = np.ascontiguousarray(data, dtype=np.int64).tobytes()
-    return hashlib.sha256(data).hexdigest()[:16]
+        for lo in range(0, data.size, CHUNK):
+            h.update(np.ascontiguousarray(data[lo:lo + CHUNK], dtype=np.int64).tobytes())
+    else:
+        h.update(data)
+    return h.hexdigest()[:16]
 
 
 def _legacy_fingerprint(sampler) -> str:

@@ -666,3 +666,18 @@ def test_state_dict_refuses_a_guess_while_a_loader_runs_ahead():
     assert tracked.state_dict()["position"] == tracked.consumed == 3
     with pytest.raises(BucketoptError, match="batches=100 would bring the consumed count"):
         tracked.mark_consumed(100)
+
+
+def test_per_sample_passes_run_in_chunks_with_the_same_results():
+    from bucketopt import sampler as mod
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 5_000, size=mod.CHUNK * 2 + 17)
+    edges = np.array([100, 900, 2_500, 5_000])
+    ids = mod._bucket_ids(edges, lengths)
+    assert ids.dtype.itemsize == 1  # 4 buckets: one byte per sample
+    assert np.array_equal(ids, np.searchsorted(edges, lengths, side="left"))
+    import hashlib
+
+    whole = hashlib.sha256(lengths.astype(np.int64).tobytes()).hexdigest()[:16]
+    assert mod._digest(lengths.astype(np.int32)) == whole  # chunked, any integer dtype
