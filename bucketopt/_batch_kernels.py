@@ -283,7 +283,7 @@ def fill_ok(values, prefix_count, lf_hi, lf_lo, lo, hi, size, need):
 
 @njit(cache=True)
 def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_group, cand_end,
-                        cand_size, win_lo, win_hi, g, kmax, min_fill_tokens):
+                        cand_size, win_lo, win_hi, g, kmax, min_fill_tokens, bound):
     """Exact DP for expected dynamic padding over candidate edges, same contract as edge_layers.
 
     Candidate c (c = 0..C-1, increasing) closes group ``cand_group[c]`` (cand_group[0] = 0 is the
@@ -293,9 +293,16 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
     (the cost is not Monge); a pair is skipped only when a proven lower bound of its cost cannot
     improve any layer. Returns opt (kmax, g + 1) int32 indexed by group (-1 where no candidate
     closes there) and best (kmax,) float64 (inf when infeasible).
+
+    ``bound`` (inf when none is known): the cost of a feasible chain of candidates with at most
+    kmax buckets. A state above it (with a margin of 1e-9 of it) cannot lie on the best chain of
+    layer kmax (bucket costs are >= 0), so a pair is walked only until its cost is proven to
+    lift every layer above it: layer kmax comes out exactly as without the bound, the other
+    layers do not (their optima may lie above it).
     """
     C = cand_group.size
     inf = np.inf
+    limit = bound + 1e-9 * abs(bound) + 1e-9 if bound < inf else inf
     F = np.full((kmax + 1, C), inf)
     F[:, 0] = 0.0
     arg = np.full((kmax + 1, C), -1, dtype=np.int64)
@@ -325,11 +332,11 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
             cap = -inf
             for k in range(1, kmax + 1):
                 if F[k - 1, i] < inf:
-                    room = F[k, j] - F[k - 1, i]
+                    room = min(F[k, j], limit) - F[k - 1, i]
                     if room > cap:
                         cap = room
-            if cap == -inf:
-                continue
+            if cap < 0.0:
+                continue  # no layer can improve (bucket costs are >= 0)
             if not fill_ok(values, prefix_count, lf_hi, lf_lo, cand_end[i], cand_end[j],
                            cand_size[j], min_fill_tokens):
                 continue
@@ -352,7 +359,7 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
 
 @njit(cache=True)
 def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_end, group_size,
-                       win_lo, win_hi, windows, offsets, min_fill_tokens):
+                       win_lo, win_hi, windows, offsets, min_fill_tokens, bound):
     """Best chain of buckets whose t-th boundary lies in window t (pad="batch").
 
     Window t holds the group indices ``windows[offsets[t]:offsets[t + 1]]`` (increasing); window 0
@@ -360,9 +367,15 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
     starts after group i; its lengths are ``values[group_end[i]:group_end[j]]`` and its batch size
     ``group_size[j]``. Returns (chain of group indices, one per window, and its cost), with
     chain[0] = -1 when no chain satisfies the share windows.
+
+    ``bound`` (inf when none is known): the cost of a chain through the windows. A pair whose
+    prefix cost would exceed it (with a margin of 1e-9 of it) cannot lie on the best chain
+    (bucket costs are >= 0), so its walk stops once that is proven: every pair that can lie on
+    the best chain is walked exactly as without the bound, and the chain returned is the same.
     """
     nw = offsets.size - 1
     inf = np.inf
+    limit = bound + 1e-9 * abs(bound) + 1e-9 if bound < inf else inf
     F = np.full(windows.size, inf)
     arg = np.full(windows.size, -1, dtype=np.int64)
     F[0] = 0.0
@@ -389,7 +402,9 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
                 if not fill_ok(values, prefix_count, lf_hi, lf_lo, group_end[i], group_end[j],
                                group_size[j], min_fill_tokens):
                     continue
-                cap = F[jj] - F[pos]
+                cap = min(F[jj], limit) - F[pos]
+                if cap < 0.0:
+                    continue  # the prefix alone is above the bound
                 cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
                                          group_end[i],
                                          group_end[j], group_size[j], cap)

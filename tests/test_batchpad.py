@@ -157,6 +157,41 @@ def test_default_equals_every_length_optimum(kind, shares):
         sol = bucketopt.evaluate(hist, edges, token_budget=budget, pad="batch")
         assert rel(sol.padded_tokens, best_auto[k - 1]) < 1e-9
         assert all(shares[0] - 1e-9 <= x <= shares[1] + 1e-9 for x in sol.shares)
+        # solve()'s path: a DP up to k that reads layer k alone (its grid DP is bounded by the
+        # cost of a cheap chain) reaches the same optimum
+        opt_k, best_k = batch_layers(groups, k, token_budget=budget, win_lo=lo, win_hi=hi,
+                                     refine_ks={k})
+        assert rel(best_k[k - 1], best_all[k - 1]) < 1e-12, k
+        edges = groups.edges[backtrack(opt_k, k, groups.g)]
+        sol = bucketopt.solve(xs, k, token_budget=budget, pad="batch", min_share=shares[0],
+                              max_share=shares[1])
+        assert sol.boundaries == tuple(int(e) for e in edges)
+        assert rel(sol.padded_tokens, best_all[k - 1]) < 1e-9
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2])
+@pytest.mark.parametrize("shares", [(0.0, 1.0), (0.05, 0.4)])
+def test_bounded_grid_dp_keeps_the_last_layer(kind, shares):
+    # A bound (the cost of some feasible chain of at most kmax buckets on the grid) only prunes:
+    # layer kmax of the grid DP is the same chain at the same cost, with the bound of
+    # _grid_bound, with the optimum itself as the bound (the tightest), and with one just above.
+    from bucketopt.objectives.batch import _Data, _grid_bound
+
+    xs, budget = _generated(kind)
+    groups = make_groups(Histogram.from_lengths(xs), 1)
+    lo, hi = share_windows(groups, *shares)
+    data = _Data(groups, budget, lo, hi)
+    cand = candidate_grid(groups, budget)
+    for k in range(2, 9):
+        opt, best = data.layers(cand, k)
+        if not np.isfinite(best[-1]):
+            continue
+        chain = backtrack(opt, k, groups.g)
+        assert _grid_bound(data, groups, cand, k) >= best[-1] * (1 - 1e-12)
+        for bound in (_grid_bound(data, groups, cand, k), best[-1], best[-1] * (1 + 1e-6)):
+            opt_b, best_b = data.layers(cand, k, bound)
+            assert best_b[-1] == best[-1], (k, bound)
+            assert backtrack(opt_b, k, groups.g) == chain
 
 
 def test_sweep_rows_from_one_grid_dp_and_the_recommended_k_as_solve():

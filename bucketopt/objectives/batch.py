@@ -114,12 +114,29 @@ class _Data:
         self.win_lo = np.asarray(win_lo, dtype=np.int64)
         self.win_hi = np.asarray(win_hi, dtype=np.int64)
 
-    def layers(self, cand, kmax):
+    def layers(self, cand, kmax, bound=np.inf):
         from .._batch_kernels import batch_layers_kernel
 
         return batch_layers_kernel(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo, cand,
                                    self.group_end[cand], self.sizes[cand], self.win_lo,
-                                   self.win_hi, self.g, kmax, self.min_fill_tokens)
+                                   self.win_hi, self.g, kmax, self.min_fill_tokens,
+                                   float(bound))
+
+    def feasible_chain_cost(self, chain) -> float:
+        """The cost of ``chain`` (group indices, 0 first, g last), inf unless every bucket
+        satisfies the share windows and min_fill."""
+        from .._batch_kernels import batch_bucket_cost, fill_ok
+
+        total = 0.0
+        for i, j in zip(chain[:-1], chain[1:]):
+            lo, hi = self.group_end[i], self.group_end[j]
+            if not (self.win_lo[j] <= i <= self.win_hi[j]) or not fill_ok(
+                    self.values, self.pc, self.lf_hi, self.lf_lo, lo, hi, self.sizes[j],
+                    self.min_fill_tokens):
+                return np.inf
+            total += batch_bucket_cost(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo, lo,
+                                       hi, self.sizes[j], np.inf)
+        return float(total)
 
     def chain_cost(self, chain) -> float:
         from .._batch_kernels import batch_bucket_cost
@@ -129,14 +146,16 @@ class _Data:
                               self.group_end[i], self.group_end[j], self.sizes[j], np.inf)
             for i, j in zip(chain[:-1], chain[1:])))
 
-    def chain(self, windows):
+    def chain(self, windows, bound=np.inf):
+        """Best chain through ``windows``; ``bound``: the cost of a chain through them, if
+        known (it only prunes: the result is the same)."""
         from .._batch_kernels import batch_chain_kernel
 
         offsets = np.r_[0, np.cumsum([w.size for w in windows])].astype(np.int64)
         flat = np.concatenate(windows).astype(np.int64)
         return batch_chain_kernel(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo,
                                   self.group_end, self.sizes, self.win_lo, self.win_hi, flat,
-                                  offsets, self.min_fill_tokens)
+                                  offsets, self.min_fill_tokens, float(bound))
 
 
 def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto", refine_ks=None,
@@ -168,10 +187,33 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
     else:
         cand = np.unique(np.r_[0, np.asarray(candidates, dtype=np.int64), g])
         refine = False
-    opt, best = data.layers(cand, kmax)
+    # solve() reads layer kmax alone: its DP is bounded by the cost of a cheap chain on the grid,
+    # which leaves layer kmax exact and the others unknown (nan).
+    last_only = refine and refine_ks == {kmax} and kmax > 1
+    opt, best = data.layers(cand, kmax, _grid_bound(data, groups, cand, kmax) if last_only
+                            else np.inf)
+    if last_only:
+        best[:-1] = np.nan
     if refine:
         opt, best = _refine_layers(data, cand, opt, best, refine_ks)
     return opt, best
+
+
+def _grid_bound(data, groups, cand, kmax) -> float:
+    """The least cost of a few chains of at most kmax buckets on the grid ``cand`` (edges at
+    quantiles of the samples, denser towards the long tail), inf when none is feasible: an upper
+    bound of the grid optimum of layer kmax."""
+    g = data.g
+    n = float(groups.prefix_count[-1])
+    t = np.arange(1, kmax) / kmax
+    best = np.inf
+    for power in (1.0, 1.25, 1.5):
+        marks = n * (1.0 - (1.0 - t) ** power)
+        at = np.searchsorted(groups.prefix_count, marks, side="left")
+        snapped = cand[np.minimum(np.searchsorted(cand, at), cand.size - 1)]
+        chain = np.unique(np.r_[0, snapped[(snapped > 0) & (snapped < g)], g])
+        best = min(best, data.feasible_chain_cost(chain))
+    return best
 
 
 def _refine_layers(data, cand, opt, best, refine_ks=None):
@@ -188,7 +230,7 @@ def _refine_layers(data, cand, opt, best, refine_ks=None):
     best = best.copy()
     written = {}
     for k in layers:
-        chain, cost = refine_chain(data, cand, backtrack(opt, k, g))
+        chain, cost = refine_chain(data, cand, backtrack(opt, k, g), cost=best[k - 1])
         if not cost < best[k - 1]:
             continue
         trial = opt.copy()
@@ -206,14 +248,15 @@ def _refine_layers(data, cand, opt, best, refine_ks=None):
     return opt, best
 
 
-def refine_chain(data, cand, ends, *, width=33, max_rounds=40, band=None):
+def refine_chain(data, cand, ends, *, width=33, max_rounds=40, band=None, cost=np.inf):
     """Move every boundary of a grid optimum to the best group nearby, jointly (exact DP).
 
     Each boundary gets a window of about ``width`` groups spanning its grid neighbours; the best
     chain with one boundary per window is found exactly; a boundary that lands on its window's
     edge is re-centred, otherwise the window shrinks to twice the spacing just used, down to
     every group.
-    The previous boundaries are always in their windows, so the cost never rises.
+    The previous boundaries are always in their windows, so the cost never rises (``cost``: that
+    of ``ends``, if known; each DP is bounded by the previous chain's cost, which only prunes).
     Returns (chain with 0 first and g last, cost).
     """
     g = data.g
@@ -224,7 +267,7 @@ def refine_chain(data, cand, ends, *, width=33, max_rounds=40, band=None):
     half = [int(max(cand[min(p + r, cand.size - 1)] - b, b - cand[max(p - r, 0)], 1))
             for p, b in zip(pos, bounds)]
     chain = np.r_[0, bounds, g].astype(np.int64)
-    cost = np.inf
+    cost = float(cost)
     for _ in range(max_rounds):
         windows = [np.array([0])]
         strides = []
@@ -234,7 +277,7 @@ def refine_chain(data, cand, ends, *, width=33, max_rounds=40, band=None):
             windows.append(np.unique(np.r_[np.arange(lo, hi + 1, stride), hi, b]))
             strides.append(stride)
         windows.append(np.array([g]))
-        new_chain, new_cost = data.chain(windows)
+        new_chain, new_cost = data.chain(windows, cost)
         if new_chain[0] < 0:
             break
         chain, cost = new_chain, new_cost
@@ -264,7 +307,7 @@ def band_chain(data, chain, cost, band, *, max_rounds=8):
         for b in chain[1:-1]:
             windows.append(np.arange(max(1, b - band), min(g - 1, b + band) + 1))
         windows.append(np.array([g]))
-        new_chain, new_cost = data.chain(windows)
+        new_chain, new_cost = data.chain(windows, cost)
         if new_chain[0] < 0 or not new_cost < cost:
             break
         moved = not np.array_equal(new_chain, chain)
