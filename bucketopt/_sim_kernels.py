@@ -16,7 +16,7 @@ def greedy_batches(x, token_budget, count, longest, real):
     """Greedy batches over ``x`` in order, continuing an open batch ``(count, longest, real)``.
 
     A sample joins the open batch while ``(count + 1) * max_len <= token_budget`` (``max_len``
-    including the new sample), as :func:`bucketopt._packing.greedy_starts`. Returns the closed
+    including the new sample), as tests/naive.py's ``greedy_pack``. Returns the closed
     batches' (sizes, longest, real tokens) and the state of the batch still open at the end, so a
     long stream can be fed in chunks.
     """

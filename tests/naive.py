@@ -126,6 +126,18 @@ def greedy_pack(lengths, token_budget):
     return batches
 
 
+def greedy_starts(lengths, segment_start, token_budget):
+    """Start of every greedy batch (:func:`greedy_pack`) over ``lengths`` taken in order, with a
+    new batch forced wherever ``segment_start`` is True (batches never cross a bucket)."""
+    lengths = [int(x) for x in lengths]
+    bounds = [i for i in range(1, len(lengths)) if segment_start[i]] + [len(lengths)]
+    starts, lo = [], 0
+    for hi in bounds:
+        starts += [lo + b[0] for b in greedy_pack(lengths[lo:hi], int(token_budget))]
+        lo = hi
+    return starts
+
+
 def step_mix_gap(lengths, steps):
     """Mean TV distance between each step's share of samples per length decile and the dataset's
     (cuts at the 10th..90th percentiles, a length equal to a cut counts above it)."""

@@ -281,10 +281,13 @@ def test_progress_line_follows_the_progress_rules(monkeypatch):
 
 # --- the sampler's plan: one in-place copy, chunked greedy packing -------------------------
 
+def _greedy_starts(lengths, segment_start, token_budget):
+    return np.asarray(naive.greedy_starts(lengths, segment_start, token_budget), dtype=np.int64)
+
+
 def _pack_reference(sampler, rng, grouped, counts):
     """The plan's packing written the direct way: a permutation per bucket, then greedy
     packing over all the shuffled lengths with a break at every bucket."""
-    from bucketopt._packing import greedy_starts
 
     order = np.empty_like(grouped)
     offsets = np.r_[0, np.cumsum(counts)]
@@ -297,7 +300,7 @@ def _pack_reference(sampler, rng, grouped, counts):
     else:
         segment = np.zeros(order.size, dtype=np.bool_)
         segment[offsets[:-1][counts > 0]] = True
-        starts = greedy_starts(sampler.lengths[order], segment, np.int64(sampler.token_budget))
+        starts = _greedy_starts(sampler.lengths[order], segment, np.int64(sampler.token_budget))
     buckets = np.searchsorted(offsets, starts, side="right") - 1
     return order, starts, np.r_[starts[1:], order.size], buckets
 
@@ -374,7 +377,6 @@ def test_cli_reads_the_histogram_beyond_the_threshold(tmp_path, monkeypatch, cap
 
 def _plan_reference(lengths, strategy, budget, boundaries, seed, epoch, packing):
     """batch_plan written the direct way: argsort, permutation, gathers, a take."""
-    from bucketopt._packing import greedy_starts
 
     lengths = np.asarray(lengths, dtype=np.int64)
     rng = np.random.default_rng((seed, epoch))
@@ -383,10 +385,10 @@ def _plan_reference(lengths, strategy, budget, boundaries, seed, epoch, packing)
     buckets = None
     if strategy == "sorted":
         order = np.argsort(lengths, kind="stable")
-        starts = greedy_starts(lengths[order], no_breaks, budget)
+        starts = _greedy_starts(lengths[order], no_breaks, budget)
     elif strategy == "shuffle":
         order = rng.permutation(n)
-        starts = greedy_starts(lengths[order], no_breaks, budget)
+        starts = _greedy_starts(lengths[order], no_breaks, budget)
     else:
         edges = np.asarray(boundaries)
         sizes = budget // edges
@@ -396,7 +398,7 @@ def _plan_reference(lengths, strategy, budget, boundaries, seed, epoch, packing)
         order, sample_bucket = perm[within], bucket_of[within]
         change = np.r_[True, sample_bucket[1:] != sample_bucket[:-1]]
         if packing == "greedy":
-            starts = greedy_starts(lengths[order], change, budget)
+            starts = _greedy_starts(lengths[order], change, budget)
         else:
             first = np.flatnonzero(change)
             counts = np.diff(np.r_[first, n])

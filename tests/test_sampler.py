@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bucketopt import BucketBatchSampler, BucketoptError
-from bucketopt._packing import greedy_starts
 from bucketopt.diversity import (
     compare_diversity,
     epoch_churn,
@@ -241,22 +240,6 @@ def test_unsynced_modes_stratify_every_optimizer_step(cfg, mode):
         prefix = np.cumsum(seq == k)[ends - 1]
         drift = np.abs(prefix - ends * share)
         assert drift.max() <= 1 + K * share + 1e-9
-
-
-@SETTINGS
-@given(st.lists(st.integers(1, 50), min_size=1, max_size=200), st.integers(50, 400),
-       st.lists(st.booleans(), min_size=200, max_size=200))
-def test_greedy_kernel_matches_naive(lengths, budget, cuts):
-    lengths = np.asarray(lengths, dtype=np.int64)
-    segment = np.asarray(cuts[:lengths.size])
-    starts = greedy_starts(lengths, segment, np.int64(budget))
-    bounds = [*np.flatnonzero(segment).tolist(), lengths.size]
-    expected, lo = [], 0
-    for hi in bounds:
-        if hi > lo:
-            expected += [lo + b[0] for b in naive.greedy_pack(lengths[lo:hi].tolist(), budget)]
-        lo = hi
-    assert starts.tolist() == expected
 
 
 @SETTINGS
