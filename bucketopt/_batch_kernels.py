@@ -283,7 +283,7 @@ def fill_ok(values, prefix_count, lf_hi, lf_lo, lo, hi, size, need):
 
 @njit(cache=True)
 def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_group, cand_end,
-                        cand_size, win_lo, win_hi, g, kmax, min_fill_tokens, bound):
+                        cand_size, win_lo, win_hi, g, kmax, min_fill_tokens, bound, last_only):
     """Exact DP for expected dynamic padding over candidate edges, same contract as edge_layers.
 
     Candidate c (c = 0..C-1, increasing) closes group ``cand_group[c]`` (cand_group[0] = 0 is the
@@ -299,6 +299,11 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
     layer kmax (bucket costs are >= 0), so a pair is walked only until its cost is proven to
     lift every layer above it: layer kmax comes out exactly as without the bound, the other
     layers do not (their optima may lie above it).
+
+    ``last_only``: only layer kmax at the last candidate is wanted, so the DP keeps layers
+    1..kmax-1 before the last candidate (a state of layer kmax there ends no chain of kmax
+    buckets) and layer kmax alone at it; the other layers' entries at the last candidate are
+    left unset (inf).
     """
     C = cand_group.size
     inf = np.inf
@@ -310,6 +315,13 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
     seen = np.full(C, -1, dtype=np.int64)  # seen[i] == j: the pair (i, j) is done
     for j in range(1, C):
         gj = cand_group[j]
+        k_lo = 1
+        k_hi = kmax
+        if last_only:
+            if j == C - 1:
+                k_lo = kmax
+            else:
+                k_hi = kmax - 1
         # The starts that were best for the previous end go first: their costs make the caps of
         # the other pairs tight, so most of those stop after a few steps of their walk.
         nfirst = 0
@@ -330,7 +342,7 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
             if gi < win_lo[gj] or gi > win_hi[gj]:
                 continue
             cap = -inf
-            for k in range(1, kmax + 1):
+            for k in range(k_lo, k_hi + 1):
                 if F[k - 1, i] < inf:
                     room = min(F[k, j], limit) - F[k - 1, i]
                     if room > cap:
@@ -342,7 +354,7 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
                 continue
             cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_end[i],
                                      cand_end[j], cand_size[j], cap)
-            for k in range(1, kmax + 1):
+            for k in range(k_lo, k_hi + 1):
                 v = F[k - 1, i] + cost
                 if v < F[k, j] or (v == F[k, j] and v < inf):
                     F[k, j] = v

@@ -172,9 +172,10 @@ def test_default_equals_every_length_optimum(kind, shares):
 @pytest.mark.parametrize("kind", [0, 1, 2])
 @pytest.mark.parametrize("shares", [(0.0, 1.0), (0.05, 0.4)])
 def test_bounded_grid_dp_keeps_the_last_layer(kind, shares):
-    # A bound (the cost of some feasible chain of at most kmax buckets on the grid) only prunes:
-    # layer kmax of the grid DP is the same chain at the same cost, with the bound of
-    # _grid_bound, with the optimum itself as the bound (the tightest), and with one just above.
+    # A bound (the cost of some feasible chain of at most kmax buckets on the grid) and keeping
+    # only the states a chain of kmax buckets passes (last_only) only prune: layer kmax of the
+    # grid DP is the same chain at the same cost, with the bound of _grid_bound, with the optimum
+    # itself as the bound (the tightest), and with one just above.
     from bucketopt.objectives.batch import _Data, _grid_bound
 
     xs, budget = _generated(kind)
@@ -188,10 +189,12 @@ def test_bounded_grid_dp_keeps_the_last_layer(kind, shares):
             continue
         chain = backtrack(opt, k, groups.g)
         assert _grid_bound(data, groups, cand, k) >= best[-1] * (1 - 1e-12)
-        for bound in (_grid_bound(data, groups, cand, k), best[-1], best[-1] * (1 + 1e-6)):
-            opt_b, best_b = data.layers(cand, k, bound)
-            assert best_b[-1] == best[-1], (k, bound)
-            assert backtrack(opt_b, k, groups.g) == chain
+        for bound in (np.inf, _grid_bound(data, groups, cand, k), best[-1],
+                      best[-1] * (1 + 1e-6)):
+            for last_only in (False, True):
+                opt_b, best_b = data.layers(cand, k, bound, last_only)
+                assert best_b[-1] == best[-1], (k, bound, last_only)
+                assert backtrack(opt_b, k, groups.g) == chain
 
 
 def test_sweep_rows_from_one_grid_dp_and_the_recommended_k_as_solve():

@@ -114,13 +114,13 @@ class _Data:
         self.win_lo = np.asarray(win_lo, dtype=np.int64)
         self.win_hi = np.asarray(win_hi, dtype=np.int64)
 
-    def layers(self, cand, kmax, bound=np.inf):
+    def layers(self, cand, kmax, bound=np.inf, last_only=False):
         from .._batch_kernels import batch_layers_kernel
 
         return batch_layers_kernel(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo, cand,
                                    self.group_end[cand], self.sizes[cand], self.win_lo,
                                    self.win_hi, self.g, kmax, self.min_fill_tokens,
-                                   float(bound))
+                                   float(bound), bool(last_only))
 
     def feasible_chain_cost(self, chain) -> float:
         """The cost of ``chain`` (group indices, 0 first, g last), inf unless every bucket
@@ -187,11 +187,12 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
     else:
         cand = np.unique(np.r_[0, np.asarray(candidates, dtype=np.int64), g])
         refine = False
-    # solve() reads layer kmax alone: its DP is bounded by the cost of a cheap chain on the grid,
-    # which leaves layer kmax exact and the others unknown (nan).
+    # solve() reads layer kmax alone: its DP keeps only the states a chain of kmax buckets can
+    # pass and is bounded by the cost of a cheap chain on the grid, which leaves layer kmax exact
+    # and the others unknown (nan).
     last_only = refine and refine_ks == {kmax} and kmax > 1
-    opt, best = data.layers(cand, kmax, _grid_bound(data, groups, cand, kmax) if last_only
-                            else np.inf)
+    bound = _grid_bound(data, groups, cand, kmax) if last_only else np.inf
+    opt, best = data.layers(cand, kmax, bound, last_only)
     if last_only:
         best[:-1] = np.nan
     if refine:
