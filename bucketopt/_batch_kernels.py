@@ -170,7 +170,7 @@ def _log_ratio(a, n, s, const, lf_hi, lf_lo):
 # tops of blocks of BLOCK distinct lengths (the probability grows with the length); it bounds
 # again each time the exact walk has doubled in length.
 EXACT_STEPS = 16
-BLOCK = 32
+BLOCK = 64
 
 
 @njit(cache=True)
@@ -384,6 +384,9 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
     prefix cost would exceed it (with a margin of 1e-9 of it) cannot lie on the best chain
     (bucket costs are >= 0), so its walk stops once that is proven: every pair that can lie on
     the best chain is walked exactly as without the bound, and the chain returned is the same.
+    With a bound, the last bucket's cost from every end of the last but one window is walked
+    first (the last stage needs those costs anyway), so the stage before it also counts that
+    cost: a pair that cannot start a chain below the bound stops as soon as that is proven.
     """
     nw = offsets.size - 1
     inf = np.inf
@@ -391,11 +394,26 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
     F = np.full(windows.size, inf)
     arg = np.full(windows.size, -1, dtype=np.int64)
     F[0] = 0.0
+    # suffix[jj]: the exact cost of the last bucket from the end of window nw - 2 (with a bound)
+    suffix = np.full(windows.size, inf)
+    use_suffix = limit < inf and nw >= 3
+    g_last = windows[offsets[nw - 1]]
     for t in range(1, nw):
         lo_w = offsets[t - 1]
         width = offsets[t] - lo_w
         for jj in range(offsets[t], offsets[t + 1]):
             j = windows[jj]
+            rest = 0.0
+            if use_suffix and t == nw - 2:
+                if j < g_last and win_lo[g_last] <= j <= win_hi[g_last] and fill_ok(
+                        values, prefix_count, lf_hi, lf_lo, group_end[j], group_end[g_last],
+                        group_size[g_last], min_fill_tokens):
+                    suffix[jj] = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi,
+                                                   lf_lo, group_end[j], group_end[g_last],
+                                                   group_size[g_last], inf)
+                if suffix[jj] == inf:
+                    continue  # no chain goes on from here
+                rest = suffix[jj]
             # the start that was best for the previous end goes first (tight caps, see
             # batch_layers_kernel), then the others from the nearest down
             prev = arg[jj - 1] if jj > offsets[t] else -1
@@ -409,14 +427,25 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
                     if pos == prev:
                         continue
                 i = windows[pos]
-                if i >= j or F[pos] == inf or i < win_lo[j] or i > win_hi[j]:
+                if i >= j or F[pos] == inf:
+                    continue
+                if use_suffix and t == nw - 1:
+                    # the last stage: its costs were walked with the stage before
+                    if suffix[pos] == inf or min(F[jj], limit) - F[pos] < 0.0:
+                        continue
+                    v = F[pos] + suffix[pos]
+                    if v < F[jj] or (v == F[jj] and v < inf):
+                        F[jj] = v
+                        arg[jj] = pos
+                    continue
+                if i < win_lo[j] or i > win_hi[j]:
                     continue
                 if not fill_ok(values, prefix_count, lf_hi, lf_lo, group_end[i], group_end[j],
                                group_size[j], min_fill_tokens):
                     continue
-                cap = min(F[jj], limit) - F[pos]
+                cap = min(F[jj], limit - rest) - F[pos]
                 if cap < 0.0:
-                    continue  # the prefix alone is above the bound
+                    continue  # the prefix alone (and the last bucket) is above the bound
                 cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
                                          group_end[i],
                                          group_end[j], group_size[j], cap)

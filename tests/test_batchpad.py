@@ -171,6 +171,34 @@ def test_default_equals_every_length_optimum(kind, shares):
 
 @pytest.mark.parametrize("kind", [0, 1, 2])
 @pytest.mark.parametrize("shares", [(0.0, 1.0), (0.05, 0.4)])
+def test_bounded_chain_dp_returns_the_same_chain(kind, shares):
+    # The window DP of the refinement, bounded by the cost of a chain through its windows (the
+    # grid optimum, as refine_chain passes it), returns the chain and cost of the unbounded DP.
+    from bucketopt.objectives.batch import _Data
+
+    xs, budget = _generated(kind)
+    groups = make_groups(Histogram.from_lengths(xs), 1)
+    lo, hi = share_windows(groups, *shares)
+    data = _Data(groups, budget, lo, hi)
+    cand = candidate_grid(groups, budget)
+    g = groups.g
+    for k in range(2, 9):
+        opt, best = data.layers(cand, k)
+        if not np.isfinite(best[-1]):
+            continue
+        ends = backtrack(opt, k, g)
+        for band in (3, 12):
+            windows = [np.array([0])] + [np.arange(max(1, b - band), min(g - 1, b + band) + 1)
+                                         for b in ends[:-1]] + [np.array([g])]
+            plain = data.chain(windows)
+            assert plain[1] <= best[-1] * (1 + 1e-12)
+            for bound in (best[-1], plain[1]):
+                chain, cost = data.chain(windows, bound)
+                assert cost == plain[1] and np.array_equal(chain, plain[0]), (k, band)
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2])
+@pytest.mark.parametrize("shares", [(0.0, 1.0), (0.05, 0.4)])
 def test_bounded_grid_dp_keeps_the_last_layer(kind, shares):
     # A bound (the cost of some feasible chain of at most kmax buckets on the grid) and keeping
     # only the states a chain of kmax buckets passes (last_only) only prune: layer kmax of the
