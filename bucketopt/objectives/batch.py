@@ -122,21 +122,23 @@ class _Data:
                                    self.win_hi, self.g, kmax, self.min_fill_tokens,
                                    float(bound), bool(last_only))
 
+    def bucket_cost(self, i, j, cap=np.inf) -> float:
+        """The cost of the bucket closing group j after group i, inf unless it satisfies the
+        share windows and min_fill; above ``cap`` it may be a lower bound (still > cap)."""
+        from .._batch_kernels import batch_bucket_cost, fill_ok
+
+        lo, hi = self.group_end[i], self.group_end[j]
+        if not (self.win_lo[j] <= i <= self.win_hi[j]) or not fill_ok(
+                self.values, self.pc, self.lf_hi, self.lf_lo, lo, hi, self.sizes[j],
+                self.min_fill_tokens):
+            return np.inf
+        return float(batch_bucket_cost(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo,
+                                       lo, hi, self.sizes[j], float(cap)))
+
     def feasible_chain_cost(self, chain) -> float:
         """The cost of ``chain`` (group indices, 0 first, g last), inf unless every bucket
         satisfies the share windows and min_fill."""
-        from .._batch_kernels import batch_bucket_cost, fill_ok
-
-        total = 0.0
-        for i, j in zip(chain[:-1], chain[1:]):
-            lo, hi = self.group_end[i], self.group_end[j]
-            if not (self.win_lo[j] <= i <= self.win_hi[j]) or not fill_ok(
-                    self.values, self.pc, self.lf_hi, self.lf_lo, lo, hi, self.sizes[j],
-                    self.min_fill_tokens):
-                return np.inf
-            total += batch_bucket_cost(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo, lo,
-                                       hi, self.sizes[j], np.inf)
-        return float(total)
+        return float(sum(self.bucket_cost(i, j) for i, j in zip(chain[:-1], chain[1:])))
 
     def chain_cost(self, chain) -> float:
         from .._batch_kernels import batch_bucket_cost
@@ -207,14 +209,34 @@ def _grid_bound(data, groups, cand, kmax) -> float:
     g = data.g
     n = float(groups.prefix_count[-1])
     t = np.arange(1, kmax) / kmax
-    best = np.inf
+    best, chain = np.inf, None
     for power in (1.0, 1.25, 1.5):
         marks = n * (1.0 - (1.0 - t) ** power)
         at = np.searchsorted(groups.prefix_count, marks, side="left")
         snapped = cand[np.minimum(np.searchsorted(cand, at), cand.size - 1)]
-        chain = np.unique(np.r_[0, snapped[(snapped > 0) & (snapped < g)], g])
-        best = min(best, data.feasible_chain_cost(chain))
-    return best
+        trial = np.unique(np.r_[0, snapped[(snapped > 0) & (snapped < g)], g])
+        cost = data.feasible_chain_cost(trial)
+        if cost < best:
+            best, chain = cost, trial
+    if chain is None:
+        return best
+    # then each boundary in turn moves to a nearby grid edge while that lowers the cost
+    pos = list(np.searchsorted(cand, chain))
+    costs = [data.bucket_cost(cand[a], cand[b]) for a, b in zip(pos[:-1], pos[1:])]
+    for _ in range(2):
+        for u in range(1, len(pos) - 1):
+            for step in (-4, -2, -1, 1, 2, 4):
+                p = pos[u] + step
+                if not pos[u - 1] < p < pos[u + 1]:
+                    continue
+                here = costs[u - 1] + costs[u]
+                left = data.bucket_cost(cand[pos[u - 1]], cand[p], here)
+                if not left < here:
+                    continue
+                right = data.bucket_cost(cand[p], cand[pos[u + 1]], here - left)
+                if left + right < here:
+                    pos[u], costs[u - 1], costs[u] = p, left, right
+    return min(best, float(sum(costs)))
 
 
 def _refine_layers(data, cand, opt, best, refine_ks=None):
