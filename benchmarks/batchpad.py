@@ -28,9 +28,9 @@ from _timing import best_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's bucketopt
 import bucketopt
+from bucketopt.data.histogram import Histogram
 from bucketopt.datasets import seed_like
 from bucketopt.heuristics import RULES, rule_of_thumb
-from bucketopt.histogram import Histogram
 
 TOKEN_BUDGET = 65_536
 BIG_ROWS = 30_000_000

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 import bucketopt
-from bucketopt.costmodel import CostModel, Profile, time_epoch
+from bucketopt.cost.costmodel import CostModel, Profile, time_epoch
 from bucketopt.datasets import piecewise_linear_like, seed_like
 
 PUBLISHED = {"sorted": 32.0, "shuffle": 12.0, "bucketed": 25.1}  # Ktok/s
@@ -83,7 +83,7 @@ PROFILE_PATH = Path(__file__).resolve().parents[1] / "bucketopt" / "profiles" / 
 def story_epochs(lengths, token_budget, seed=0):
     """The three published strategies, simulated as ``bucketopt compare`` does: the bucketed one
     on solve()'s k=6 optimum for dynamic padding, batches of T // edge padded to their longest."""
-    from bucketopt.simulate import simulate
+    from bucketopt.training.simulate import simulate
 
     boundaries = bucketopt.solve(lengths, K, token_budget=token_budget, pad="batch").boundaries
     return {name: simulate(lengths, name, token_budget=token_budget,
@@ -262,9 +262,9 @@ def physics(coef, token_budget):
 
 
 def fast_path_gaps(coef, token_budget):
-    from bucketopt.costmodel import annotate
-    from bucketopt.histogram import Histogram
-    from bucketopt.simulate import simulate
+    from bucketopt.cost.costmodel import annotate
+    from bucketopt.data.histogram import Histogram
+    from bucketopt.training.simulate import simulate
 
     for label, data in (("seed_like", seed_like()), ("piecewise_linear_like",
                                                       piecewise_linear_like())):
@@ -308,7 +308,7 @@ def time_objective(coef, token_budget):
 def story_check(profile):
     """Intervals of ``bucketopt compare`` (k=6, 8 GPUs, 6 epochs) with ``profile``, on
     seed_like(): do they contain the published figures?"""
-    from bucketopt.comparison import compare
+    from bucketopt.show.comparison import compare
 
     rows = compare(seed_like(), K, profile=profile.to_dict(), world_size=GPUS,
                    epochs=EPOCHS).strategies

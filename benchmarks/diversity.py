@@ -22,8 +22,8 @@ import numpy as np
 
 import bucketopt
 from bucketopt.datasets import seed_like
-from bucketopt.diversity import decile_bins, measure, strategy_batches
-from bucketopt.epoch import epoch_from_batches
+from bucketopt.training.diversity import decile_bins, measure, strategy_batches
+from bucketopt.training.epoch import epoch_from_batches
 
 PROFILE = "rtx-pro-6000-blackwell"
 MODES = ((True, "bucketed (sync_buckets=True)"), ("step", 'bucketed (sync_buckets="step")'),
@@ -32,7 +32,7 @@ MODES = ((True, "bucketed (sync_buckets=True)"), ("step", 'bucketed (sync_bucket
 
 def cost_model(world_size):
     try:
-        from bucketopt.costmodel import load_profile
+        from bucketopt.cost.costmodel import load_profile
     except ImportError:
         return None, None
     profile = load_profile(PROFILE)
@@ -51,7 +51,7 @@ def rows(lengths, edges, args, model):
         row = {"strategy": label, "step_mix_gap": d.step_mix_gap, "epoch_churn": d.epoch_churn,
                "batches": d.n_batches, "steps": d.n_steps}
         if model is not None:
-            from bucketopt.costmodel import time_epoch
+            from bucketopt.cost.costmodel import time_epoch
 
             epoch = epoch_from_batches(lengths, epochs[0], strategy=label, pad="batch")
             timing = time_epoch(epoch, model)

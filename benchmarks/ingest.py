@@ -75,7 +75,7 @@ def write_hf_dir(directory: Path, seq_len: np.ndarray, token_lengths: np.ndarray
 
 def compare(args) -> None:
     import bucketopt
-    from bucketopt.io import load_histogram
+    from bucketopt.data.io import load_histogram
 
     seq_len = seed_like()[: args.rows].astype(np.int64)
     token_lengths = np.maximum(seq_len // args.token_scale, 1).astype(np.int64)
@@ -168,7 +168,7 @@ def peak_mib():
 """
 _FOLD = _PEAK + """
 import json, sys, time
-from bucketopt.io import load_histogram
+from bucketopt.data.io import load_histogram
 start = time.perf_counter()
 hist = load_histogram(sys.argv[1], progress=False)
 print(json.dumps({"n": hist.n, "distinct": hist.m, "seconds": time.perf_counter() - start,
@@ -176,7 +176,7 @@ print(json.dumps({"n": hist.n, "distinct": hist.m, "seconds": time.perf_counter(
 """
 _IMPORT_ONLY = _PEAK + """
 import json
-import numpy, pyarrow, pyarrow.parquet, bucketopt.io, bucketopt.arrow_tables
+import numpy, pyarrow, pyarrow.parquet, bucketopt.data.io, bucketopt.data.arrow_tables
 print(json.dumps({"maxrss_mib": peak_mib()}))
 """
 

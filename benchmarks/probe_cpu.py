@@ -1,6 +1,6 @@
 """Does a CPU probe predict what it never timed? Held-out shapes and sorted vs shuffled epochs.
 
-1. ``bucketopt.probe`` times a small causal transformer (defined below) on CPU within a
+1. ``bucketopt.cost.probe`` times a small causal transformer (defined below) on CPU within a
    2-minute limit and fits a profile.
 2. **Held-out shapes** (other lengths, other batch sizes than the probe's design), twice:
    a. timed inside the probe's own rounds (``probe(holdout=...)``: same interleaving, same
@@ -124,9 +124,9 @@ def main(argv=None) -> int:
     import torch
 
     import bucketopt
-    from bucketopt.costmodel import time_epoch
+    from bucketopt.cost.costmodel import time_epoch
+    from bucketopt.cost.probe import design_shapes, probe
     from bucketopt.datasets import seed_like
-    from bucketopt.probe import design_shapes, probe
 
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)

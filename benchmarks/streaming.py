@@ -21,7 +21,7 @@ import time
 
 import bucketopt
 from bucketopt.datasets import seed_like
-from bucketopt.streaming import StreamBatcher, plan_from_sample, sample_lengths
+from bucketopt.training.streaming import StreamBatcher, plan_from_sample, sample_lengths
 
 
 def indexed(lengths, edges, budget, world):

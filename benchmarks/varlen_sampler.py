@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from bucketopt import BucketBatchSampler
-from bucketopt.costmodel import load_profile, time_epoch
+from bucketopt.cost.costmodel import load_profile, time_epoch
 from bucketopt.datasets import seed_like
 
 BOUNDARIES = (1013, 1628, 2340, 3170, 4632, 8191)

@@ -5,16 +5,16 @@ Nothing runs at import: heavy modules (numba kernels, pyarrow, matplotlib) load 
 
 from __future__ import annotations
 
-from .calibration import Calibration, calibrate
-from .comparison import Comparison, compare
-from .costmodel import CostModel, Profile, load_profile, time_epoch
+from .cost.calibration import Calibration, calibrate
+from .cost.costmodel import CostModel, Profile, load_profile, time_epoch
+from .data.histogram import Histogram
 from .errors import BucketoptError
-from .histogram import Histogram
-from .plans import BatchPlan, batch_plan
-from .sampler import BucketBatchSampler
-from .simulate import simulate
+from .show.comparison import Comparison, compare
 from .solution import Solution
 from .solver import Sweep, evaluate, solve, sweep
+from .training.plans import BatchPlan, batch_plan
+from .training.sampler import BucketBatchSampler
+from .training.simulate import simulate
 
 __version__ = "0.1.0"
 
@@ -45,14 +45,15 @@ __all__ = [
 
 
 def load_lengths(source, *, column=None):
-    """Read sequence lengths from a file or directory; see :func:`bucketopt.io.load_lengths`."""
-    from .io import load_lengths as _load
+    """Read sequence lengths from a file or directory; see
+    :func:`bucketopt.data.io.load_lengths`."""
+    from .data.io import load_lengths as _load
 
     return _load(source, column=column)
 
 
 def load_histogram(source, *, column=None, progress=None):
     """Fold a source's lengths into a Histogram (streaming); see :func:`.io.load_histogram`."""
-    from .io import load_histogram as _load
+    from .data.io import load_histogram as _load
 
     return _load(source, column=column, progress=progress)

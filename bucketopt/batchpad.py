@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .data.histogram import Histogram
 from .errors import BucketoptError
-from .histogram import Histogram
 
 # The double-double table of log(a!) takes 16 bytes per sample: refuse beyond 2**26 samples
 # (1 GiB) rather than exhaust memory.
@@ -71,7 +71,7 @@ def expected_padding_per_bucket(hist: Histogram, edges, sizes) -> np.ndarray:
 
     Examples
     --------
-    >>> from bucketopt.histogram import Histogram
+    >>> from bucketopt.data.histogram import Histogram
     >>> h = Histogram.from_lengths([1, 2, 3, 4])
     >>> expected_padding_per_bucket(h, [4], [2]).round(6).tolist()  # E[max of 2] = 10/3
     [3.333333]
@@ -108,7 +108,7 @@ def expected_padding_and_fill(hist: Histogram, edges, sizes):
 
 def expected_batch_padding(lengths, batch_size: int) -> float:
     """Expected padded tokens of one bucket shuffled and cut into batches of ``batch_size``."""
-    from .histogram import as_histogram
+    from .data.histogram import as_histogram
 
     hist = as_histogram(lengths)
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .data.histogram import as_histogram
 from .errors import BucketoptError
-from .histogram import as_histogram
 
 RULES = ("pow2", "quantile", "lhotse", "t2t", "linspace")
 

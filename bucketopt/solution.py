@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .data.histogram import TOKEN_LIMIT, Histogram
 from .errors import BucketoptError
-from .histogram import TOKEN_LIMIT, Histogram
 
 PADS = ("edge", "batch")
 
@@ -98,7 +98,7 @@ def check_token_budget(token_budget, hist: Histogram | None = None):
             f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length})."
         )
     if hist is not None:  # batch sizes in the trillions: refused before any allocation
-        from .guards import check_budget_scale
+        from .data.guards import check_budget_scale
 
         check_budget_scale(token_budget, hist)
     return token_budget
@@ -106,7 +106,7 @@ def check_token_budget(token_budget, hist: Histogram | None = None):
 
 def check_boundaries(boundaries, hist: Histogram) -> np.ndarray:
     """Validate user boundaries: strictly increasing positive integers covering every length."""
-    from .histogram import validate_lengths
+    from .data.histogram import validate_lengths
 
     edges = validate_lengths(boundaries, name="boundaries")
     if edges.size > 1 and np.any(np.diff(edges) <= 0):
@@ -220,7 +220,7 @@ def with_notes(solution: Solution, overflow=None) -> Solution:
             "--profile NAME), --min-fill F, more buckets (-k), or --max-length N.")
     extra = dict(solution.extra)
     if overflow is not None:
-        from .overflow import describe
+        from .data.overflow import describe
 
         extra["overflow"] = overflow
         if overflow["samples_over"]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .data.histogram import TOKEN_LIMIT, Histogram, as_histogram
+from .data.overflow import apply_overflow
 from .errors import BucketoptError
 from .groups import (  # noqa: F401  (Groups, make_groups, share_windows: public here too)
     INF,
@@ -22,10 +24,8 @@ from .groups import (  # noqa: F401  (Groups, make_groups, share_windows: public
     share_count_bounds,
     share_windows,
 )
-from .histogram import TOKEN_LIMIT, Histogram, as_histogram
 from .objectives import NAMES as OBJECTIVE_NAMES
 from .objectives import Objective, make_objective
-from .overflow import apply_overflow
 from .solution import (
     PADS,
     Solution,
@@ -167,7 +167,7 @@ class _Run:
             raise AssertionError("DP optimum and evaluated padding disagree")
         sol = obj.finish(sol)
         if self.cost_model is not None:
-            from .costmodel import annotate
+            from .cost.costmodel import annotate
 
             sol = annotate(sol, self.hist, self.cost_model, sync_buckets=self.sync_buckets)
         return with_notes(sol, self.overflow)
@@ -192,7 +192,7 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
     token_budget = check_token_budget(token_budget, hist)
     cost_model = None
     if objective == "time" or profile is not None:
-        from .costmodel import resolve_cost_model
+        from .cost.costmodel import resolve_cost_model
 
         cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
         cost_model = cost_model.with_epochs(epochs)
@@ -426,12 +426,12 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None
     token_budget = check_token_budget(token_budget, hist)
     cost_model = None
     if profile is not None:
-        from .costmodel import resolve_cost_model
+        from .cost.costmodel import resolve_cost_model
 
         cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
     sol = make_solution(hist, edges, token_budget=token_budget, pad=pad)
     if cost_model is not None:
-        from .costmodel import annotate
+        from .cost.costmodel import annotate
 
         sol = annotate(sol, hist, cost_model.with_epochs(epochs), sync_buckets=sync_buckets)
     return with_notes(sol, overflow_report)

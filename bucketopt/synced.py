@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .histogram import Histogram
+from .data.histogram import Histogram
 
 PAD_CODES = {"edge": 0, "batch": 1}
 # Draw counts up to S0_CAP keep running order-statistic sums in the time DP; fewer when the sums

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 import bucketopt
 from bucketopt import BucketoptError
 from bucketopt.batchpad import expected_batch_padding, expected_padding_per_bucket
+from bucketopt.data.histogram import Histogram
 from bucketopt.datasets import seed_like
 from bucketopt.groups import backtrack, make_groups, share_windows
 from bucketopt.heuristics import RULES, rule_of_thumb
-from bucketopt.histogram import Histogram
 from bucketopt.objectives.batch import EXACT_CANDIDATES, batch_layers, candidate_grid
 
 from . import naive

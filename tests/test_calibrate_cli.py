@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bucketopt import BucketoptError
-from bucketopt.calibration import calibrate
 from bucketopt.cli import main
+from bucketopt.cost.calibration import calibrate
 
 TRUE = dict(alpha=0.04, beta=1.6e-4, gamma=1.9e-8)
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from bucketopt import BucketoptError
-from bucketopt.calibration import calibrate
 from bucketopt.cli import main
+from bucketopt.cost.calibration import calibrate
 
 from .test_calibrate_cli import TRUE, synthetic, write_csv
 

@@ -50,7 +50,8 @@ def test_json_holds_every_strategy(lens_file, capsys):
         assert rows["bucketed"]["padding_fraction"] <= rows[name]["padding_fraction"] + 1e-12
     assert rows["packed"]["padding_fraction"] < rows["shuffle"]["padding_fraction"]
     assert rows["sorted"]["padding_fraction"] < rows["shuffle"]["padding_fraction"]
-    assert rows["packed"]["padding_fraction"] == 0.0  # padding-free rows (bucketopt.packed)
+    assert rows["packed"]["padding_fraction"] == 0.0  # padding-free rows
+                                                      # (bucketopt.training.packed)
     for name in ("sorted", "shuffle"):
         assert rows[name]["padding_fraction_analytic"] is None
         sim = bucketopt.simulate(lengths, name, token_budget=8192)

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucketopt import BucketoptError, Histogram, simulate
-from bucketopt.comparison import _Stages, compare, subsample
-from bucketopt.diversity import (
+from bucketopt.show.comparison import _Stages, compare, subsample
+from bucketopt.training.diversity import (
     comparison_diversity,
     decile_bins,
     decile_cuts,
@@ -23,8 +23,8 @@ from bucketopt.diversity import (
     plan_churn,
     strategy_batches,
 )
-from bucketopt.epoch import epoch_from_batches
-from bucketopt.simulate import batch_plan, greedy_stream, sorted_batches, sorted_epoch
+from bucketopt.training.epoch import epoch_from_batches
+from bucketopt.training.simulate import batch_plan, greedy_stream, sorted_batches, sorted_epoch
 
 from . import naive
 
@@ -308,7 +308,7 @@ def _pack_reference(sampler, rng, grouped, counts):
 @SETTINGS
 @given(dataset(), st.sampled_from(["fixed", "greedy"]), st.integers(1, 5), st.integers(0, 3))
 def test_sampler_packing_is_the_direct_packing(data, packing, chunk, epoch):
-    import bucketopt._sampler_plan as plan_module
+    import bucketopt.training._sampler_plan as plan_module
     from bucketopt import BucketBatchSampler
 
     lengths, budget, boundaries = data
@@ -345,7 +345,7 @@ def test_cli_reads_the_histogram_beyond_the_threshold(tmp_path, monkeypatch, cap
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
-    import bucketopt.comparison as comparison_module
+    import bucketopt.show.comparison as comparison_module
     from bucketopt.cli import main
 
     path = tmp_path / "lengths.parquet"
@@ -420,7 +420,7 @@ def _plan_reference(lengths, strategy, budget, boundaries, seed, epoch, packing)
 def test_batch_plan_is_the_direct_plan(data, strategy, packing, chunk, epoch, table):
     import importlib
 
-    simulate_module = importlib.import_module("bucketopt.simulate")
+    simulate_module = importlib.import_module("bucketopt.training.simulate")
     lengths, budget, boundaries = data
     saved = simulate_module.CHUNK, simulate_module.LUT_MAX
     simulate_module.CHUNK = chunk

@@ -12,15 +12,15 @@ from hypothesis import strategies as st
 
 import bucketopt
 from bucketopt import BucketoptError
-from bucketopt.costmodel import (
+from bucketopt.cost.costmodel import (
     CostModel,
     annotate,
     available_profiles,
     load_profile,
     time_epoch,
 )
-from bucketopt.epoch import Epoch, epoch_from_batches
-from bucketopt.histogram import Histogram
+from bucketopt.data.histogram import Histogram
+from bucketopt.training.epoch import Epoch, epoch_from_batches
 
 from . import naive
 
@@ -299,7 +299,7 @@ def test_profile_budget_below_longest_sample():
 @pytest.mark.parametrize("reconstruction", ["seed_like", "piecewise_linear_like"])
 def test_story_figures_within_five_percent(reconstruction):
     from bucketopt import datasets
-    from bucketopt.simulate import simulate
+    from bucketopt.training.simulate import simulate
 
     lengths = getattr(datasets, reconstruction)()
     prof = load_profile(STORY)

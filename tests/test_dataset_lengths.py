@@ -54,5 +54,5 @@ def test_hugging_face_datasets_from_offsets_through_views():
     with pytest.raises(BucketoptError, match="is empty"):
         dataset_lengths(ds.select([]))
     stream = ds.to_iterable_dataset()
-    with pytest.raises(BucketoptError, match="bucketopt.streaming"):
+    with pytest.raises(BucketoptError, match="bucketopt.training.streaming"):
         dataset_lengths(stream)

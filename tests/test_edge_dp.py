@@ -19,8 +19,8 @@ from bucketopt._kernels import (
     edge_layers,
     edge_layers_quadratic,
 )
+from bucketopt.data.histogram import Histogram
 from bucketopt.groups import make_groups, share_windows
-from bucketopt.histogram import Histogram
 
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -12,7 +12,14 @@ import pytest
 import bucketopt
 from bucketopt.cli import main
 from bucketopt.errors import BucketoptError
-from bucketopt.export import export, sampler_kwargs, to_lhotse, to_nemo, to_sampler_json, to_tf_data
+from bucketopt.show.export import (
+    export,
+    sampler_kwargs,
+    to_lhotse,
+    to_nemo,
+    to_sampler_json,
+    to_tf_data,
+)
 
 
 def our_bucket(boundaries, x):
@@ -75,7 +82,7 @@ def test_lhotse_rule_matches_ours(lengths, sol, version, rule):
 
 
 def test_lhotse_version_is_detected_or_refused(monkeypatch):
-    import bucketopt.export as ex
+    import bucketopt.show.export as ex
 
     sol = bucketopt.solve([3, 4, 10, 11, 12], k=2)
     monkeypatch.setattr(ex, "installed_lhotse_version", lambda: "1.20.0")
@@ -149,7 +156,7 @@ def test_sampler_json_round_trip(tmp_path):
     assert kwargs == {"boundaries": sol.boundaries, "token_budget": 2000}
     assert cfg["batch_sizes"] == list(sol.batch_sizes)
     try:
-        from bucketopt.sampler import BucketBatchSampler
+        from bucketopt.training.sampler import BucketBatchSampler
     except ImportError:
         return
     batches = list(BucketBatchSampler(lengths, **kwargs))
@@ -184,7 +191,7 @@ def test_bad_inputs_are_clear_errors(tmp_path):
                       ({"boundaries": [3, 5]}, "token_budget"),
                       ({"boundaries": [3, 5], "token_budget": "9"}, "token_budget")):
         with pytest.raises(BucketoptError, match=word):
-            sampler_kwargs({"format": "bucketopt.sampler/1", **cfg})
+            sampler_kwargs({"format": "bucketopt.training.sampler/1", **cfg})
 
 
 def test_cli_export_matches_python(tmp_path, capsys):

@@ -5,7 +5,7 @@ below and one above every exported edge must land, through Lhotse's own bucket a
 ``DynamicBucketingSampler`` over a real ``CutSet``, and ``SamplingConstraint.select_bucket``),
 in the bucket bucketopt put it in. The NeMo export runs the same way through Lhotse's
 ``FixedBucketBatchSizeConstraint`` (the class NeMo's 1-D bucketing defers to). The sampler export
-runs through :class:`bucketopt.sampler.BucketBatchSampler`.
+runs through :class:`bucketopt.training.sampler.BucketBatchSampler`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import bucketopt
-from bucketopt.export import installed_lhotse_version, to_lhotse, to_nemo, to_sampler_json
+from bucketopt.show.export import installed_lhotse_version, to_lhotse, to_nemo, to_sampler_json
 
 
 def our_bucket(boundaries, x) -> int:
@@ -127,8 +127,8 @@ def test_lhotse_sampler_round_trip_on_the_issue_example():
 
 @pytest.mark.parametrize("sol", SOLUTIONS)
 def test_bucketopt_sampler_batches_hold_one_bucket(sol):
-    from bucketopt.export import sampler_kwargs
-    from bucketopt.sampler import BucketBatchSampler
+    from bucketopt.show.export import sampler_kwargs
+    from bucketopt.training.sampler import BucketBatchSampler
 
     lengths = np.array(probe_lengths(sol.boundaries) * 4)
     sampler = BucketBatchSampler(lengths, **sampler_kwargs(to_sampler_json(sol)))

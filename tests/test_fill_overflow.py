@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import bucketopt
 from bucketopt import BucketoptError
 from bucketopt.cli import main
-from bucketopt.histogram import Histogram
-from bucketopt.overflow import apply_overflow
+from bucketopt.data.histogram import Histogram
+from bucketopt.data.overflow import apply_overflow
 
 from . import naive
 
@@ -162,7 +162,7 @@ def test_compare_adds_the_time_optimal_row_with_a_profile():
 @pytest.mark.parametrize("policy", ["truncate", "drop", "split"])
 @pytest.mark.parametrize("world", [1, 3])
 def test_sampler_items_follow_the_overflow_policy(policy, world):
-    from bucketopt.overflow import OverflowDataset
+    from bucketopt.data.overflow import OverflowDataset
 
     rng = np.random.default_rng(5)
     lengths = rng.integers(1, 300, size=500)

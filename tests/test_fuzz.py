@@ -88,7 +88,7 @@ def _seeds() -> dict[str, bytes]:
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     out[".arrow"] = sink.getvalue().to_pybytes()
-    out[".json"] = json.dumps({"format": "bucketopt.sampler/1", "boundaries": [9, 300],
+    out[".json"] = json.dumps({"format": "bucketopt.training.sampler/1", "boundaries": [9, 300],
                                "token_budget": 600}).encode()
     return out
 
@@ -164,7 +164,7 @@ def test_fuzzed_files_read_or_fail_in_one_line(tmp_path_factory, capsys, case):
     _cli(["inspect", str(path), "-q"], capsys)
     _cli(["solve", "--lens", str(path), "-k", "2", "-q", "--json"], capsys)
     if ext == ".json":
-        from bucketopt.export import sampler_kwargs
+        from bucketopt.show.export import sampler_kwargs
 
         try:
             sampler_kwargs(path)

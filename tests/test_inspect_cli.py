@@ -15,7 +15,7 @@ import pytest
 from bucketopt.cli import main
 from bucketopt.commands.common import read_lengths
 from bucketopt.commands.inspect import PERCENTILES
-from bucketopt.histogram import Histogram
+from bucketopt.data.histogram import Histogram
 
 from .test_io import ERRORS, _error, _hf_layout, _lists
 

@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bucketopt
-from bucketopt import io as bio
+from bucketopt.data import io as bio
+from bucketopt.data.histogram import Histogram, HistogramBuilder
 from bucketopt.errors import BucketoptError
-from bucketopt.histogram import Histogram, HistogramBuilder
 from bucketopt.progress import Progress
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "ingest.md"
@@ -445,7 +445,7 @@ def test_dask_helper_on_a_local_cluster(tmp_path, lengths):
     import dask.dataframe as dd
     import pandas as pd
 
-    from bucketopt.dask_hist import histogram_from_dask
+    from bucketopt.data.dask_hist import histogram_from_dask
 
     shards = tmp_path / "shards"
     shards.mkdir()

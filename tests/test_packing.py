@@ -1,4 +1,4 @@
-"""bucketopt.packing: rows of documents under a capacity, against tests/naive.py, and the
+"""bucketopt.training.packing: rows of documents under a capacity, against tests/naive.py, and the
 guarantees of rank balancing."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucketopt import BucketoptError
-from bucketopt.packing import balance_steps, pack_rows, row_stats, rows
+from bucketopt.training.packing import balance_steps, pack_rows, row_stats, rows
 
 from . import naive
 

@@ -10,15 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucketopt import BucketoptError
-from bucketopt.comparison import compare
-from bucketopt.costmodel import CostModel, load_profile, step_times, time_epoch
+from bucketopt.cost.costmodel import CostModel, load_profile, step_times, time_epoch
 from bucketopt.datasets import seed_like
-from bucketopt.epoch import epoch_from_batches, packed_epoch
 from bucketopt.objectives.packed import expected_max_normal
-from bucketopt.packed import (
+from bucketopt.show.comparison import compare
+from bucketopt.show.packed_rows import fastest_diverse, packed_rows
+from bucketopt.training.epoch import epoch_from_batches, packed_epoch
+from bucketopt.training.packed import (
     STRATEGIES,
     analytic_packed_seconds,
-    fastest_diverse,
     packed_batches,
     packing_levels,
     simulate_packed,
@@ -55,7 +55,7 @@ def test_packed_rows_cost_tokens_and_sum_of_squares(rows, world):
     assert timing.seconds == pytest.approx(sum(steps), rel=1e-12)
     assert timing.wait_fraction == pytest.approx(1 - sum(times) / (sum(steps) * world), abs=1e-12)
     # the intervals time packed rows the same way (one coefficient set: the point itself)
-    from bucketopt.intervals import epochs_intervals
+    from bucketopt.cost.intervals import epochs_intervals
 
     with_sets = CostModel(alpha=0.5, beta=1e-3, gamma=1e-5, world_size=world, uncertainty={
         "coefficient_sets": [[0.5, 1e-3, 1e-5]], "coverage": 1.0})
@@ -241,7 +241,7 @@ def test_fastest_diverse_needs_the_figures():
 
 
 def test_level_dp_refuses_too_many_pairs_and_compare_aligns(monkeypatch):
-    import bucketopt.packed as packed
+    import bucketopt.training.packed as packed
 
     lengths = np.arange(1, 101)
     model = CostModel(alpha=0.1, beta=1e-4, gamma=1e-8, world_size=2)
@@ -251,8 +251,7 @@ def test_level_dp_refuses_too_many_pairs_and_compare_aligns(monkeypatch):
     assert packed.level_align(lengths) == 4  # 25 candidate edges: 325 pairs
     levels = packing_levels(lengths, 3, token_budget=400, cost_model=model, align=4)
     assert all(b % 4 == 0 for b in levels[:-1]) and levels[-1] == 100
-    rows, _ = packed.packed_rows(lengths, 3, token_budget=400, cost_model=model,
-                                 diversity=False)
+    rows, _ = packed_rows(lengths, 3, token_budget=400, cost_model=model, diversity=False)
     assert rows["packed-bucketed"]["levels_align"] == 4
     assert tuple(rows["packed-bucketed"]["boundaries"]) == levels
 

@@ -11,7 +11,7 @@ import pytest
 import bucketopt
 from bucketopt.cli import main
 from bucketopt.errors import BucketoptError
-from bucketopt.plots import (
+from bucketopt.show.plots import (
     plot_comparison,
     plot_histogram,
     plot_padding_vs_k,
@@ -153,7 +153,7 @@ def test_plots_leave_global_state_alone(sweep, lengths):
 
 
 def test_import_does_not_load_matplotlib():
-    code = "import sys, bucketopt, bucketopt.plots; print('matplotlib' in sys.modules)"
+    code = "import sys, bucketopt, bucketopt.show.plots; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -185,7 +185,7 @@ def test_rules_of_thumb_drawn_through_the_heuristics_interface(sweep, lengths, m
     monkeypatch.setitem(sys.modules, "bucketopt.heuristics", fake)
     ax = plot_padding_vs_k(sweep, lengths)
     (line,) = [ln for ln in ax.get_lines() if ln.get_label() == "rule of thumb: equal width"]
-    from bucketopt.histogram import as_histogram
+    from bucketopt.data.histogram import as_histogram
 
     hist = as_histogram(lengths)
     expected = [100 * bucketopt.evaluate(lengths, rule_of_thumb("equal_width", hist, k),
@@ -217,7 +217,7 @@ def test_bad_plot_path_is_one_line_exit_2(command, tmp_path, capsys):
 
 def test_throughput_panel_draws_rules_at_the_sweeps_profile(lengths):
     pytest.importorskip("bucketopt.heuristics")
-    from bucketopt.costmodel import available_profiles
+    from bucketopt.cost.costmodel import available_profiles
 
     profile = available_profiles()[0]
     swept = bucketopt.sweep(lengths, range(1, 6), token_budget=8192, profile=profile,
@@ -225,8 +225,8 @@ def test_throughput_panel_draws_rules_at_the_sweeps_profile(lengths):
     ax = plot_throughput_vs_k(swept, lengths, profile=profile, world_size=2, epochs=3,
                               rules=["quantile"])
     (line,) = [ln for ln in ax.get_lines() if ln.get_label() == "rule of thumb: quantile"]
+    from bucketopt.data.histogram import as_histogram
     from bucketopt.heuristics import rule_of_thumb
-    from bucketopt.histogram import as_histogram
 
     hist = as_histogram(lengths)
     expected = [bucketopt.evaluate(lengths, rule_of_thumb("quantile", hist, int(k),

@@ -11,7 +11,7 @@ import pytest
 
 from bucketopt import BucketoptError
 from bucketopt.cli import main
-from bucketopt.probe import design_shapes, memory_budget
+from bucketopt.cost.probe import design_shapes, memory_budget
 
 TINY = '''
 import torch
@@ -145,7 +145,7 @@ def test_probe_python_api_with_a_module_and_a_scalar_loss(tiny):
     spec = importlib.util.spec_from_file_location("tiny_model_api", tiny)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    from bucketopt.probe import probe
+    from bucketopt.cost.probe import probe
 
     result = probe(mod.scalar(), token_budget=128, max_length=16, repeats=1, warmup=0,
                    bootstrap=0, progress=False)
@@ -156,7 +156,7 @@ def test_probe_python_api_with_a_module_and_a_scalar_loss(tiny):
 
 def test_holdout_shapes_are_timed_alongside_but_never_fitted(tiny):
     pytest.importorskip("torch")
-    from bucketopt.probe import probe
+    from bucketopt.cost.probe import probe
 
     design = design_shapes(256, 32)
     holdout = [(7, 16), (5, 8), design[0]]  # a design shape is fitted, not held out
@@ -178,7 +178,7 @@ def test_holdout_shapes_are_timed_alongside_but_never_fitted(tiny):
 
 def test_probe_stops_at_the_time_limit(tiny):
     pytest.importorskip("torch")
-    from bucketopt.probe import MAX_ROUNDS, probe
+    from bucketopt.cost.probe import MAX_ROUNDS, probe
 
     result = probe(f"{tiny}:build", token_budget=256, max_length=32, time_limit=5.0,
                    threads=1, progress=False, bootstrap=20)
@@ -189,7 +189,7 @@ def test_probe_stops_at_the_time_limit(tiny):
 
 def test_probe_progress_line_without_a_terminal(tiny, capsys):
     pytest.importorskip("torch")
-    from bucketopt.probe import probe
+    from bucketopt.cost.probe import probe
 
     probe(f"{tiny}:build", token_budget=128, max_length=16, repeats=1, bootstrap=0,
           progress=True)
@@ -244,7 +244,7 @@ def test_probe_hf_config(tmp_path):
     config = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64,
                                      n_positions=32)
     config.save_pretrained(tmp_path / "cfg")
-    from bucketopt.probe import probe
+    from bucketopt.cost.probe import probe
 
     result = probe(f"hf:{tmp_path / 'cfg'}", token_budget=64, max_length=16, repeats=1,
                    warmup=0, bootstrap=0, progress=False)

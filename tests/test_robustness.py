@@ -235,7 +235,7 @@ def test_gpus_and_epochs_without_a_profile(capsys, lens):
 
 
 def test_cheap_checks_come_before_the_read(tmp_path, capsys, monkeypatch):
-    from bucketopt import io as bio
+    from bucketopt.data import io as bio
 
     def never(*args, **kwargs):
         raise AssertionError("data was read before the argument check")
@@ -331,8 +331,8 @@ def test_rejected_inputs_stay_small_and_quick(hostile_dir, argv, word):
 
 def _direct_rule(name, lengths, k):
     """The rules' formulas as written, allocating k marks (tiny k only)."""
+    from bucketopt.data.histogram import Histogram
     from bucketopt.heuristics import _finish
-    from bucketopt.histogram import Histogram
 
     hist = Histogram.from_lengths(lengths)
     if name == "quantile":
@@ -349,8 +349,8 @@ def _direct_rule(name, lengths, k):
 
 @pytest.mark.parametrize("name", ["quantile", "lhotse", "linspace"])
 def test_rules_of_thumb_at_huge_k_are_exact_and_cheap(name):
+    from bucketopt.data.histogram import Histogram
     from bucketopt.heuristics import rule_of_thumb
-    from bucketopt.histogram import Histogram
 
     rng = np.random.default_rng(5)
     for _ in range(60):
@@ -364,7 +364,7 @@ def test_rules_of_thumb_at_huge_k_are_exact_and_cheap(name):
 
 
 def test_globs_and_directories_of_too_many_files(tmp_path, monkeypatch):
-    from bucketopt import io as bio
+    from bucketopt.data import io as bio
 
     monkeypatch.setattr(bio, "MAX_FILES", 5)
     for i in range(7):

@@ -11,14 +11,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bucketopt import BucketBatchSampler, BucketoptError
-from bucketopt.diversity import (
+from bucketopt.data.histogram import Histogram
+from bucketopt.training.diversity import (
     compare_diversity,
     epoch_churn,
     measure,
     step_mix_gap,
     strategy_batches,
 )
-from bucketopt.histogram import Histogram
 
 from . import naive
 
@@ -391,7 +391,7 @@ def test_state_must_match_the_configuration():
 
 
 def test_version_1_states_still_resume():
-    from bucketopt.sampler import _legacy_fingerprint
+    from bucketopt.training.sampler import _legacy_fingerprint
 
     lengths = np.arange(1, 200)
     sampler = BucketBatchSampler(lengths, [50, 199], token_budget=400, world_size=2)
@@ -472,7 +472,7 @@ def test_simulated_ddp_run_world_size_8():
 
 
 def test_comparison_diversity_and_sampler_epochs():
-    from bucketopt.diversity import comparison_diversity, sampler_epochs
+    from bucketopt.training.diversity import comparison_diversity, sampler_epochs
 
     lengths = np.random.default_rng(4).integers(1, 300, 4000)
     edges = [50, 120, 200, 299]
@@ -652,7 +652,7 @@ def test_state_dict_refuses_a_guess_while_a_loader_runs_ahead():
 
 
 def test_per_sample_passes_run_in_chunks_with_the_same_results():
-    from bucketopt import sampler as mod
+    from bucketopt.training import sampler as mod
 
     rng = np.random.default_rng(5)
     lengths = rng.integers(1, 5_000, size=mod.CHUNK * 2 + 17)

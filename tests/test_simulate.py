@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import bucketopt
 from bucketopt import BucketoptError, simulate
 from bucketopt.datasets import seed_like
-from bucketopt.epoch import epoch_from_batches
-from bucketopt.simulate import batch_plan
+from bucketopt.training.epoch import epoch_from_batches
+from bucketopt.training.simulate import batch_plan
 
 from . import naive
 

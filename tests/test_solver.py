@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import bucketopt
 from bucketopt import BucketoptError
 from bucketopt._kernels import edge_layers, edge_layers_quadratic
-from bucketopt.histogram import Histogram
+from bucketopt.data.histogram import Histogram
 from bucketopt.solver import make_groups, share_windows
 
 from . import naive

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bucketopt._pchip import pchip
+from bucketopt.data._pchip import pchip
 from bucketopt.datasets import N_SAMPLES, published_knots
 
 ROOT = Path(__file__).resolve().parent.parent

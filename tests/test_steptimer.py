@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from bucketopt import BucketoptError
-from bucketopt.calibration import calibrate, read_measurements
-from bucketopt.steptimer import StepTimer
+from bucketopt.cost.calibration import calibrate, read_measurements
+from bucketopt.cost.steptimer import StepTimer
 
 
 class FakeClock:
@@ -87,7 +87,7 @@ def test_trainer_callback_times_every_micro_batch(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
-    from bucketopt.steptimer import step_timer_callback
+    from bucketopt.cost.steptimer import step_timer_callback
 
     config = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50,
                                      n_positions=32)

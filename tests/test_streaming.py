@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bucketopt import BucketoptError, evaluate
 from bucketopt.datasets import seed_like
-from bucketopt.streaming import (
+from bucketopt.training.streaming import (
     StreamBatcher,
     dkw_epsilon,
     plan_from_sample,

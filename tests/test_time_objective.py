@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bucketopt
-from bucketopt.costmodel import CostModel, time_epoch
+from bucketopt.cost.costmodel import CostModel, time_epoch
+from bucketopt.data.histogram import Histogram
 from bucketopt.groups import make_groups, share_windows
-from bucketopt.histogram import Histogram
 from bucketopt.objectives import make_objective
 
 from . import naive

@@ -9,7 +9,7 @@ import pytest
 
 import bucketopt
 from bucketopt import BucketoptError
-from bucketopt.histogram import Histogram, validate_lengths
+from bucketopt.data.histogram import Histogram, validate_lengths
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucketopt import BucketBatchSampler, BucketoptError
-from bucketopt._varlen_plan import VARLEN, most_rows
 from bucketopt.datasets import seed_like
+from bucketopt.training._varlen_plan import VARLEN, most_rows
 
 SETTINGS = settings(max_examples=int(os.environ.get("BUCKETOPT_VARLEN_EXAMPLES", "60")),
                     deadline=None,

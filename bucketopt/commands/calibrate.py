@@ -33,10 +33,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..calibration import calibrate, read_measurements
-    from ..costmodel import _positive_int
+    from ..cost.calibration import calibrate, read_measurements
+    from ..cost.costmodel import _positive_int
     from ..errors import BucketoptError
-    from ..report import table
+    from ..show.report import table
 
     sizes, lens, seconds = read_measurements(args.measurements)
     for flag, value in (("--folds", args.folds), ("--bootstrap", args.bootstrap)):

@@ -7,8 +7,8 @@ import json
 import math
 import sys
 
+from ..data.guards import path_kind, path_size, short
 from ..errors import BucketoptError
-from ..guards import path_kind, path_size, short
 
 
 def add_lens_args(parser, *, required: bool = False) -> None:
@@ -164,7 +164,7 @@ def check_args(args) -> None:
 
 
 def _check_profile(profile: str) -> None:
-    from ..costmodel import available_profiles, load_profile
+    from ..cost.costmodel import available_profiles, load_profile
 
     if profile in available_profiles():
         return
@@ -207,7 +207,7 @@ def read_lengths(args, *, per_sample: bool = False):
         note(args, "no --lens given: using the embedded example bucketopt.datasets.seed_like() "
                    "(902,087 lengths reconstructed from the published distribution).")
         return seed_like(), "embedded example (seed_like)"
-    from ..io import open_source
+    from ..data.io import open_source
 
     source = open_source(args.lens, column=args.column)
     if len(source.schema) > 1 or source.column.kind != "integer" or source.note:
@@ -229,7 +229,7 @@ def emit_json(obj) -> None:
 def check_plot_path(args) -> None:
     """Refuse a bad --plot path before any work is done, not after."""
     if getattr(args, "plot", None):
-        from ..plots import check_figure_path
+        from ..show.plots import check_figure_path
 
         check_figure_path(args.plot)
 
@@ -238,7 +238,7 @@ def finish(args, source: str, data: dict, table, *, figure=None) -> int:
     """The common ending of a command: save ``figure()`` to --plot (if asked), then print the
     result as one JSON object (--json) or as ``table()`` for people. Returns the exit code 0."""
     if getattr(args, "plot", None) and figure is not None:
-        from ..plots import save_figure
+        from ..show.plots import save_figure
 
         save_figure(figure(), args.plot)
         note(args, f"wrote {args.plot}")

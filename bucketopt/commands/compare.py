@@ -54,7 +54,7 @@ def _pct(x) -> str:
 
 
 def comparison_table(comparison) -> str:
-    from ..report import table
+    from ..show.report import table
 
     headers = ["strategy", "boundaries", "padding (analytic)", "padding (simulated)", "batches"]
     timed = bool(comparison.timing)
@@ -102,7 +102,7 @@ def comparison_table(comparison) -> str:
 def fastest_diverse_name(comparison):
     """The fastest row whose step mix gap is at most the shuffle's (None without a profile or
     without the diversity figures)."""
-    from ..packed import fastest_diverse
+    from ..show.packed_rows import fastest_diverse
 
     return fastest_diverse(comparison.strategies) if comparison.timing else None
 
@@ -111,16 +111,16 @@ def _beyond_simulation(args) -> bool:
     """True when --lens holds more rows than compare simulates one by one."""
     if args.lens is None:
         return False
-    from ..comparison import SIMULATED_SAMPLES
-    from ..io import open_source
+    from ..data.io import open_source
+    from ..show.comparison import SIMULATED_SAMPLES
 
     rows = open_source(args.lens, column=args.column).num_rows
     return rows is not None and rows > SIMULATED_SAMPLES
 
 
 def run(args) -> int:
-    from ..comparison import compare
     from ..errors import BucketoptError
+    from ..show.comparison import compare
 
     if args.token_budget is None and args.profile is None:
         raise BucketoptError("compare needs --token-budget T (or a --profile, whose calibrated "
@@ -131,7 +131,7 @@ def run(args) -> int:
     comparison = compare(lengths, args.k, **comparison_kwargs(args))
 
     def figure():
-        from ..plots import plot_comparison
+        from ..show.plots import plot_comparison
 
         title = (f"k={comparison.k}, token budget {comparison.token_budget:,}, "
                  f"pad={comparison.pad}; blue: bucketopt's boundaries")

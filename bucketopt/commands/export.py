@@ -44,7 +44,7 @@ def parse_boundaries(text: str) -> list[int]:
 
 
 def run(args) -> int:
-    from ..export import export
+    from ..show.export import export
     from ..solver import evaluate, solve
     from .solve import solver_kwargs
 
@@ -57,7 +57,7 @@ def run(args) -> int:
         raise BucketoptError("--lhotse-version applies to --format lhotse or nemo only.")
     options = {"pad_to_bucket_boundary": True} if args.pad_to_bucket_boundary else {}
     if args.fmt in ("lhotse", "nemo"):
-        from ..export import _lhotse_release
+        from ..show.export import _lhotse_release
 
         if args.lhotse_version is not None:
             try:
@@ -76,7 +76,7 @@ def run(args) -> int:
         solution = solve(lengths, args.k, **kwargs)
     text = json.dumps(export(solution, args.fmt, **options), indent=2) + "\n"
     if args.fmt in ("lhotse", "nemo"):
-        from ..export import lhotse_target
+        from ..show.export import lhotse_target
 
         note(args, lhotse_target(args.lhotse_version))
     if args.output:

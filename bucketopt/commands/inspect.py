@@ -78,8 +78,8 @@ def summary(source, hist) -> dict:
 
 
 def run(args) -> int:
-    from ..io import open_source
-    from ..report import table
+    from ..data.io import open_source
+    from ..show.report import table
 
     source = open_source(args.path, column=args.column)  # checks the path itself
     hist = source.histogram(progress=False if args.quiet else None)

@@ -55,8 +55,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..probe import probe
-    from ..report import table
+    from ..cost.probe import probe
+    from ..show.report import table
 
     if args.output:
         _check_writable(args.output, "-o")

@@ -37,7 +37,7 @@ def solver_kwargs(args) -> dict:
 
 
 def run(args) -> int:
-    from ..report import solution_table
+    from ..show.report import solution_table
     from ..solver import solve
 
     check_plot_path(args)
@@ -47,7 +47,7 @@ def run(args) -> int:
         note(args, "note: " + warning)
 
     def figure():
-        from ..plots import plot_histogram
+        from ..show.plots import plot_histogram
 
         return plot_histogram(lengths, solution)
 

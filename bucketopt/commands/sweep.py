@@ -56,7 +56,7 @@ def parse_k_range(text: str) -> list[int]:
 
 
 def sweep_table(result) -> str:
-    from ..report import table
+    from ..show.report import table
 
     has_rate = all(s.ktok_per_s is not None for s in result.solutions)
     has_eta = all(s.eta_days is not None for s in result.solutions)
@@ -91,7 +91,7 @@ def run(args) -> int:
     result = sweep(lengths, ks, tolerance=args.tolerance, **solver_kwargs(args))
 
     def figure():
-        from ..plots import plot_sweep
+        from ..show.plots import plot_sweep
 
         return plot_sweep(result, lengths, profile=args.profile, world_size=args.gpus,
                           epochs=args.epochs)

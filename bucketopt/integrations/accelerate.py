@@ -16,7 +16,7 @@ __all__ = ["passthrough", "prepare"]
 
 
 def _sampler_of(loader):
-    from ..sampler import BucketBatchSampler
+    from ..training.sampler import BucketBatchSampler
 
     inner = getattr(loader, "batch_sampler", None)
     for candidate in (inner, getattr(inner, "batch_sampler", None)):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.histogram import validate_lengths
 from ..errors import BucketoptError
-from ..histogram import validate_lengths
 
 
 def dataset_lengths(dataset, *, column=None) -> np.ndarray:
@@ -41,7 +41,7 @@ def dataset_lengths(dataset, *, column=None) -> np.ndarray:
     except TypeError:
         raise BucketoptError(
             f"dataset must have a length (got {type(dataset).__name__}, which has none): for a "
-            "stream, plan with bucketopt.streaming (boundaries from a sample, online "
+            "stream, plan with bucketopt.training.streaming (boundaries from a sample, online "
             "batching).") from None
     if n == 0:
         raise BucketoptError("dataset is empty: there is nothing to batch.")
@@ -62,8 +62,8 @@ def _arrow_table(dataset):
 
 
 def _arrow_lengths(dataset, table, column):
-    from ..arrow_tables import field_kind, nested_list
-    from ..io import choose_column
+    from ..data.arrow_tables import field_kind, nested_list
+    from ..data.io import choose_column
 
     fields = [(f.name, field_kind(f.type), str(f.type), nested_list(f.type))
               for f in table.schema]
@@ -75,7 +75,7 @@ def _arrow_lengths(dataset, table, column):
     if chosen.kind not in ("integer", "list"):
         raise BucketoptError(f"{label}: column {chosen.name!r} ({chosen.type}) holds neither "
                              "lengths nor token lists; pass column=.")
-    from ..arrow_tables import column_values
+    from ..data.arrow_tables import column_values
 
     parts, start = [], 0
     for chunk in table.column(chosen.name).chunks:

@@ -82,9 +82,9 @@ def _build_mixin():
     from torch.utils.data import DataLoader
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-    from ..histogram import validate_lengths
-    from ..sampler import BucketBatchSampler, _check_int
+    from ..data.histogram import validate_lengths
     from ..solution import batch_sizes_for, check_token_budget
+    from ..training.sampler import BucketBatchSampler, _check_int
     from .accelerate import passthrough
     from .lengths import dataset_lengths
 

@@ -9,7 +9,7 @@ time        both     expected seconds under a cost model         :mod:`.time`
 packed      varlen   expected seconds of a packing level         :mod:`.packed`
 ==========  =======  ==========================================  ====================
 
-``packed`` chooses packing levels (:func:`bucketopt.packed.packing_levels`); it is not in
+``packed`` chooses packing levels (:func:`bucketopt.training.packed.packing_levels`); it is not in
 :data:`NAMES`, the objectives ``solve()`` offers, whose Solution describes padded batches.
 """
 

@@ -22,10 +22,11 @@ candidate edges (``level_layers_kernel``, O(K m^2)):
   normals (the normal approximation to the rows' time), over R / G steps.
 
 With one level over all documents this is the analytic estimate of plain greedy packing of a
-shuffle (:func:`bucketopt.packed.analytic_packed_seconds`); tests/test_packing_time.py checks it
+shuffle (:func:`bucketopt.training.packed.analytic_packed_seconds`); tests/test_packing_time.py
+checks it
 against the mean of simulated epochs, and the DP against brute force over every boundary set.
 The solver's ``solve()`` does not offer this objective (its Solution reports padded batches);
-:func:`bucketopt.packed.packing_levels` runs it.
+:func:`bucketopt.training.packed.packing_levels` runs it.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def level_seconds(moments, capacity, alpha, beta, gamma, world_size) -> float:
 
     ``moments``: (5,) sums over the level of c * u**p, u = d / capacity. Empty level: 0.
     """
-    from .._packing_kernels import level_seconds_kernel
+    from ..training._packing_kernels import level_seconds_kernel
 
     m0, m1, m2, m3, m4 = (float(v) for v in moments)
     return float(level_seconds_kernel(m0, m1, m2, m3, m4, float(capacity), alpha, beta, gamma,
@@ -92,7 +93,7 @@ class PackedTime(Objective):
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
     def layers(self, kmax, ks=None):
-        from .._packing_kernels import level_layers_kernel
+        from ..training._packing_kernels import level_layers_kernel
 
         m = self.cost_model
         return level_layers_kernel(self.prefix, self.win_lo, self.win_hi, int(kmax),

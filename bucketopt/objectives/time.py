@@ -95,7 +95,7 @@ def refine_time(solution, groups, cost_model):
     """
     if cost_model.world_size == 1 or len(solution.boundaries) < 2:
         return solution
-    from ..costmodel import _seconds_from_atoms, bucket_time_atoms
+    from ..cost.costmodel import _seconds_from_atoms, bucket_time_atoms
     from ..groups import share_count_bounds
     from ..solution import make_solution
 

@@ -2,7 +2,8 @@
 
 Every strategy gets one row, a plain dict built by :func:`strategy_row` from its boundaries (if
 any), its analytic expectation (if one exists) and its simulated epochs; extend a row there (or
-from ``Comparison.epochs``, which keeps the simulated :class:`~bucketopt.epoch.Epoch` objects).
+from ``Comparison.epochs``, which keeps the simulated :class:`~bucketopt.training.epoch.Epoch`
+objects).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import BucketoptError
-from .heuristics import RULES, rule_of_thumb
-from .histogram import as_histogram, validate_lengths
-from .simulate import simulate
-from .solution import check_token_budget
+from ..data.histogram import as_histogram, validate_lengths
+from ..errors import BucketoptError
+from ..heuristics import RULES, rule_of_thumb
+from ..solution import check_token_budget
+from ..training.simulate import simulate
 
 MAX_SIMULATIONS = 1000
 # Above this many samples the simulated epochs run on a seeded uniform subsample of this size
@@ -37,7 +38,7 @@ class Comparison:
     timing: dict = field(default_factory=dict)  # profile, world_size, epochs (with a profile)
     lengths: np.ndarray | None = field(default=None, repr=False, compare=False)  # for batches()
     # with max_length: what the overflow policy touched (rows and batches() then index the
-    # planned items of bucketopt.overflow.overflow_items, not the dataset's samples)
+    # planned items of bucketopt.data.overflow.overflow_items, not the dataset's samples)
     overflow: dict | None = None
     # where the figures come from: samples, simulated_samples, subsampled, from_histogram, ...
     simulation: dict = field(default_factory=dict)
@@ -47,7 +48,7 @@ class Comparison:
 
         When the simulation ran on a subsample (``simulation["subsampled"]``), these are the
         batches of the whole dataset planned the same way, not the subsample's timed ones."""
-        from .plans import comparison_batches
+        from ..training.plans import comparison_batches
 
         return comparison_batches(self, name, epoch)
 
@@ -92,7 +93,7 @@ class _Stages:
     never with ``enabled=False``, silent for the first two seconds)."""
 
     def __init__(self, total, enabled):
-        from .progress import Progress
+        from ..progress import Progress
 
         self.bar = Progress("compare", total, enabled=enabled)
         self.what = None
@@ -167,7 +168,8 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     boundaries (pad-optimal; the edge-optimal ones too when ``pad="batch"``), each rule of thumb
     (bucketed), and best-fit-decreasing packing.
 
-    ``diversity`` adds ``step_mix_gap`` and ``epoch_churn`` (:mod:`bucketopt.diversity`, over
+    ``diversity`` adds ``step_mix_gap`` and ``epoch_churn`` (:mod:`bucketopt.training.diversity`,
+    over
     ``world_size`` ranks x ``grad_accum`` micro-steps) to the sorted, shuffle and bucketed rows;
     ``sampler=True`` adds a "sampler" row: :class:`~bucketopt.BucketBatchSampler`'s real batch
     order (one bucket per micro-step on every rank), timed like the others.
@@ -190,14 +192,14 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     Examples
     --------
     >>> import numpy as np
-    >>> from bucketopt.comparison import compare
+    >>> from bucketopt.show.comparison import compare
     >>> lengths = np.random.default_rng(0).integers(10, 500, size=2_000)
     >>> c = compare(lengths, 3, token_budget=2_000)
     >>> c.strategies["packed"]["padding_fraction"] < c.strategies["shuffle"]["padding_fraction"]
     True
     """
-    from .histogram import Histogram
-    from .solver import check_k, evaluate, solve
+    from ..data.histogram import Histogram
+    from ..solver import check_k, evaluate, solve
 
     k = check_k(k)
     if simulated_samples is not None:
@@ -209,7 +211,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         lengths = validate_lengths(lengths)
     overflow_report = None
     if solver_kwargs.get("max_length") is not None:  # every strategy sees the same samples
-        from .overflow import apply_overflow, overflow_items
+        from ..data.overflow import apply_overflow, overflow_items
 
         max_length = solver_kwargs.pop("max_length")
         policy = solver_kwargs.pop("overflow", "truncate")
@@ -219,7 +221,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     solver_kwargs.pop("overflow", None)
     hist = as_histogram(lengths)
     if as_hist:
-        from .histogram import EXPAND_LIMIT
+        from ..data.histogram import EXPAND_LIMIT
 
         if hist.n > EXPAND_LIMIT:  # the sorted row holds every batch of the whole dataset
             raise BucketoptError(
@@ -229,7 +231,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         lengths = None  # Comparison.batches() needs one length per sample
     cost_model = None
     if profile is not None:  # rows gain ktok_per_s / eta_days; budget defaults to the profile's
-        from .costmodel import resolve_cost_model
+        from ..cost.costmodel import resolve_cost_model
 
         cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
         cost_model = cost_model.with_epochs(epochs)
@@ -249,7 +251,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     if simulations > MAX_SIMULATIONS:  # each one simulates every strategy over the whole data
         raise BucketoptError(f"`simulations` must be at most {MAX_SIMULATIONS:,}; "
                              f"got {simulations!r}.")
-    from .costmodel import _positive_int
+    from ..cost.costmodel import _positive_int
 
     grad_accum = _positive_int(grad_accum, "grad_accum")
     if world_size is not None:
@@ -276,7 +278,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         if row_scale is not None:
             scales[name] = hist.real_tokens / eps[0].total_real_tokens
 
-    from .simulate import sorted_epoch
+    from ..training.simulate import sorted_epoch
 
     stages("sorted (from the histogram)")
     add("sorted", "sorted", [sorted_epoch(hist, token_budget, seed=seed, epoch=e)
@@ -309,8 +311,8 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         eps = run("bucketed", boundaries=boundaries, packing="fixed", pad=pad)
         add(name, name if name in ("bucketed", "bucketed-time") else "bucketed:" + name, eps,
             boundaries, analytic)
-    if diversity or sampler:  # bucketopt.diversity; the sampler's real batch order
-        from .diversity import comparison_diversity, sampler_epochs
+    if diversity or sampler:  # bucketopt.training.diversity; the sampler's real batch order
+        from ..training.diversity import comparison_diversity, sampler_epochs
 
         ranks = cost_model.world_size if cost_model is not None else (world_size or 1)
         edges = rows["bucketed"]["boundaries"]
@@ -329,7 +331,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
                 if name in rows:
                     rows[name].update(fields, diversity_ranks=ranks, grad_accum=grad_accum)
     stages("packed")
-    from .packed import packed_rows  # padding-free rows: packed, -balanced, -bucketed
+    from .packed_rows import packed_rows  # padding-free rows: packed, -balanced, -bucketed
 
     packed, packed_epochs = packed_rows(
         sim_lengths, k, token_budget=token_budget, cost_model=cost_model,
@@ -340,8 +342,8 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         rows[name] = {**row, **rows[name]}
     timing = {}
     if cost_model is not None:
-        from .costmodel import annotate, timing_fields
-        from .intervals import epochs_intervals
+        from ..cost.costmodel import annotate, timing_fields
+        from ..cost.intervals import epochs_intervals
 
         stages("timing")
         for name, eps in epochs.items():

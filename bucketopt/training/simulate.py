@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.histogram import validate_lengths
+from ..errors import BucketoptError
+from ..solution import batch_sizes_for, check_boundaries, check_token_budget
 from .epoch import Epoch
-from .errors import BucketoptError
-from .histogram import validate_lengths
-from .solution import batch_sizes_for, check_boundaries, check_token_budget
 
 STRATEGIES = ("sorted", "shuffle", "bucketed", "packed")
 PACKINGS = ("fixed", "greedy")
@@ -75,8 +75,8 @@ def batch_plan(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoc
     """
     lengths = validate_lengths(lengths)
     token_budget, rng = _check_plan(lengths, strategy, token_budget, seed, epoch, packing)
+    from ..data.histogram import Histogram
     from ._sim_kernels import place_batches
-    from .histogram import Histogram
 
     n = lengths.size
     buckets = None
@@ -195,7 +195,7 @@ def simulate(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=
     token_budget, rng = _check_plan(lengths, strategy, token_budget, seed, epoch, packing)
     buckets = None
     if strategy == "sorted":
-        from .histogram import Histogram
+        from ..data.histogram import Histogram
 
         return _sorted_epoch(Histogram.from_lengths(lengths), token_budget, rng)
     elif strategy == "shuffle":
@@ -270,8 +270,8 @@ def greedy_stream(x, token_budget, chunk=CHUNK):
 
 def _bucketed(lengths, boundaries, token_budget, rng, packing):
     """Batches of a bucketed epoch (build order: bucket by bucket) and each batch's bucket."""
+    from ..data.histogram import Histogram
     from ._sim_kernels import bucket_partition
-    from .histogram import Histogram
 
     if boundaries is None:
         raise BucketoptError('strategy="bucketed" needs `boundaries`.')
@@ -299,7 +299,7 @@ def _bucketed(lengths, boundaries, token_budget, rng, packing):
 
 
 def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:
-    from ._kernels import best_fit_decreasing
+    from .._kernels import best_fit_decreasing
 
     lengths = validate_lengths(lengths)
     token_budget = check_token_budget(token_budget)

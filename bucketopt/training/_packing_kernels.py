@@ -1,4 +1,4 @@
-"""Kernels of :mod:`bucketopt.packing` (rows of documents under a token capacity).
+"""Kernels of :mod:`bucketopt.training.packing` (rows of documents under a token capacity).
 
 Arrays and numbers in, arrays out; the callers in ``packing.py`` validate first. Kept apart from
 ``_kernels.py`` (the solver's DP kernels) so the sampler does not load those.

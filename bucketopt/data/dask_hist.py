@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 from .histogram import Histogram, HistogramBuilder
 
 

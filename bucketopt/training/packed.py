@@ -3,7 +3,8 @@
 Each micro-batch is one row of whole documents trained with document-masked (variable-length)
 attention, as TRL's ``padding_free``, transformers' ``DataCollatorWithFlattening`` and
 flash-attn's varlen kernels run it: it computes no padding and costs
-``alpha + beta * tokens + gamma * sum d_i**2`` (:meth:`bucketopt.costmodel.CostModel.batch_times`).
+``alpha + beta * tokens + gamma * sum d_i**2``
+(:meth:`bucketopt.cost.costmodel.CostModel.batch_times`).
 With G ranks, rows ``i*G .. i*G + G - 1`` form step ``i`` and the step waits for its heaviest
 row. Every epoch is seeded by ``np.random.default_rng((seed, epoch))``.
 
@@ -16,7 +17,7 @@ Strategies (:data:`STRATEGIES`):
 - ``"packed-bfd"``: best-fit decreasing inside consecutive windows of ``window`` shuffled
   documents (default :data:`DEFAULT_WINDOW`), then the rows in random order.
 - ``"packed-balanced"``: the greedy rows of ``"packed"``, then the documents of every step
-  re-dealt across its G ranks (:func:`bucketopt.packing.balance_steps`, weighted by each
+  re-dealt across its G ranks (:func:`bucketopt.training.packing.balance_steps`, weighted by each
   document's time ``beta * d + gamma * d**2`` under a cost model, else ``d**2``), so every rank
   carries nearly the same load; a step keeps its documents, so its length mix is unchanged.
 - ``"packed-bucketed"``: K packing levels (inclusive upper edges on document length, chosen by
@@ -25,30 +26,31 @@ Strategies (:data:`STRATEGIES`):
   go in random order. A level's last, partial step is dealt over G rows where it has G
   documents.
 
-:func:`packed_rows` builds the ``compare`` rows: each strategy simulated, timed
-(``ktok_per_s``, ``eta_days``, ``wait_fraction`` and intervals), with its step mix gap and epoch
-churn (:mod:`bucketopt.diversity`) and, for ``packed`` and ``packed-bucketed``, the analytic
-estimate (:func:`analytic_packed_seconds`).
+:func:`bucketopt.show.packed_rows.packed_rows` builds the ``compare`` rows: each strategy
+simulated, timed (``ktok_per_s``, ``eta_days``, ``wait_fraction`` and intervals), with its step
+mix gap and epoch churn (:mod:`bucketopt.training.diversity`) and, for ``packed`` and
+``packed-bucketed``, the analytic estimate (:func:`analytic_packed_seconds`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..data.histogram import as_histogram, validate_lengths
+from ..errors import BucketoptError
 from .epoch import Epoch, packed_epoch
-from .errors import BucketoptError
-from .histogram import as_histogram, validate_lengths
 from .packing import balance_steps, greedy_row_starts, pack_rows, row_stats
 
 STRATEGIES = ("packed", "packed-bfd", "packed-balanced", "packed-bucketed")
 DEFAULT_WINDOW = 4096  # documents per best-fit-decreasing window
 # The level DP visits every pair of candidate edges (O(1) each, ~100 M pairs a second): refuse
-# beyond this many and ask for align= (packed_rows picks the smallest power-of-two align under it).
+# beyond this many and ask for align= (compare's packed rows pick the smallest power-of-two
+# align under it).
 MAX_LEVEL_PAIRS = 4e8
 
 
 def _check(lengths, token_budget, world_size):
-    from .costmodel import _positive_int
+    from ..cost.costmodel import _positive_int
 
     lengths = validate_lengths(lengths)
     if token_budget is None:
@@ -89,7 +91,7 @@ def packed_plan(lengths, strategy, *, token_budget, world_size=1, boundaries=Non
     elif strategy == "packed-bucketed":
         if boundaries is None:
             raise BucketoptError('strategy="packed-bucketed" needs `boundaries` (the levels).')
-        from .solution import check_boundaries
+        from ..solution import check_boundaries
 
         edges = np.asarray(check_boundaries(boundaries, as_histogram(lengths)), dtype=np.int64)
         order, starts, levels = _level_rows(shuffled, edges, token_budget, g, rng)
@@ -153,7 +155,8 @@ def _level_rows(shuffled, edges, capacity, g, rng):
 
 def simulate_packed(lengths, strategy, *, token_budget, world_size=1, boundaries=None, seed=0,
                     epoch=0, window=DEFAULT_WINDOW, cost_model=None) -> Epoch:
-    """One packed epoch as an :class:`~bucketopt.epoch.Epoch` of padding-free rows (tokens and
+    """One packed epoch as an :class:`~bucketopt.training.epoch.Epoch` of padding-free rows (tokens
+    and
     the sum of d**2 per row, ``buckets`` the level of each row for ``"packed-bucketed"``).
 
     Examples
@@ -184,7 +187,7 @@ def analytic_packed_seconds(lengths, boundaries, token_budget, cost_model) -> fl
     """Expected epoch seconds of greedy packing with levels ``boundaries`` (None: one level,
     plain ``"packed"``), from the histogram: the sum of
     :func:`bucketopt.objectives.packed.level_seconds` over the levels."""
-    from .objectives.packed import level_seconds, moments_of
+    from ..objectives.packed import level_seconds, moments_of
 
     hist = as_histogram(lengths)
     edges = [int(hist.max_length)] if boundaries is None else [int(b) for b in boundaries]
@@ -203,9 +206,9 @@ def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_s
     """The at most ``k`` packing levels (inclusive upper edges) of least expected epoch time
     under ``cost_model``: the exact DP of :mod:`bucketopt.objectives.packed` over every
     candidate edge (every distinct length, or multiples of ``align``)."""
-    from .groups import backtrack, make_groups, share_windows
-    from .objectives import make_objective
-    from .solver import check_align, check_k, check_shares
+    from ..groups import backtrack, make_groups, share_windows
+    from ..objectives import make_objective
+    from ..solver import check_align, check_k, check_shares
 
     k = check_k(k)
     hist = as_histogram(lengths)
@@ -232,75 +235,6 @@ def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_s
     return tuple(int(e) for e in groups.edges[ends])
 
 
-# --- compare rows ------------------------------------------------------------------------------
-
-
-def packed_rows(lengths, k, *, token_budget, cost_model=None, world_size=1, grad_accum=1,
-                seed=0, simulations=1, diversity=True, strategies=None,
-                timing=True) -> tuple[dict, dict]:
-    """The packed rows of ``bucketopt compare``: (rows, epochs), name -> row dict and name ->
-    the simulated epochs.
-
-    Without a cost model only ``"packed"`` is built (the other strategies plan for time: the
-    balancing weights and the levels come from the cost model). ``world_size`` is the cost
-    model's when one is given. Each row holds what :func:`bucketopt.comparison.strategy_row`
-    gives (padding 0: rows are padding-free), ``fill`` (mean row tokens / ``token_budget``),
-    ``boundaries`` (the levels of ``packed-bucketed``), with a cost model
-    ``ktok_per_s_analytic`` for ``packed`` and ``packed-bucketed`` and (``timing``) the
-    simulated ``ktok_per_s``, ``eta_days``, ``wait_fraction`` and their intervals, and with
-    ``diversity`` the ``step_mix_gap`` and ``epoch_churn`` of epochs 0 and 1 over
-    ``world_size`` x ``grad_accum`` rows per step. Every row's ``kind`` is ``"packed"`` and its
-    ``packing`` the strategy.
-    """
-    from .comparison import strategy_row
-
-    lengths = validate_lengths(lengths)
-    g = cost_model.world_size if cost_model is not None else world_size
-    if strategies is None:
-        strategies = ("packed", "packed-balanced", "packed-bucketed") if cost_model is not None \
-            else ("packed",)
-    rows, epochs = {}, {}
-    for name in strategies:
-        if name not in STRATEGIES:
-            raise BucketoptError(f"`strategies` must be among {', '.join(STRATEGIES)}; "
-                                 f"got {name!r}.")
-        if name != "packed" and cost_model is None and name != "packed-bfd":
-            raise BucketoptError(f"strategy {name!r} plans for time: it needs a cost model.")
-        levels = None
-        if name == "packed-bucketed":
-            align = level_align(lengths)
-            levels = packing_levels(lengths, k, token_budget=token_budget,
-                                    cost_model=cost_model, align=align)
-        kw = dict(token_budget=token_budget, world_size=g, boundaries=levels, seed=seed,
-                  cost_model=cost_model)
-        eps = [simulate_packed(lengths, name, epoch=e, **kw) for e in range(simulations)]
-        row = strategy_row(name, "packed", eps, boundaries=levels)
-        row["packing"] = name
-        row["fill"] = float(np.mean([e.total_real_tokens / (e.n_batches * token_budget)
-                                     for e in eps]))
-        row["world_size"] = g
-        if diversity:
-            from .diversity import measure
-
-            pair = [packed_batches(lengths, name, epoch=e, **kw) for e in (0, 1)]
-            d = measure(lengths, *pair, world_size=g, grad_accum=grad_accum)
-            row.update(step_mix_gap=d.step_mix_gap, epoch_churn=d.epoch_churn,
-                       diversity_ranks=g, grad_accum=grad_accum)
-        if cost_model is not None and timing:
-            from .costmodel import timing_fields
-            from .intervals import epochs_intervals
-
-            row.update(timing_fields(eps, cost_model))
-            row.update(epochs_intervals(eps, cost_model))
-        if cost_model is not None and name in ("packed", "packed-bucketed"):
-            seconds = analytic_packed_seconds(lengths, levels, token_budget, cost_model)
-            row["ktok_per_s_analytic"] = float(lengths.sum()) / seconds / 1e3
-        if levels is not None:
-            row["levels_align"] = align
-        rows[name], epochs[name] = row, eps
-    return rows, epochs
-
-
 def level_align(lengths) -> int:
     """The smallest power of two ``align`` whose candidate edges keep the level DP under
     :data:`MAX_LEVEL_PAIRS` pairs (1 for the embedded example's 8,133 distinct lengths)."""
@@ -311,20 +245,3 @@ def level_align(lengths) -> int:
         if g * (g + 1) / 2 <= MAX_LEVEL_PAIRS:
             return align
         align *= 2
-
-
-def fastest_diverse(rows) -> str | None:
-    """The name of the fastest row (``ktok_per_s``) whose ``step_mix_gap`` is at most the
-    ``shuffle`` row's (its optimizer steps mix lengths at least as well as a full shuffle), or
-    None when the rows lack the figures."""
-    shuffle = rows.get("shuffle", {}).get("step_mix_gap")
-    if shuffle is None:
-        return None
-    best, rate = None, -1.0
-    for name, row in rows.items():
-        gap, speed = row.get("step_mix_gap"), row.get("ktok_per_s")
-        if gap is None or speed is None or gap > shuffle + 1e-12:
-            continue
-        if speed > rate:
-            best, rate = name, speed
-    return best

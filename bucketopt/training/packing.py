@@ -5,7 +5,7 @@ A *row* is a list of documents trained as one flattened sequence with document-m
 micro-batch), costs ``beta * tokens + gamma * sum of d**2`` beyond the per-micro-batch
 ``alpha``, and computes no padding. With data parallelism over G ranks the rows
 ``i*G .. i*G + G - 1`` form step ``i`` (row ``i*G + r`` runs on rank ``r``), as the batches of an
-:class:`~bucketopt.epoch.Epoch` do.
+:class:`~bucketopt.training.epoch.Epoch` do.
 
 Every function here takes lengths in training order (already shuffled by the caller) and returns
 ``(order, starts)``: ``order`` a permutation of the positions ``0 .. n-1`` of ``lengths`` in which
@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 
 METHODS = ("greedy", "bfd")
 
 
 def _lengths(lengths, capacity) -> tuple[np.ndarray, int]:
-    from .costmodel import _positive_int
+    from ..cost.costmodel import _positive_int
 
     capacity = _positive_int(capacity, "capacity")
     arr = np.asarray(lengths)
@@ -94,7 +94,7 @@ def pack_rows(lengths, capacity, *, method="greedy", window=None) -> tuple[np.nd
         return np.arange(n, dtype=np.int64), greedy_row_starts(arr, capacity)
     if window is None:
         window = max(n, 1)
-    from .costmodel import _positive_int
+    from ..cost.costmodel import _positive_int
 
     window = _positive_int(window, "window")
     if n == 0:
@@ -193,7 +193,7 @@ def balance_steps(lengths, order, starts, world_size, capacity, *,
     >>> rows(order, starts)
     [[0, 2, 4], [1, 3, 5]]
     """
-    from .costmodel import _positive_int
+    from ..cost.costmodel import _positive_int
 
     arr, capacity = _lengths(lengths, capacity)
     g = _positive_int(world_size, "world_size")

@@ -21,11 +21,11 @@ import sys
 
 import numpy as np
 
+from ..data.histogram import Histogram, validate_lengths
+from ..errors import BucketoptError
+from ..solution import batch_sizes_for, check_boundaries, check_token_budget
 from ._sampler_plan import EpochPlan, build_plan, infeasible
 from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
-from .errors import BucketoptError
-from .histogram import Histogram, validate_lengths
-from .solution import batch_sizes_for, check_boundaries, check_token_budget
 
 __all__ = ["BucketBatchSampler", "EpochPlan", "TrackedLoader"]
 
@@ -102,7 +102,7 @@ class BucketBatchSampler:
         if isinstance(lengths, Histogram):
             raise BucketoptError("lengths must hold one length per sample in dataset order; got "
                                  "a Histogram, which has no sample order.")
-        from .overflow import overflow_items
+        from ..data.overflow import overflow_items
 
         # with max_length, the sampler plans items: whole samples, or chunks of long ones
         self.max_length, self.overflow = max_length, overflow
@@ -133,7 +133,7 @@ class BucketBatchSampler:
                 f"rank must be in [0, world_size) = [0, {self.world_size}); got {self.rank}.")
         self.grad_accum = _check_int("grad_accum", grad_accum, 1)
         self.packing = packing
-        from .solver import check_sync
+        from ..solver import check_sync
 
         self.sync_buckets = check_sync(sync_buckets)
         self.drop_last = _check_bool("drop_last", drop_last)
@@ -412,7 +412,8 @@ class BucketBatchSampler:
                      segments=segments)
 
     def epoch_view(self, epoch=None, *, pad=None):
-        """The epoch as an :class:`bucketopt.epoch.Epoch` over all ranks in step order (global
+        """The epoch as an :class:`bucketopt.training.epoch.Epoch` over all ranks in step order
+        (global
         batches ``i*G .. i*G + G - 1`` form micro-step ``i``), for the cost model.
 
         ``pad="batch"`` (the default for padded batches) pads each batch to its longest sample;

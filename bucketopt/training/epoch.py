@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
 IPC_SUFFIXES = (".arrow", ".arrows", ".feather", ".ipc")

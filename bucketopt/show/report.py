@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .solution import Solution
+from ..solution import Solution
 
 
 def _fmt_int(x) -> str:

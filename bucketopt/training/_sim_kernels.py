@@ -1,4 +1,4 @@
-"""Kernels of the lean simulation path (:mod:`bucketopt.simulate`): arrays in, arrays out.
+"""Kernels of the lean simulation path (:mod:`bucketopt.training.simulate`): arrays in, arrays out.
 
 They work on lengths in training order (int32 where the lengths fit) and never on sample indices,
 so a simulated epoch of tens of millions of samples needs one copy of the lengths and per-batch

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 from .histogram import Histogram
 
 OVERFLOWS = ("truncate", "drop", "split")

@@ -19,7 +19,7 @@ Given measured seconds ``t_i`` of micro-batches of ``s_i`` rows padded to ``L_i`
 4. **Uncertainty.** A bootstrap over the pooled shapes (resample with replacement, refit) gives
    95% intervals of the coefficients; the coefficient sets travel in the profile
    (``uncertainty``), and every prediction made with it carries an interval
-   (:mod:`bucketopt.intervals`).
+   (:mod:`bucketopt.cost.intervals`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import BucketoptError
 from .costmodel import CostModel, Profile
-from .errors import BucketoptError
 
 COLUMNS = ("batch_size", "padded_len", "seconds")
 MIN_ROWS = 6
@@ -354,7 +354,7 @@ def _bootstrap(design, t, scale_cols, scale, coef, resamples, rng) -> np.ndarray
 
 def read_measurements(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(batch_size, padded_len, seconds) from a CSV with a header naming those columns."""
-    from .guards import path_kind, short
+    from ..data.guards import path_kind, short
 
     kind = path_kind(path, "measurements file")
     path = Path(path)

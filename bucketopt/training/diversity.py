@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .errors import BucketoptError
-from .histogram import validate_lengths
+from ..data.histogram import validate_lengths
+from ..errors import BucketoptError
 
 STRATEGIES = ("sorted", "shuffle", "bucketed")
 
@@ -189,10 +189,11 @@ def compare_diversity(lengths, boundaries, *, token_budget, world_size=8, grad_a
 
 def comparison_diversity(lengths, boundaries, *, token_budget, world_size=1, grad_accum=1,
                          seed=0, dataset=None) -> dict[str, dict]:
-    """Step mix gap and epoch churn for the rows of :func:`bucketopt.comparison.compare`.
+    """Step mix gap and epoch churn for the rows of :func:`bucketopt.show.comparison.compare`.
 
     "sorted", "shuffle" and "bucketed" are measured on the very batches their rows simulate
-    (:func:`bucketopt.simulate.batch_plan`, epochs 0 and 1, fixed packing; "bucketed" puts the
+    (:func:`bucketopt.training.simulate.batch_plan`, epochs 0 and 1, fixed packing; "bucketed" puts
+    the
     batches of all buckets in random order); "sampler" on :class:`~bucketopt.BucketBatchSampler`
     with ``world_size`` and ``grad_accum``. Returns name -> {"step_mix_gap", "epoch_churn"}.
 
@@ -202,7 +203,7 @@ def comparison_diversity(lengths, boundaries, *, token_budget, world_size=1, gra
     uniform subsample of it; the decile cuts, the dataset's mix and "sorted" then come from the
     whole dataset, "shuffle", "bucketed" and "sampler" from the subsample.
     """
-    from .histogram import Histogram
+    from ..data.histogram import Histogram
     from .simulate import batch_plan
 
     lengths = validate_lengths(lengths)
@@ -379,7 +380,8 @@ def plan_churn(order_e, sizes_e, order_e1, sizes_e1) -> float:
 def sampler_epochs(lengths, boundaries, *, token_budget, world_size=1, grad_accum=1, seed=0,
                    epochs=1, pad="batch") -> list:
     """The :class:`~bucketopt.BucketBatchSampler`'s real batch order (all ranks, step order) for
-    epochs ``0 .. epochs - 1``, as :class:`~bucketopt.epoch.Epoch` objects for the cost model."""
+    epochs ``0 .. epochs - 1``, as :class:`~bucketopt.training.epoch.Epoch` objects for the cost
+    model."""
     from .sampler import BucketBatchSampler
 
     sampler = BucketBatchSampler(lengths, boundaries, token_budget=token_budget, seed=seed,

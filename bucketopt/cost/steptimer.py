@@ -6,7 +6,7 @@ model, data, kernels and machine, with no separate probe.
 
 Plain training loop::
 
-    from bucketopt.steptimer import StepTimer
+    from bucketopt.cost.steptimer import StepTimer
 
     timer = StepTimer("steps.csv")
     for batch in loader:
@@ -19,7 +19,7 @@ Plain training loop::
 
 transformers ``Trainer``::
 
-    from bucketopt.steptimer import step_timer_callback
+    from bucketopt.cost.steptimer import step_timer_callback
 
     trainer = Trainer(..., callbacks=[step_timer_callback("steps.csv")])
 
@@ -36,7 +36,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 
 COLUMNS = ("batch_size", "padded_len", "seconds", "step")
 

@@ -4,14 +4,16 @@ One micro-batch of ``s`` rows padded to length ``L`` takes
 ``t = alpha + beta * s * L + gamma * s * L**2`` seconds on one GPU. A padding-free (packed)
 micro-batch, one row of documents d_i with document-masked attention, takes
 ``alpha + beta * sum d_i + gamma * sum d_i**2`` (:meth:`CostModel.batch_times` reads both kinds
-from an :class:`~bucketopt.epoch.Epoch`; :mod:`bucketopt.packed` simulates packed epochs).
+from an :class:`~bucketopt.training.epoch.Epoch`; :mod:`bucketopt.training.packed` simulates packed
+epochs).
 With data parallelism over ``G`` GPUs the batches ``i*G .. i*G + G - 1`` of an epoch run at
 once and the step waits for the slowest of them. Throughput counts real tokens only, over all
 GPUs; the ETA is ``epochs x epoch time``. See docs/cost_model.md for the fit and its residuals.
 
 Two ways to evaluate a batching:
 
-- :func:`time_epoch` on any :class:`~bucketopt.epoch.Epoch` (simulated or from a real sampler):
+- :func:`time_epoch` on any :class:`~bucketopt.training.epoch.Epoch` (simulated or from a real
+sampler):
   the real batch order, step time = max over ranks, the last partial step included.
 - :func:`annotate` on a :class:`~bucketopt.solution.Solution` (the analytic fast path): the
   batch-time distribution of the buckets in closed form, and the expected slowest of ``G``
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 
 SECONDS_PER_DAY = 86_400.0
 PROFILE_KEYS = ("name", "description", "alpha", "beta", "gamma", "world_size", "token_budget",
@@ -106,7 +108,8 @@ class CostModel:
         return self.alpha + s * length * (self.beta + self.gamma * length)
 
     def batch_times(self, epoch) -> np.ndarray:
-        """Seconds of every micro-batch of an :class:`~bucketopt.epoch.Epoch`: padded batches
+        """Seconds of every micro-batch of an :class:`~bucketopt.training.epoch.Epoch`: padded
+        batches
         as :meth:`micro_batch_time`, padding-free ones ``alpha + beta * tokens + gamma *
         sum d**2``."""
         if epoch.attention is None:
@@ -295,7 +298,7 @@ def step_times(epoch, cost_model: CostModel) -> np.ndarray:
 
 
 def time_epoch(epoch, cost_model: CostModel) -> EpochTiming:
-    """Time of an :class:`~bucketopt.epoch.Epoch` in training order under ``cost_model``.
+    """Time of an :class:`~bucketopt.training.epoch.Epoch` in training order under ``cost_model``.
 
     Batches ``i*G .. i*G + G - 1`` form step ``i`` (a DistributedSampler-style split); a step
     lasts as long as its slowest micro-batch. Ktok/s counts real tokens over all GPUs.
@@ -423,8 +426,8 @@ def annotate(solution, hist, cost_model: CostModel, *, sync_buckets=False):
         raise BucketoptError("throughput needs a token_budget (the batch sizes come from it).")
     extra = dict(solution.extra)
     if sync_buckets is True:
+        from ..synced import synced_features
         from .intervals import _sets, from_seconds
-        from .synced import synced_features
 
         features = synced_features(hist, solution.boundaries, solution.token_budget,
                                    solution.pad, cost_model.world_size)

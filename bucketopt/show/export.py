@@ -9,7 +9,8 @@ Lengths are integers (tokens), so an exclusive upper bound u for "x < u" is our 
 
 Formats
 -------
-``sampler``  bucketopt's own :class:`~bucketopt.sampler.BucketBatchSampler` (inclusive edges).
+``sampler``  bucketopt's own :class:`~bucketopt.training.sampler.BucketBatchSampler` (inclusive
+edges).
 ``lhotse``   ``lhotse.dataset.DynamicBucketingSampler(duration_bins=...)``: inclusive upper
              edges since Lhotse 1.27 (``bisect_left``), exclusive bounds before (``bisect_right``);
              the installed version is detected, ``lhotse_version=`` overrides it.
@@ -20,7 +21,7 @@ Formats
 
 tests/test_export_tools.py runs the ``lhotse`` and ``nemo`` exports through Lhotse's own bucket
 assignment (its ``DynamicBucketingSampler`` on real ``CutSet`` objects) where Lhotse is installed,
-and the ``sampler`` export through :class:`~bucketopt.sampler.BucketBatchSampler` itself.
+and the ``sampler`` export through :class:`~bucketopt.training.sampler.BucketBatchSampler` itself.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ import json
 import re
 from pathlib import Path
 
-from .errors import BucketoptError
-from .solution import Solution
+from ..errors import BucketoptError
+from ..solution import Solution
 
 FORMATS = ("sampler", "lhotse", "nemo", "tf")
-SAMPLER_FORMAT = "bucketopt.sampler/1"
+SAMPLER_FORMAT = "bucketopt.training.sampler/1"
 # Lhotse 1.27.0 moved bucket selection into ``SamplingConstraint.select_bucket`` and from
 # ``bisect_right`` to ``bisect_left`` (read from the released wheels 1.16.0 ... 1.33.0).
 LHOTSE_INCLUSIVE_SINCE = (1, 27)
@@ -58,7 +59,7 @@ def _batch_sizes(solution: Solution, fmt: str) -> list[int]:
 
 
 def to_sampler_json(solution) -> dict:
-    """The configuration of :class:`bucketopt.sampler.BucketBatchSampler`.
+    """The configuration of :class:`bucketopt.training.sampler.BucketBatchSampler`.
 
     ``boundaries`` keep bucketopt's inclusive upper edges unchanged: length x goes to the first
     bucket whose edge is >= x (``numpy.searchsorted(boundaries, x, side="left")``).
@@ -66,7 +67,7 @@ def to_sampler_json(solution) -> dict:
     Examples
     --------
     >>> import bucketopt
-    >>> from bucketopt.export import to_sampler_json
+    >>> from bucketopt.show.export import to_sampler_json
     >>> cfg = to_sampler_json(bucketopt.solve([3, 4, 10, 11, 12], k=2, token_budget=24))
     >>> cfg["boundaries"], cfg["batch_sizes"], cfg["token_budget"]
     ([4, 12], [6, 2], 24)
@@ -154,7 +155,7 @@ def to_lhotse(solution, *, lhotse_version: str | None = None) -> dict:
     Examples
     --------
     >>> import bucketopt
-    >>> from bucketopt.export import to_lhotse
+    >>> from bucketopt.show.export import to_lhotse
     >>> to_lhotse(bucketopt.solve([3, 4, 10, 11, 12], k=2), lhotse_version="1.33.0")
     {'duration_bins': [4], 'num_buckets': 2}
     >>> to_lhotse(bucketopt.solve([3, 4, 10, 11, 12], k=2), lhotse_version="1.26.0")
@@ -210,7 +211,7 @@ def to_nemo(solution, *, lhotse_version: str | None = None) -> dict:
     Examples
     --------
     >>> import bucketopt
-    >>> from bucketopt.export import to_nemo
+    >>> from bucketopt.show.export import to_nemo
     >>> to_nemo(bucketopt.solve([3, 4, 10, 11, 12], k=2, token_budget=24), lhotse_version="1.33")
     {'bucket_duration_bins': [4, 12], 'bucket_batch_size': [6, 2]}
     """
@@ -247,7 +248,7 @@ def to_tf_data(solution, *, pad_to_bucket_boundary: bool = False) -> dict:
     Examples
     --------
     >>> import bucketopt
-    >>> from bucketopt.export import to_tf_data
+    >>> from bucketopt.show.export import to_tf_data
     >>> to_tf_data(bucketopt.solve([3, 4, 10, 11, 12], k=2, token_budget=24))
     {'bucket_boundaries': [5], 'bucket_batch_sizes': [6, 2], 'pad_to_bucket_boundary': False}
     """

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 
 MAX_SETS = 2000  # coefficient sets a profile may carry
 SECONDS_PER_DAY = 86_400.0
@@ -113,7 +113,7 @@ def prediction_intervals(seconds_of, profile, *, real_tokens: int, world_size=No
     --------
     >>> import bucketopt
     >>> from bucketopt.datasets import seed_like
-    >>> from bucketopt.costmodel import epoch_time
+    >>> from bucketopt.cost.costmodel import epoch_time
     >>> lengths = seed_like()[::100]
     >>> epoch = bucketopt.simulate(lengths, "shuffle", token_budget=65_536)
     >>> out = prediction_intervals(lambda m: epoch_time(epoch, m), "rtx-pro-6000-blackwell",
@@ -154,7 +154,7 @@ def _atoms_seconds(times, weights, world_size) -> float:
 
 
 def solution_intervals(solution, hist, cost_model, seconds=None) -> dict:
-    """Intervals of the analytic fast path (:func:`bucketopt.costmodel.annotate`) for
+    """Intervals of the analytic fast path (:func:`bucketopt.cost.costmodel.annotate`) for
     ``solution``: its expected epoch time re-evaluated at each coefficient set.
 
     ``seconds`` is the point prediction when the caller already has it.

@@ -21,7 +21,7 @@ designed set of shapes (s, L):
 
 The measurements go through :func:`bucketopt.calibrate` (robust fit, k-fold held-out error over
 the shapes, bootstrap intervals), and the result holds the CSV rows and a
-:class:`~bucketopt.costmodel.Profile` whose ``uncertainty`` gives every later prediction an
+:class:`~bucketopt.cost.costmodel.Profile` whose ``uncertainty`` gives every later prediction an
 interval. On CUDA the peak memory of every shape is recorded and the largest token budget whose
 peak fits ``memory_fraction`` of the card is reported (the longest length is the worst case at a
 given budget), as NeMo's OOMptimizer does for batch sizes.
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 
 DEVICES = ("cpu", "cuda", "mps")
 DTYPES = ("float32", "bfloat16")

@@ -7,10 +7,11 @@ pyarrow; ``datasets`` is not needed), and directories or globs of shards. A tabl
 ``SELECT len, count(*) ... GROUP BY len``.
 
 :func:`load_lengths` returns one length per sample; :func:`load_histogram` folds the source batch
-by batch into a :class:`~bucketopt.histogram.Histogram`, so its memory does not grow with the row
+by batch into a :class:`~bucketopt.data.histogram.Histogram`, so its memory does not grow with the
+row
 count. :func:`open_source` resolves a source and its column without reading the data, for callers
 that want to say which column was used. Every path ends in the one choke point of
-:mod:`bucketopt.histogram`.
+:mod:`bucketopt.data.histogram`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 from .guards import compressed_kind, path_kind, short
 from .histogram import Histogram, HistogramBuilder, validate_lengths
 
@@ -94,7 +95,7 @@ class Source:
 
     def histogram(self, *, progress: bool | None = None) -> Histogram:
         """Fold the source into a histogram, batch by batch."""
-        from .progress import Progress
+        from ..progress import Progress
 
         builder = HistogramBuilder(name=self._name)
         with Progress(self.label, self.num_rows, enabled=progress) as bar:

@@ -16,7 +16,7 @@ import errno
 import os
 import stat
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 
 # A token budget is refused when the batch size of the shortest samples, token_budget //
 # min_length, exceeds both the number of samples and this many (a batch larger than the data

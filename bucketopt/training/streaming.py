@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import BucketoptError
-from .histogram import Histogram, validate_lengths
-from .solution import batch_sizes_for, check_boundaries, check_token_budget
+from ..data.histogram import Histogram, validate_lengths
+from ..errors import BucketoptError
+from ..solution import batch_sizes_for, check_boundaries, check_token_budget
 
 __all__ = ["SamplePlan", "StreamBatcher", "dkw_epsilon", "plan_from_sample", "sample_lengths"]
 
@@ -147,7 +147,7 @@ def plan_from_sample(sample, k, *, token_budget, confidence=0.95, max_length=Non
     >>> low <= plan.padding_fraction_sample <= high
     True
     """
-    from .solver import solve
+    from ..solver import solve
 
     sample = validate_lengths(sample, name="sample")
     eps = dkw_epsilon(sample.size, confidence)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 OPTIMAL_COLOR = "#1f5fb4"
@@ -92,11 +92,11 @@ def rule_curves(sweep, lengths, rules=None, *, profile=None, world_size=None, ep
     whose edges do not fit the sweep's token budget at some k is left out at that k.
     """
     try:
-        from .heuristics import RULES, rule_of_thumb
+        from ..heuristics import RULES, rule_of_thumb
     except ImportError:
         return {}
-    from .histogram import as_histogram
-    from .solver import evaluate
+    from ..data.histogram import as_histogram
+    from ..solver import evaluate
 
     hist = as_histogram(lengths)
     first = sweep.solutions[0]
@@ -158,7 +158,7 @@ def plot_padding_vs_k(sweep, lengths=None, *, rules=None, ax=None):
     Examples
     --------
     >>> import bucketopt
-    >>> from bucketopt.plots import plot_padding_vs_k
+    >>> from bucketopt.show.plots import plot_padding_vs_k
     >>> s = bucketopt.sweep([3, 4, 10, 11, 12, 40], ks=[1, 2, 3])
     >>> plot_padding_vs_k(s).get_xlabel()
     'number of buckets K'
@@ -306,7 +306,7 @@ def plot_histogram(lengths, solution=None, *, bins=120, xscale="auto", ax=None):
     Examples
     --------
     >>> import bucketopt
-    >>> from bucketopt.plots import plot_histogram
+    >>> from bucketopt.show.plots import plot_histogram
     >>> lengths = [3, 4, 10, 11, 12, 40]
     >>> ax = plot_histogram(lengths, bucketopt.solve(lengths, k=2, token_budget=80))
     >>> ax.get_xlabel()
@@ -314,7 +314,7 @@ def plot_histogram(lengths, solution=None, *, bins=120, xscale="auto", ax=None):
     """
     from matplotlib.ticker import FuncFormatter
 
-    from .histogram import as_histogram
+    from ..data.histogram import as_histogram
 
     if xscale not in ("auto", "linear", "log"):
         raise BucketoptError(f"`xscale` must be 'auto', 'linear' or 'log'; got {xscale!r}.")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import BucketoptError
+from ..errors import BucketoptError
 
 # Padding and token totals are exact int64 sums. Every total is bounded by n * max_length, and the
 # DP adds an "unreachable" sentinel of 2**61 on top of a cost, so we keep the bound below 2**60.

@@ -1,0 +1,3 @@
+"""Output for people: plots, reports, exports to other tools, and the side-by-side comparison of
+batching strategies.
+"""

@@ -1,0 +1,99 @@
+"""The padding-free rows of ``bucketopt compare``: ``packed``, ``packed-balanced`` and
+``packed-bucketed`` simulated and timed (:mod:`bucketopt.training.packed`), and the answer line
+naming the fastest strategy whose step mix is at least as diverse as the full shuffle."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.histogram import validate_lengths
+from ..errors import BucketoptError
+from ..training.diversity import measure
+from ..training.packed import (
+    STRATEGIES,
+    analytic_packed_seconds,
+    level_align,
+    packed_batches,
+    packing_levels,
+    simulate_packed,
+)
+from .comparison import strategy_row
+
+
+def packed_rows(lengths, k, *, token_budget, cost_model=None, world_size=1, grad_accum=1,
+                seed=0, simulations=1, diversity=True, strategies=None,
+                timing=True) -> tuple[dict, dict]:
+    """The packed rows of ``bucketopt compare``: (rows, epochs), name -> row dict and name ->
+    the simulated epochs.
+
+    Without a cost model only ``"packed"`` is built (the other strategies plan for time: the
+    balancing weights and the levels come from the cost model). ``world_size`` is the cost
+    model's when one is given. Each row holds what :func:`bucketopt.show.comparison.strategy_row`
+    gives (padding 0: rows are padding-free), ``fill`` (mean row tokens / ``token_budget``),
+    ``boundaries`` (the levels of ``packed-bucketed``), with a cost model
+    ``ktok_per_s_analytic`` for ``packed`` and ``packed-bucketed`` and (``timing``) the
+    simulated ``ktok_per_s``, ``eta_days``, ``wait_fraction`` and their intervals, and with
+    ``diversity`` the ``step_mix_gap`` and ``epoch_churn`` of epochs 0 and 1 over
+    ``world_size`` x ``grad_accum`` rows per step. Every row's ``kind`` is ``"packed"`` and its
+    ``packing`` the strategy.
+    """
+    lengths = validate_lengths(lengths)
+    g = cost_model.world_size if cost_model is not None else world_size
+    if strategies is None:
+        strategies = ("packed", "packed-balanced", "packed-bucketed") if cost_model is not None \
+            else ("packed",)
+    rows, epochs = {}, {}
+    for name in strategies:
+        if name not in STRATEGIES:
+            raise BucketoptError(f"`strategies` must be among {', '.join(STRATEGIES)}; "
+                                 f"got {name!r}.")
+        if name != "packed" and cost_model is None and name != "packed-bfd":
+            raise BucketoptError(f"strategy {name!r} plans for time: it needs a cost model.")
+        levels = None
+        if name == "packed-bucketed":
+            align = level_align(lengths)
+            levels = packing_levels(lengths, k, token_budget=token_budget,
+                                    cost_model=cost_model, align=align)
+        kw = dict(token_budget=token_budget, world_size=g, boundaries=levels, seed=seed,
+                  cost_model=cost_model)
+        eps = [simulate_packed(lengths, name, epoch=e, **kw) for e in range(simulations)]
+        row = strategy_row(name, "packed", eps, boundaries=levels)
+        row["packing"] = name
+        row["fill"] = float(np.mean([e.total_real_tokens / (e.n_batches * token_budget)
+                                     for e in eps]))
+        row["world_size"] = g
+        if diversity:
+            pair = [packed_batches(lengths, name, epoch=e, **kw) for e in (0, 1)]
+            d = measure(lengths, *pair, world_size=g, grad_accum=grad_accum)
+            row.update(step_mix_gap=d.step_mix_gap, epoch_churn=d.epoch_churn,
+                       diversity_ranks=g, grad_accum=grad_accum)
+        if cost_model is not None and timing:
+            from ..cost.costmodel import timing_fields
+            from ..cost.intervals import epochs_intervals
+
+            row.update(timing_fields(eps, cost_model))
+            row.update(epochs_intervals(eps, cost_model))
+        if cost_model is not None and name in ("packed", "packed-bucketed"):
+            seconds = analytic_packed_seconds(lengths, levels, token_budget, cost_model)
+            row["ktok_per_s_analytic"] = float(lengths.sum()) / seconds / 1e3
+        if levels is not None:
+            row["levels_align"] = align
+        rows[name], epochs[name] = row, eps
+    return rows, epochs
+
+
+def fastest_diverse(rows) -> str | None:
+    """The name of the fastest row (``ktok_per_s``) whose ``step_mix_gap`` is at most the
+    ``shuffle`` row's (its optimizer steps mix lengths at least as well as a full shuffle), or
+    None when the rows lack the figures."""
+    shuffle = rows.get("shuffle", {}).get("step_mix_gap")
+    if shuffle is None:
+        return None
+    best, rate = None, -1.0
+    for name, row in rows.items():
+        gap, speed = row.get("step_mix_gap"), row.get("ktok_per_s")
+        if gap is None or speed is None or gap > shuffle + 1e-12:
+            continue
+        if speed > rate:
+            best, rate = name, speed
+    return best

@@ -1,0 +1,3 @@
+"""Training with boundaries: epochs of batches, simulation, the DDP batch sampler and its plans,
+packing into padding-free rows, diversity figures and streaming.
+"""
