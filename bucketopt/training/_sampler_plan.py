@@ -107,20 +107,30 @@ def build_plan(sampler, epoch: int, rng, *, world_size: int, grad_accum: int, me
                segments=()) -> EpochPlan:
     """Plan ``members`` (dataset indices; None = every sample) over ``world_size`` ranks."""
     G, A = world_size, grad_accum
-    grouped, counts = grouped_members(sampler, members)
-    n = int(grouped.size)
-    if n == 0:
+    laid = pack_and_lay_out(sampler, rng, G, A, members, segments, _pack)
+    if laid is None:
         return empty_plan(epoch, G, A, segments)
-    order, starts, stops, buckets = _pack(sampler, rng, grouped, counts)
-    natural = starts.size
-    starts, stops, buckets, split = lay_out(sampler, starts, stops, buckets, G, A, rng, n,
-                                            segments)
+    order, starts, stops, buckets, natural, split, n = laid
     kept = int((stops - starts).sum())
     return EpochPlan(epoch=epoch, world_size=G, grad_accum=A, order=order, starts=starts,
                      stops=stops, buckets=buckets, natural_batches=int(natural),
                      split_batches=int(split), dropped=n - kept,
                      dropped_batches=int(natural + split - starts.size),
                      mixed_steps=mixed_steps(buckets, G), segments=tuple(segments))
+
+
+def pack_and_lay_out(sampler, rng, G, A, members, segments, pack):
+    """``members`` grouped by bucket, cut by ``pack`` (batches or rows) and laid out over the
+    ranks: (order, starts, stops, buckets, natural count, split count, n), or None when empty."""
+    grouped, counts = grouped_members(sampler, members)
+    n = int(grouped.size)
+    if n == 0:
+        return None
+    order, starts, stops, buckets = pack(sampler, rng, grouped, counts)
+    natural = starts.size
+    starts, stops, buckets, split = lay_out(sampler, starts, stops, buckets, G, A, rng, n,
+                                            segments)
+    return order, starts, stops, buckets, natural, split, n
 
 
 def grouped_members(sampler, members):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._sampler_plan import EpochPlan, empty_plan, grouped_members, lay_out, mixed_steps
+from ._sampler_plan import EpochPlan, empty_plan, mixed_steps, pack_and_lay_out
 
 VARLEN = ("varlen", "varlen-balanced")
 
@@ -51,14 +51,10 @@ def build_varlen_plan(sampler, epoch: int, rng, *, world_size: int, grad_accum: 
                       members=None, segments=()) -> EpochPlan:
     """Plan ``members`` (dataset items; None = every sample) as rows over ``world_size`` ranks."""
     G, A = world_size, grad_accum
-    grouped, counts = grouped_members(sampler, members)
-    n = int(grouped.size)
-    if n == 0:
+    laid = pack_and_lay_out(sampler, rng, G, A, members, segments, _pack)
+    if laid is None:
         return empty_plan(epoch, G, A, segments)
-    order, starts, stops, buckets = _pack(sampler, rng, grouped, counts)
-    natural = starts.size
-    starts, stops, buckets, split = lay_out(sampler, starts, stops, buckets, G, A, rng, n,
-                                            segments)
+    order, starts, stops, buckets, natural, split, n = laid
     # rows in training order, each a contiguous slice of the new order
     sizes = stops - starts
     order = _gather(order, starts, sizes)
