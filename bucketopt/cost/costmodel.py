@@ -109,8 +109,7 @@ class CostModel:
 
     def batch_times(self, epoch) -> np.ndarray:
         """Seconds of every micro-batch of an :class:`~bucketopt.training.epoch.Epoch`: padded
-        batches
-        as :meth:`micro_batch_time`, padding-free ones ``alpha + beta * tokens + gamma *
+        batches as :meth:`micro_batch_time`, padding-free ones ``alpha + beta * tokens + gamma *
         sum d**2``."""
         if epoch.attention is None:
             return self.micro_batch_time(epoch.sizes, epoch.padded_lens)

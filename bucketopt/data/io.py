@@ -6,9 +6,8 @@ pyarrow; ``datasets`` is not needed), and directories or globs of shards. A tabl
 *histogram* (columns ``length,count``): the sufficient statistic any engine can produce with
 ``SELECT len, count(*) ... GROUP BY len``.
 
-:func:`load_lengths` returns one length per sample; :func:`load_histogram` folds the source batch
-by batch into a :class:`~bucketopt.data.histogram.Histogram`, so its memory does not grow with the
-row
+:func:`load_lengths` returns one length per sample; :func:`load_histogram` folds the source batch by
+batch into a :class:`~bucketopt.data.histogram.Histogram`, so its memory does not grow with the row
 count. :func:`open_source` resolves a source and its column without reading the data, for callers
 that want to say which column was used. Every path ends in the one choke point of
 :mod:`bucketopt.data.histogram`.

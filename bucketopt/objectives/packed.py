@@ -21,11 +21,10 @@ candidate edges (``level_layers_kernel``, O(K m^2)):
 - a step is the slowest of G rows: mean + sigma * e_G, e_G the expected maximum of G standard
   normals (the normal approximation to the rows' time), over R / G steps.
 
-With one level over all documents this is the analytic estimate of plain greedy packing of a
-shuffle (:func:`bucketopt.training.packed.analytic_packed_seconds`); tests/test_packing_time.py
-checks it
-against the mean of simulated epochs, and the DP against brute force over every boundary set.
-The solver's ``solve()`` does not offer this objective (its Solution reports padded batches);
+With one level over all documents this is the analytic estimate of plain greedy packing of a shuffle
+(:func:`bucketopt.training.packed.analytic_packed_seconds`); tests/test_packing_time.py checks it
+against the mean of simulated epochs, and the DP against brute force over every boundary set. The
+solver's ``solve()`` does not offer this objective (its Solution reports padded batches);
 :func:`bucketopt.training.packed.packing_levels` runs it.
 """
 

@@ -169,9 +169,8 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     (bucketed), and best-fit-decreasing packing.
 
     ``diversity`` adds ``step_mix_gap`` and ``epoch_churn`` (:mod:`bucketopt.training.diversity`,
-    over
-    ``world_size`` ranks x ``grad_accum`` micro-steps) to the sorted, shuffle and bucketed rows;
-    ``sampler=True`` adds a "sampler" row: :class:`~bucketopt.BucketBatchSampler`'s real batch
+    over ``world_size`` ranks x ``grad_accum`` micro-steps) to the sorted, shuffle and bucketed
+    rows; ``sampler=True`` adds a "sampler" row: :class:`~bucketopt.BucketBatchSampler`'s real batch
     order (one bucket per micro-step on every rank), timed like the others.
 
     Bucketed strategies use fixed batch sizes B_k = floor(T / b_k), so their simulated padding

@@ -4,10 +4,9 @@ A *row* is a list of documents trained as one flattened, document-masked sequenc
 :mod:`bucketopt.integrations.collate`); it holds at most ``token_budget`` real tokens and no
 padding. The epoch is planned as the padded sampler's is, with rows in place of batches:
 
-1. the samples of every bucket are shuffled (from ``(seed, epoch)``) and packed greedily into
-   rows (:func:`bucketopt.training.packing.pack_rows`): documents of a bucket share rows, so
-   boundaries make
-   rows of similar documents (bucketed packing); one bucket is plain packing of a shuffle;
+1. the samples of every bucket are shuffled (from ``(seed, epoch)``) and packed greedily into rows
+   (:func:`bucketopt.training.packing.pack_rows`): documents of a bucket share rows, so boundaries
+   make rows of similar documents (bucketed packing); one bucket is plain packing of a shuffle;
 2. the rows are laid out over the ranks by the same code as batches (``_sampler_plan``): equal
    counts on every rank by splitting the rows with most documents in two (a part of a row is still
    under the budget), whole optimizer steps where the data allows, ``sync_buckets`` and
@@ -15,8 +14,7 @@ padding. The epoch is planned as the padded sampler's is, with rows in place of 
 3. ``packing="varlen-balanced"`` then balances the ranks inside every optimizer step (``G * A``
    rows): the documents of every micro-step are re-dealt over its ``G`` rows
    (:func:`bucketopt.training.packing.balance_steps`: longest processing time first by d**2, under
-   the
-   budget), after regrouping the step's rows into micro-steps by decreasing attention where that
+   the budget), after regrouping the step's rows into micro-steps by decreasing attention where that
    lowers the step's sum of heaviest ranks (heavy rows then wait for each other, not for light
    ones). An optimizer step keeps its documents and its ``G * A`` rows, so counts, exactly-once,
    the step's length mix and the resume logic are those of step 2.
@@ -102,8 +100,7 @@ def _balance(sampler, order, starts, G, A):
 
     Two candidates per optimizer step (``G * A`` rows): (a) every micro-step's documents re-dealt
     over its G rows (:func:`bucketopt.training.packing.balance_steps`); (b) the same after the
-    step's rows
-    are regrouped into micro-steps by decreasing attention (by bucket first with
+    step's rows are regrouped into micro-steps by decreasing attention (by bucket first with
     ``sync_buckets=True``, so a micro-step keeps one bucket), which puts the heavy rows of a step
     side by side instead of one per micro-step. Each optimizer step keeps the candidate whose
     micro-steps' heaviest ranks sum lower, so it is never above the unbalanced rows (candidate

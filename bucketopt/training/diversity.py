@@ -193,8 +193,7 @@ def comparison_diversity(lengths, boundaries, *, token_budget, world_size=1, gra
 
     "sorted", "shuffle" and "bucketed" are measured on the very batches their rows simulate
     (:func:`bucketopt.training.simulate.batch_plan`, epochs 0 and 1, fixed packing; "bucketed" puts
-    the
-    batches of all buckets in random order); "sampler" on :class:`~bucketopt.BucketBatchSampler`
+    the batches of all buckets in random order); "sampler" on :class:`~bucketopt.BucketBatchSampler`
     with ``world_size`` and ``grad_accum``. Returns name -> {"step_mix_gap", "epoch_churn"}.
 
     Everything runs on arrays (no list of batches): "sorted" comes from the histogram alone

@@ -156,8 +156,7 @@ def _level_rows(shuffled, edges, capacity, g, rng):
 def simulate_packed(lengths, strategy, *, token_budget, world_size=1, boundaries=None, seed=0,
                     epoch=0, window=DEFAULT_WINDOW, cost_model=None) -> Epoch:
     """One packed epoch as an :class:`~bucketopt.training.epoch.Epoch` of padding-free rows (tokens
-    and
-    the sum of d**2 per row, ``buckets`` the level of each row for ``"packed-bucketed"``).
+    and the sum of d**2 per row, ``buckets`` the level of each row for ``"packed-bucketed"``).
 
     Examples
     --------

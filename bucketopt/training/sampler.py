@@ -413,8 +413,7 @@ class BucketBatchSampler:
 
     def epoch_view(self, epoch=None, *, pad=None):
         """The epoch as an :class:`bucketopt.training.epoch.Epoch` over all ranks in step order
-        (global
-        batches ``i*G .. i*G + G - 1`` form micro-step ``i``), for the cost model.
+        (global batches ``i*G .. i*G + G - 1`` form micro-step ``i``), for the cost model.
 
         ``pad="batch"`` (the default for padded batches) pads each batch to its longest sample;
         ``"edge"`` to its bucket edge; ``"varlen"`` (the default for ``packing="varlen"``) times
