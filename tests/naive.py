@@ -274,6 +274,27 @@ def expected_bucket_padding_exact(xs, size):
     return total
 
 
+def bucket_padding_of_histogram(values, counts, size):
+    """:func:`expected_bucket_padding_exact` for a bucket given as a histogram (sorted distinct
+    ``values`` and their ``counts``), for buckets too large to list (Fraction)."""
+    from fractions import Fraction
+
+    values, counts = [int(v) for v in values], [int(c) for c in counts]
+    n = sum(counts)
+    size = min(size, n)
+
+    def e_max(m):
+        total, below = 0, 0
+        for v, c in zip(values, counts):
+            total += v * (math.comb(below + c, m) - math.comb(below, m))
+            below += c
+        return Fraction(total, math.comb(n, m))
+
+    q, r = divmod(n, size)
+    real = sum(v * c for v, c in zip(values, counts))
+    return q * size * e_max(size) + (r * e_max(r) if r else 0) - real
+
+
 def expected_bucket_padding_enumerated(xs, size):
     """The same expectation by walking every permutation of the bucket (tiny buckets only)."""
     from fractions import Fraction

@@ -50,21 +50,7 @@ def test_expected_padding_large_bucket_to_1e9(size):
     rng = np.random.default_rng(size)
     xs = np.rint(rng.lognormal(6.5, 0.6, size=30_000)).astype(np.int64) + 1
     hist = Histogram.from_lengths(xs)
-    from fractions import Fraction
-    from math import comb
-
-    n = hist.n
-    q, r = divmod(n, size)
-    cum = np.cumsum(hist.counts).tolist()
-
-    def e_max(m):
-        total, prev = 0, 0
-        for v, c in zip(hist.values.tolist(), cum):
-            total += v * (comb(c, m) - comb(prev, m))
-            prev = c
-        return Fraction(total, comb(n, m))
-
-    exact = q * size * e_max(size) + (r * e_max(r) if r else 0) - hist.real_tokens
+    exact = naive.bucket_padding_of_histogram(hist.values, hist.counts, size)
     fast = expected_padding_per_bucket(hist, [hist.max_length], [size])[0]
     assert rel(fast, exact) < 1e-9
 
@@ -266,9 +252,6 @@ def test_log_binom_ratio_against_high_precision(mp, n, s, where, near):
 @pytest.mark.parametrize("size", [2, 7, 64, 301])
 def test_expected_padding_above_the_table_to_1e9(size):
     # 3,000,000 samples (above WALK_TABLE_MAX): the walks use Stirling differences, no table.
-    from fractions import Fraction
-    from math import comb
-
     from bucketopt.batchpad import WALK_TABLE_MAX, walk_tables
 
     rng = np.random.default_rng(size)
@@ -277,18 +260,7 @@ def test_expected_padding_above_the_table_to_1e9(size):
     counts[-1] += 3_000_000 - counts.sum() if counts.sum() < 3_000_000 else 0
     hist = Histogram(values.astype(np.int64), counts.astype(np.int64))
     assert hist.n > WALK_TABLE_MAX and walk_tables(hist.n)[0].size == 1
-    n = hist.n
-    q, r = divmod(n, size)
-    cum = np.cumsum(hist.counts).tolist()
-
-    def e_max(m):
-        total, prev = 0, 0
-        for v, c in zip(hist.values.tolist(), cum):
-            total += v * (comb(c, m) - comb(prev, m))
-            prev = c
-        return Fraction(total, comb(n, m))
-
-    exact = q * size * e_max(size) + (r * e_max(r) if r else 0) - hist.real_tokens
+    exact = naive.bucket_padding_of_histogram(hist.values, hist.counts, size)
     fast = expected_padding_per_bucket(hist, [hist.max_length], [size])[0]
     assert rel(fast, exact) < 1e-9
 
@@ -319,7 +291,6 @@ def test_table_and_stirling_walks_agree(xs, size, scale):
 def test_more_samples_than_the_old_table_allowed():
     # 70 million samples over 40 lengths: no table, memory does not grow with n.
     from fractions import Fraction
-    from math import comb
 
     values = np.linspace(100, 5000, 40).astype(np.int64)
     counts = np.full(40, 1_750_000, dtype=np.int64)
@@ -329,21 +300,8 @@ def test_more_samples_than_the_old_table_allowed():
     lo_v = 0
     for edge in sol.boundaries:
         inside = (values > lo_v) & (values <= edge)
-        vs, cs = values[inside].tolist(), counts[inside].tolist()
-        n = sum(cs)
-        size = 65_536 // edge
-        q, r = divmod(n, size)
-        cum = np.cumsum(cs).tolist()
-
-        def e_max(m, vs=vs, cum=cum, n=n):
-            acc, prev = 0, 0
-            for v, c in zip(vs, cum):
-                acc += v * (comb(c, m) - comb(prev, m))
-                prev = c
-            return Fraction(acc, comb(n, m))
-
-        total += q * size * e_max(size) + (r * e_max(r) if r else 0) - sum(
-            v * c for v, c in zip(vs, cs))
+        total += naive.bucket_padding_of_histogram(values[inside], counts[inside],
+                                                   65_536 // edge)
         lo_v = edge
     assert rel(sol.padded_tokens, total) < 1e-9
 
