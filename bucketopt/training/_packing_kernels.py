@@ -11,6 +11,23 @@ from numba import njit
 
 
 @njit(cache=True)
+def _lay_out(row_of, items, rows, order, starts, out, first_row):
+    """Write ``items`` (item t goes to row ``row_of[t]`` of ``rows``) into ``order`` from ``out``,
+    row after row in row order, items in their given order; the rows' offsets go to ``starts``
+    from ``first_row``."""
+    count = np.zeros(rows + 1, dtype=np.int64)
+    for t in range(row_of.size):
+        count[row_of[t] + 1] += 1
+    for r in range(rows):
+        count[r + 1] += count[r]
+    for r in range(rows):
+        starts[first_row + r] = out + count[r]
+    for t in range(row_of.size):
+        order[out + count[row_of[t]]] = items[t]
+        count[row_of[t]] += 1
+
+
+@njit(cache=True)
 def bfd_windows(lengths, capacity, window):
     """Best-fit decreasing inside consecutive windows of ``window`` documents.
 
@@ -46,18 +63,7 @@ def bfd_windows(lengths, capacity, window):
                 rows += 1
             room[best] -= x
             row_of[t] = best
-        # lay the rows out in opening order, members in placement order
-        count = np.zeros(rows + 1, dtype=np.int64)
-        for t in range(w):
-            count[row_of[t] + 1] += 1
-        for r in range(rows):
-            count[r + 1] += count[r]
-        for r in range(rows):
-            starts[n_rows + r] = out + count[r]
-        fill = count[:rows].copy()
-        for t in range(w):
-            order[out + fill[row_of[t]]] = idx[t]
-            fill[row_of[t]] += 1
+        _lay_out(row_of, idx, rows, order, starts, out, n_rows)
         out += w
         n_rows += rows
     return order, starts[:n_rows].copy()
@@ -133,17 +139,7 @@ def balance_kernel(lengths, weights, order, starts, world_size, capacity):
                         new_max = load[r]
                 ok = new_max < old_max
             if ok:
-                count = np.zeros(g + 1, dtype=np.int64)
-                for t in range(m):
-                    count[row_of[t] + 1] += 1
-                for r in range(g):
-                    count[r + 1] += count[r]
-                for r in range(g):
-                    new_starts[rows_out + r] = out + count[r]
-                fill = count[:g].copy()
-                for t in range(m):
-                    new_order[out + fill[row_of[t]]] = docs[rank[t]]
-                    fill[row_of[t]] += 1
+                _lay_out(row_of, docs[rank], g, new_order, new_starts, out, rows_out)
                 rows_out += g
                 dealt += 1
         if not ok:
