@@ -52,15 +52,7 @@ def bucket_partition(x, edges):
     k = edges.size
     counts = np.zeros(k, dtype=np.int64)
     for i in range(n):
-        v = x[i]
-        lo, hi = 0, k - 1
-        while lo < hi:  # first edge >= v
-            mid = (lo + hi) // 2
-            if edges[mid] < v:
-                lo = mid + 1
-            else:
-                hi = mid
-        counts[lo] += 1
+        counts[_first_at_least(edges, x[i])] += 1
     pos = np.empty(k, dtype=np.int64)
     acc = 0
     for j in range(k):
@@ -68,16 +60,9 @@ def bucket_partition(x, edges):
         acc += counts[j]
     out = np.empty_like(x)
     for i in range(n):
-        v = x[i]
-        lo, hi = 0, k - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if edges[mid] < v:
-                lo = mid + 1
-            else:
-                hi = mid
-        out[pos[lo]] = v
-        pos[lo] += 1
+        g = _first_at_least(edges, x[i])
+        out[pos[g]] = x[i]
+        pos[g] += 1
     return out, counts
 
 
