@@ -24,10 +24,23 @@ def documents():
     return lengths, [rng.integers(3, 61, d) for d in lengths]
 
 
+def tiny_llama():
+    """A causal LM with random weights (seed 0) and tiny dimensions, sdpa attention."""
+    import torch
+    import transformers
+
+    config = transformers.LlamaConfig(vocab_size=61, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=1, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=256,
+                                      bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                                      attn_implementation="sdpa")
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config)
+
+
 def main(out, phase):
     import torch
     import torch.distributed as dist
-    import transformers
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader, Dataset
 
@@ -55,13 +68,7 @@ def main(out, phase):
     loader = sampler.track(DataLoader(Docs(), batch_sampler=sampler, num_workers=2,
                                       collate_fn=lambda rows: (collate(rows),
                                                                [r["idx"] for r in rows])))
-    config = transformers.LlamaConfig(vocab_size=61, hidden_size=32, intermediate_size=64,
-                                      num_hidden_layers=1, num_attention_heads=4,
-                                      num_key_value_heads=2, max_position_embeddings=256,
-                                      bos_token_id=1, eos_token_id=2, pad_token_id=0,
-                                      attn_implementation="sdpa")
-    torch.manual_seed(0)
-    model = DistributedDataParallel(transformers.LlamaForCausalLM(config))
+    model = DistributedDataParallel(tiny_llama())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     rows, losses, tokens = [], [], []
     for step, (batch, idx) in enumerate(loader):

@@ -15,6 +15,8 @@ from bucketopt import BucketBatchSampler, BucketoptError
 from bucketopt.datasets import seed_like
 from bucketopt.training._varlen_plan import VARLEN, most_rows
 
+from ._varlen_job import tiny_llama
+
 SETTINGS = settings(max_examples=int(os.environ.get("BUCKETOPT_VARLEN_EXAMPLES", "60")),
                     deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -168,7 +170,7 @@ def test_elastic_resume_from_8_to_3_ranks(data, packing):
 
 def test_dataloader_and_collate_end_to_end():
     torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     from torch.utils.data import DataLoader, Dataset
 
     from bucketopt.integrations.collate import VarlenCollator
@@ -210,13 +212,7 @@ def test_dataloader_and_collate_end_to_end():
             seen += row.tolist()
     assert sorted(seen) == list(range(lengths.size))
     # one row through a tiny causal LM: its loss is the token-weighted loss of its documents
-    config = transformers.LlamaConfig(vocab_size=61, hidden_size=32, intermediate_size=64,
-                                      num_hidden_layers=1, num_attention_heads=4,
-                                      num_key_value_heads=2, max_position_embeddings=256,
-                                      bos_token_id=1, eos_token_id=2, pad_token_id=0,
-                                      attn_implementation="sdpa")
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).eval()
+    model = tiny_llama().eval()
     row = samplers[0].plan().batches(0)[0]
     with torch.no_grad():
         packed = model(**batches[0][0]).loss.item()
