@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._batch_sweep import stage_costs, sweep_costs, sweep_suits
+
 # Below this argument the Stirling series is not used (its truncation error at 100 is < 1e-17).
 STIRLING_MIN = 100
 # A probability below exp(LOG_ZERO) counts as 0 (it changes no sum by 1e-300 of its value).
@@ -283,7 +285,8 @@ def fill_ok(values, prefix_count, lf_hi, lf_lo, lo, hi, size, need):
 
 @njit(cache=True)
 def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_group, cand_end,
-                        cand_size, win_lo, win_hi, g, kmax, min_fill_tokens, bound, last_only):
+                        cand_size, win_lo, win_hi, g, kmax, min_fill_tokens, bound, last_only,
+                        costs):
     """Exact DP for expected dynamic padding over candidate edges, same contract as edge_layers.
 
     Candidate c (c = 0..C-1, increasing) closes group ``cand_group[c]`` (cand_group[0] = 0 is the
@@ -304,6 +307,9 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
     1..kmax-1 before the last candidate (a state of layer kmax there ends no chain of kmax
     buckets) and layer kmax alone at it; the other layers' entries at the last candidate are
     left unset (inf).
+
+    ``costs``: a (C, C) array receives the cost of every pair priced, costs[i, j] (inf for the
+    pairs skipped; a lower bound above the cap for walks stopped early); any other shape, none.
     """
     C = cand_group.size
     inf = np.inf
@@ -313,6 +319,14 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
     arg = np.full((kmax + 1, C), -1, dtype=np.int64)
     first = np.empty(kmax, dtype=np.int64)
     seen = np.full(C, -1, dtype=np.int64)  # seen[i] == j: the pair (i, j) is done
+    # the ends priced by a sweep: every start's exact cost at once, in swept[i] (inf: not wanted)
+    swept = np.full(C, inf)
+    sweep_at = np.empty(C, dtype=np.int64)
+    sweep_who = np.empty(C, dtype=np.int64)
+    sweep_out = np.empty(C)
+    keep = costs.shape[0] == C
+    if keep:
+        costs[:, :] = inf
     for j in range(1, C):
         gj = cand_group[j]
         k_lo = 1
@@ -322,6 +336,28 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
                 k_lo = kmax
             else:
                 k_hi = kmax - 1
+        use_sweep = sweep_suits(cand_size[j], j)
+        if use_sweep:
+            # every allowed start, from the nearest down: a pair's cost depends (in its last
+            # bits) on the starts swept before it, so they do not depend on the DP's state, and
+            # a bound or last_only changes no cost
+            count = 0
+            for i in range(j - 1, -1, -1):
+                swept[i] = inf
+                gi = cand_group[i]
+                if gi < win_lo[gj] or gi > win_hi[gj] or not fill_ok(
+                        values, prefix_count, lf_hi, lf_lo, cand_end[i], cand_end[j],
+                        cand_size[j], min_fill_tokens):
+                    continue
+                sweep_at[count] = cand_end[i]
+                sweep_who[count] = i
+                count += 1
+            sweep_costs(values, prefix_count, prefix_tokens, cand_end[j], cand_size[j],
+                        sweep_at[:count], sweep_out[:count])
+            for q in range(count):
+                swept[sweep_who[q]] = sweep_out[q]
+                if keep:
+                    costs[sweep_who[q], j] = sweep_out[q]
         # The starts that were best for the previous end go first: their costs make the caps of
         # the other pairs tight, so most of those stop after a few steps of their walk.
         nfirst = 0
@@ -349,11 +385,18 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
                         cap = room
             if cap < 0.0:
                 continue  # no layer can improve (bucket costs are >= 0)
-            if not fill_ok(values, prefix_count, lf_hi, lf_lo, cand_end[i], cand_end[j],
-                           cand_size[j], min_fill_tokens):
-                continue
-            cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_end[i],
-                                     cand_end[j], cand_size[j], cap)
+            if use_sweep:
+                cost = swept[i]
+                if cost == inf:
+                    continue  # not a start (fill or bound)
+            else:
+                if not fill_ok(values, prefix_count, lf_hi, lf_lo, cand_end[i], cand_end[j],
+                               cand_size[j], min_fill_tokens):
+                    continue
+                cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
+                                         cand_end[i], cand_end[j], cand_size[j], cap)
+                if keep:
+                    costs[i, j] = cost
             for k in range(k_lo, k_hi + 1):
                 v = F[k - 1, i] + cost
                 if v < F[k, j] or (v == F[k, j] and v < inf):
@@ -401,16 +444,28 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
     for t in range(1, nw):
         lo_w = offsets[t - 1]
         width = offsets[t] - lo_w
+        # the stage's pair costs that sweeps price (nan: walked below); they depend on the
+        # windows alone, so a bound changes no cost
+        swept = stage_costs(values, prefix_count, prefix_tokens, group_end, group_size, windows,
+                            offsets, t)
+        if use_suffix and t == nw - 2:
+            last = stage_costs(values, prefix_count, prefix_tokens, group_end, group_size,
+                               windows, offsets, nw - 1)
+            for jj in range(offsets[t], offsets[t + 1]):
+                j = windows[jj]
+                if j < g_last and win_lo[g_last] <= j <= win_hi[g_last] and fill_ok(
+                        values, prefix_count, lf_hi, lf_lo, group_end[j], group_end[g_last],
+                        group_size[g_last], min_fill_tokens):
+                    cost = last[0, offsets[t + 1] - 1 - jj]
+                    if np.isnan(cost):
+                        cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi,
+                                                 lf_lo, group_end[j], group_end[g_last],
+                                                 group_size[g_last], inf)
+                    suffix[jj] = cost
         for jj in range(offsets[t], offsets[t + 1]):
             j = windows[jj]
             rest = 0.0
             if use_suffix and t == nw - 2:
-                if j < g_last and win_lo[g_last] <= j <= win_hi[g_last] and fill_ok(
-                        values, prefix_count, lf_hi, lf_lo, group_end[j], group_end[g_last],
-                        group_size[g_last], min_fill_tokens):
-                    suffix[jj] = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi,
-                                                   lf_lo, group_end[j], group_end[g_last],
-                                                   group_size[g_last], inf)
                 if suffix[jj] == inf:
                     continue  # no chain goes on from here
                 rest = suffix[jj]
@@ -430,7 +485,7 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
                 if i >= j or F[pos] == inf:
                     continue
                 if use_suffix and t == nw - 1:
-                    # the last stage: its costs were walked with the stage before
+                    # the last stage: its costs were priced with the stage before
                     if suffix[pos] == inf or min(F[jj], limit) - F[pos] < 0.0:
                         continue
                     v = F[pos] + suffix[pos]
@@ -446,9 +501,10 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
                 cap = min(F[jj], limit - rest) - F[pos]
                 if cap < 0.0:
                     continue  # the prefix alone (and the last bucket) is above the bound
-                cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
-                                         group_end[i],
-                                         group_end[j], group_size[j], cap)
+                cost = swept[jj - offsets[t], offsets[t] - 1 - pos]
+                if np.isnan(cost):
+                    cost = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
+                                             group_end[i], group_end[j], group_size[j], cap)
                 v = F[pos] + cost
                 if v < F[jj] or (v == F[jj] and v < inf):
                     F[jj] = v

@@ -24,11 +24,17 @@ EXACT_CANDIDATES = 256
 # The default grid: every GRID_COUNT_STEP of the samples by rank, a geometric sequence of ratio
 # GRID_RATIO in length, both sides of every batch-size jump up to THRESHOLD_BATCH; refinement
 # windows span REFINE_RADIUS grid steps either side of each boundary.
-GRID_COUNT_STEP = 1 / 48
-GRID_RATIO = 1.04
-THRESHOLD_BATCH = 48
-REFINE_RADIUS = 3
-REFINE_BAND = 24
+GRID_COUNT_STEP = 1 / 32
+GRID_RATIO = 1.06
+THRESHOLD_BATCH = 32
+REFINE_RADIUS = 4
+REFINE_BAND = 40
+REFINE_WIDTH = 33
+# solve() also refines the best grid chain of another basin (see other_basin) when it costs at
+# most OTHER_BASIN_GAINS times the fraction that refining gained on the grid optimum more than
+# the grid optimum (never more than OTHER_BASIN_SLACK).
+OTHER_BASIN_GAINS = 2.0
+OTHER_BASIN_SLACK = 0.01
 # A sweep's grid (no refinement) marks every 1 / (2 kmax) of the samples, at most 1 / 256.
 SWEEP_GRID_MAX = 256
 
@@ -114,13 +120,16 @@ class _Data:
         self.win_lo = np.asarray(win_lo, dtype=np.int64)
         self.win_hi = np.asarray(win_hi, dtype=np.int64)
 
-    def layers(self, cand, kmax, bound=np.inf, last_only=False):
+    def layers(self, cand, kmax, bound=np.inf, last_only=False, costs=None):
+        """The DP over the candidates ``cand``; ``costs``, a (C, C) array, receives every pair
+        cost priced (see batch_layers_kernel)."""
         from .._batch_kernels import batch_layers_kernel
 
         return batch_layers_kernel(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo, cand,
                                    self.group_end[cand], self.sizes[cand], self.win_lo,
                                    self.win_hi, self.g, kmax, self.min_fill_tokens,
-                                   float(bound), bool(last_only))
+                                   float(bound), bool(last_only),
+                                   np.empty((0, 0)) if costs is None else costs)
 
     def bucket_cost(self, i, j, cap=np.inf) -> float:
         """The cost of the bucket closing group j after group i, inf unless it satisfies the
@@ -134,11 +143,6 @@ class _Data:
             return np.inf
         return float(batch_bucket_cost(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo,
                                        lo, hi, self.sizes[j], float(cap)))
-
-    def feasible_chain_cost(self, chain) -> float:
-        """The cost of ``chain`` (group indices, 0 first, g last), inf unless every bucket
-        satisfies the share windows and min_fill."""
-        return float(sum(self.bucket_cost(i, j) for i, j in zip(chain[:-1], chain[1:])))
 
     def chain_cost(self, chain) -> float:
         from .._batch_kernels import batch_bucket_cost
@@ -190,61 +194,80 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
         cand = np.unique(np.r_[0, np.asarray(candidates, dtype=np.int64), g])
         refine = False
     # solve() reads layer kmax alone: its DP keeps only the states a chain of kmax buckets can
-    # pass and is bounded by the cost of a cheap chain on the grid, which leaves layer kmax exact
-    # and the others unknown (nan).
+    # pass, which leaves layer kmax exact and the others unknown (nan). (A bound from a cheap
+    # chain no longer pays here: the sweeps price every start of an end regardless of it, and
+    # the chain cost 4 ms of the 38 ms K=6 solve on the embedded example.)
     last_only = refine and refine_ks == {kmax} and kmax > 1
-    bound = _grid_bound(data, groups, cand, kmax) if last_only else np.inf
-    opt, best = data.layers(cand, kmax, bound, last_only)
+    costs = np.empty((cand.size, cand.size)) if refine else None
+    opt, best = data.layers(cand, kmax, np.inf, last_only, costs)
     if last_only:
         best[:-1] = np.nan
     if refine:
-        opt, best = _refine_layers(data, cand, opt, best, refine_ks)
+        others = {}
+        for k in range(1, kmax + 1):
+            if (refine_ks is None or k in refine_ks) and np.isfinite(best[k - 1]):
+                other = other_basin(costs, cand, backtrack(opt, k, g), best[k - 1])
+                if other is not None:
+                    others[k] = other
+        opt, best = _refine_layers(data, cand, opt, best, refine_ks, others)
     return opt, best
 
 
-def _grid_bound(data, groups, cand, kmax) -> float:
-    """The least cost of a few chains of at most kmax buckets on the grid ``cand`` (edges at
-    quantiles of the samples, denser towards the long tail), inf when none is feasible: an upper
-    bound of the grid optimum of layer kmax."""
-    g = data.g
-    n = float(groups.prefix_count[-1])
-    t = np.arange(1, kmax) / kmax
-    best, chain = np.inf, None
-    for power in (1.0, 1.25, 1.5):
-        marks = n * (1.0 - (1.0 - t) ** power)
-        at = np.searchsorted(groups.prefix_count, marks, side="left")
-        snapped = cand[np.minimum(np.searchsorted(cand, at), cand.size - 1)]
-        trial = np.unique(np.r_[0, snapped[(snapped > 0) & (snapped < g)], g])
-        cost = data.feasible_chain_cost(trial)
-        if cost < best:
-            best, chain = cost, trial
-    if chain is None:
-        return best
-    # then each boundary in turn moves to a nearby grid edge while that lowers the cost
-    pos = list(np.searchsorted(cand, chain))
-    costs = [data.bucket_cost(cand[a], cand[b]) for a, b in zip(pos[:-1], pos[1:])]
-    for _ in range(2):
-        for u in range(1, len(pos) - 1):
-            for step in (-4, -2, -1, 1, 2, 4):
-                p = pos[u] + step
-                if not pos[u - 1] < p < pos[u + 1]:
-                    continue
-                here = costs[u - 1] + costs[u]
-                left = data.bucket_cost(cand[pos[u - 1]], cand[p], here)
-                if not left < here:
-                    continue
-                right = data.bucket_cost(cand[p], cand[pos[u + 1]], here - left)
-                if left + right < here:
-                    pos[u], costs[u - 1], costs[u] = p, left, right
-    return min(best, float(sum(costs)))
+def other_basin(costs, cand, ends, best, *, radius=None, slack=None):
+    """The best grid chain of len(ends) buckets with some boundary more than ``radius`` grid
+    steps from the same boundary of ``ends`` (the grid optimum, cost ``best``), as group
+    indices ending at g, when it costs at most (1 + ``slack``) x best; else None.
+
+    Refining only the grid optimum finds the best chain of its basin; the cost has other
+    basins, near in cost and far in edges, which a grid sees only roughly. ``costs`` holds the
+    grid DP's pair costs (inf: not priced); the cheapest chain through every candidate comes from
+    a forward and a backward pass over them (min-plus, C^2 per layer)."""
+    radius = REFINE_RADIUS if radius is None else radius
+    slack = OTHER_BASIN_SLACK if slack is None else slack
+    k = len(ends)
+    size = cand.size
+    fwd = np.full((k + 1, size), np.inf)
+    fwd_arg = np.zeros((k + 1, size), dtype=np.int64)
+    fwd[0, 0] = 0.0
+    bwd = np.full((k + 1, size), np.inf)
+    bwd_arg = np.zeros((k + 1, size), dtype=np.int64)
+    bwd[0, -1] = 0.0
+    with np.errstate(invalid="ignore"):
+        for layer in range(1, k + 1):
+            through = fwd[layer - 1][:, None] + costs
+            fwd_arg[layer] = np.argmin(through, axis=0)
+            fwd[layer] = through[fwd_arg[layer], np.arange(size)]
+            through = costs + bwd[layer - 1][None, :]
+            bwd_arg[layer] = np.argmin(through, axis=1)
+            bwd[layer] = through[np.arange(size), bwd_arg[layer]]
+    at = np.searchsorted(cand, ends)
+    top, where = np.inf, None
+    for u in range(1, k):
+        total = fwd[u] + bwd[k - u]
+        total[max(0, at[u - 1] - radius):at[u - 1] + radius + 1] = np.inf
+        c = int(np.argmin(total))
+        if total[c] < top:
+            top, where = float(total[c]), (u, c)
+    if where is None or not top <= best * (1 + slack):
+        return None
+    u, c = where
+    chain = [c]
+    for layer in range(u, 1, -1):
+        chain.insert(0, int(fwd_arg[layer, chain[0]]))
+    for layer in range(k - u, 0, -1):
+        chain.append(int(bwd_arg[layer, chain[-1]]))
+    return [int(cand[p]) for p in chain], top
 
 
-def _refine_layers(data, cand, opt, best, refine_ks=None):
+def _refine_layers(data, cand, opt, best, refine_ks=None, others=None):
     """Refine the grid optimum of every layer (:func:`refine_chain`) and write the new chains
     into ``opt``: k = kmax (the one :func:`solve` reads) first, then each other layer when
     writing it leaves every chain written so far intact. A chain written for one layer can
     share a DP state with another layer's grid chain; ``best`` is therefore recomputed from the
-    chain every layer finally backtracks to, so it always states that chain's exact cost."""
+    chain every layer finally backtracks to, so it always states that chain's exact cost.
+    ``others``: layer -> (ends, grid cost) of a chain in another basin, refined as well; the
+    better of the two refined chains is written."""
+    others = others or {}
     g = data.g
     kmax = best.size
     finite = [k for k in range(kmax, 0, -1) if np.isfinite(best[k - 1])]
@@ -254,6 +277,16 @@ def _refine_layers(data, cand, opt, best, refine_ks=None):
     written = {}
     for k in layers:
         chain, cost = refine_chain(data, cand, backtrack(opt, k, g), cost=best[k - 1])
+        # the other basin, when its grid chain is within OTHER_BASIN_GAINS times what refining
+        # gained on the grid optimum (refining it may gain as much, and more where the grid
+        # sees it worse)
+        gain = (best[k - 1] - cost) / best[k - 1] if best[k - 1] > 0 and np.isfinite(cost) \
+            else 0.0
+        if k in others and others[k][1] <= best[k - 1] * (1 + OTHER_BASIN_GAINS * gain):
+            ends = others[k][0]  # its grid cost may rest on lower bounds: price it exactly
+            chain2, cost2 = refine_chain(data, cand, ends, cost=data.chain_cost([0, *ends]))
+            if cost2 < cost:
+                chain, cost = chain2, cost2
         if not cost < best[k - 1]:
             continue
         trial = opt.copy()
@@ -271,7 +304,7 @@ def _refine_layers(data, cand, opt, best, refine_ks=None):
     return opt, best
 
 
-def refine_chain(data, cand, ends, *, width=33, max_rounds=40, band=None, cost=np.inf):
+def refine_chain(data, cand, ends, *, width=None, max_rounds=40, band=None, cost=np.inf):
     """Move every boundary of a grid optimum to the best group nearby, jointly (exact DP).
 
     Each boundary gets a window of about ``width`` groups spanning its grid neighbours; the best
@@ -284,6 +317,7 @@ def refine_chain(data, cand, ends, *, width=33, max_rounds=40, band=None, cost=n
     """
     g = data.g
     band = REFINE_BAND if band is None else band
+    width = REFINE_WIDTH if width is None else width
     bounds = [int(e) for e in ends[:-1]]
     pos = np.searchsorted(cand, bounds)
     r = REFINE_RADIUS
