@@ -17,6 +17,8 @@ One end costs O(D s) for its D distinct lengths plus O(s^2) per start, against O
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -33,15 +35,9 @@ def sweep_suits(size, starts):
     return 2 <= size <= SWEEP_MAX and starts >= SWEEP_MIN_STARTS
 
 
-@njit(cache=True)
-def _pascal(s):
-    # C(m, k) for 0 <= k <= m <= s
-    out = np.zeros((s + 1, s + 1))
-    for m in range(s + 1):
-        out[m, 0] = 1.0
-        for k in range(1, m + 1):
-            out[m, k] = out[m - 1, k - 1] + out[m - 1, k]
-    return out
+# C(m, k) for 0 <= k <= m <= SWEEP_MAX (exact in float64: C(48, 24) < 2^53)
+PASCAL = np.array([[math.comb(m, k) for k in range(SWEEP_MAX + 1)]
+                   for m in range(SWEEP_MAX + 1)], dtype=np.float64)
 
 
 @njit(cache=True)
@@ -115,15 +111,14 @@ def _cost(u, s, n, top, tokens):
 
 
 @njit(cache=True)
-def _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, states):
-    # sweep_costs; with ``states`` of one row per start, each start's scaled sums are kept there.
+def _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, states, xs, cs):
+    # sweep_costs; with ``states`` of one row per start, each start's scaled sums are kept there;
+    # xs, cs: room for the lengths that enter (x + 1 and their gaps), at least hi of each.
     top = float(values[hi - 1])
     keep = states.shape[0] == starts.size
     u = np.zeros(s + 1)
     scratch = np.empty(s + 1)
-    pascal = _pascal(s)
-    xs = np.empty(hi)  # the lengths that enter: x + 1 and their gaps
-    cs = np.empty(hi)
+    pascal = PASCAL
     lo = hi - 1  # the bucket values[lo:hi] holds the top alone: no term yet
     n = prefix_count[hi] - prefix_count[lo]
     for q in range(starts.size):
@@ -150,7 +145,8 @@ def sweep_costs(values, prefix_count, prefix_tokens, hi, s, starts, out):
     """out[q] = the expected dynamic padding of the bucket ``values[starts[q]:hi]`` with batch
     size ``s`` (2 <= s), for ``starts`` non-increasing and below ``hi``: the cost of
     :func:`bucketopt._batch_kernels.batch_bucket_cost` without its truncation."""
-    _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, np.empty((0, s + 1)))
+    _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, np.empty((0, s + 1)),
+           np.empty(hi), np.empty(hi))
 
 
 @njit(cache=True)
@@ -163,9 +159,9 @@ def window_costs(values, prefix_count, prefix_tokens, ends, s, starts, out):
     starts costs one sweep plus O(Q s) per length between the ends, not E sweeps."""
     nq = starts.size
     states = np.empty((nq, s + 1))
-    _sweep(values, prefix_count, prefix_tokens, ends[0], s, starts, out[0], states)
-    xs = np.empty(values.size)
-    cs = np.empty(values.size)
+    xs = np.empty(ends[-1])
+    cs = np.empty(ends[-1])
+    _sweep(values, prefix_count, prefix_tokens, ends[0], s, starts, out[0], states, xs, cs)
     for a in range(1, ends.size):
         old_hi = ends[a - 1]
         hi = ends[a]

@@ -352,6 +352,18 @@ def _prefix_sums(hist):
     return pc, pt
 
 
+def _histogram_of(pairs):
+    """(histogram, prefix counts, prefix tokens) of (length, count) pairs."""
+    hist = Histogram.from_lengths(np.repeat([v for v, _ in pairs], [c for _, c in pairs]))
+    return (hist, *_prefix_sums(hist))
+
+
+def _assert_exact(got, hist, lo, hi, size):
+    """``got`` is the expected dynamic padding of the bucket of groups lo..hi-1 (Fraction)."""
+    exact = naive.bucket_padding_of_histogram(hist.values[lo:hi], hist.counts[lo:hi], size)
+    assert abs(got - float(exact)) <= 1e-12 * max(float(exact), 1.0), (lo, hi)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(1, 400), st.integers(1, 30)), min_size=1, max_size=40),
        st.integers(2, 60), st.data())
@@ -360,17 +372,14 @@ def test_sweep_prices_every_start_exactly(pairs, size, data):
     # expected dynamic padding (Fraction), whatever the starts (repeated, far apart, adjacent).
     from bucketopt._batch_sweep import sweep_costs
 
-    hist = Histogram.from_lengths(np.repeat([v for v, _ in pairs], [c for _, c in pairs]))
-    pc, pt = _prefix_sums(hist)
-    m = hist.m
-    hi = data.draw(st.integers(1, m), label="end")
+    hist, pc, pt = _histogram_of(pairs)
+    hi = data.draw(st.integers(1, hist.m), label="end")
     starts = sorted(data.draw(st.lists(st.integers(0, hi - 1), min_size=1, max_size=12),
                               label="starts"), reverse=True)
     out = np.empty(len(starts))
     sweep_costs(hist.values, pc, pt, hi, size, np.asarray(starts, dtype=np.int64), out)
     for lo, got in zip(starts, out):
-        exact = naive.bucket_padding_of_histogram(hist.values[lo:hi], hist.counts[lo:hi], size)
-        assert abs(got - float(exact)) <= 1e-12 * max(float(exact), 1.0), (lo, hi)
+        _assert_exact(got, hist, lo, hi, size)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -381,12 +390,10 @@ def test_window_costs_price_every_pair_exactly(pairs, size, data):
     # pair's cost is the exact expected dynamic padding (Fraction).
     from bucketopt._batch_sweep import window_costs
 
-    hist = Histogram.from_lengths(np.repeat([v for v, _ in pairs], [c for _, c in pairs]))
-    pc, pt = _prefix_sums(hist)
-    m = hist.m
-    assume(m >= 2)
-    cut = data.draw(st.integers(1, m - 1), label="cut")
-    ends = sorted(set(data.draw(st.lists(st.integers(cut + 1, m), min_size=1, max_size=6),
+    hist, pc, pt = _histogram_of(pairs)
+    assume(hist.m >= 2)
+    cut = data.draw(st.integers(1, hist.m - 1), label="cut")
+    ends = sorted(set(data.draw(st.lists(st.integers(cut + 1, hist.m), min_size=1, max_size=6),
                                 label="ends")))
     starts = sorted(data.draw(st.lists(st.integers(0, cut - 1), min_size=1, max_size=8),
                               label="starts"), reverse=True)
@@ -395,9 +402,7 @@ def test_window_costs_price_every_pair_exactly(pairs, size, data):
                  np.asarray(starts, dtype=np.int64), out)
     for a, hi in enumerate(ends):
         for q, lo in enumerate(starts):
-            exact = naive.bucket_padding_of_histogram(hist.values[lo:hi], hist.counts[lo:hi],
-                                                      size)
-            assert abs(out[a, q] - float(exact)) <= 1e-12 * max(float(exact), 1.0), (lo, hi)
+            _assert_exact(out[a, q], hist, lo, hi, size)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

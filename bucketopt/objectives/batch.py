@@ -2,8 +2,10 @@
 
 The bucket cost (:mod:`bucketopt.batchpad`) is not Monge (B depends on the edge), so the DP
 (``batch_layers``) looks at every allowed pair of candidate edges; a pair is skipped only when a
-proven lower bound of its cost cannot improve any layer. Above EXACT_CANDIDATES groups it runs on a
-grid of candidate edges and refines the grid optimum (docs/dynamic_padding.md).
+proven lower bound of its cost cannot improve any layer; the starts of one end with a small batch
+size are priced together by a sweep (:mod:`bucketopt._batch_sweep`). Above EXACT_CANDIDATES
+groups it runs on a grid of candidate edges and refines the grid optimum and the best grid chain
+of another basin (docs/dynamic_padding.md).
 
 ``min_fill``: a bucket is allowed only when its largest batch, min(B, N) rows padded to their
 longest, is expected to hold at least ``min_fill x token_budget`` padded tokens.
@@ -130,19 +132,6 @@ class _Data:
                                    self.win_hi, self.g, kmax, self.min_fill_tokens,
                                    float(bound), bool(last_only),
                                    np.empty((0, 0)) if costs is None else costs)
-
-    def bucket_cost(self, i, j, cap=np.inf) -> float:
-        """The cost of the bucket closing group j after group i, inf unless it satisfies the
-        share windows and min_fill; above ``cap`` it may be a lower bound (still > cap)."""
-        from .._batch_kernels import batch_bucket_cost, fill_ok
-
-        lo, hi = self.group_end[i], self.group_end[j]
-        if not (self.win_lo[j] <= i <= self.win_hi[j]) or not fill_ok(
-                self.values, self.pc, self.lf_hi, self.lf_lo, lo, hi, self.sizes[j],
-                self.min_fill_tokens):
-            return np.inf
-        return float(batch_bucket_cost(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo,
-                                       lo, hi, self.sizes[j], float(cap)))
 
     def chain_cost(self, chain) -> float:
         from .._batch_kernels import batch_bucket_cost
