@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._batch_sweep import stage_costs, sweep_costs, sweep_suits
+from ._batch_sweep import pascal_table, stage_costs, sweep_costs, sweep_suits
 
 # Below this argument the Stirling series is not used (its truncation error at 100 is < 1e-17).
 STIRLING_MIN = 100
@@ -325,6 +325,7 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
     sweep_who = np.empty(C, dtype=np.int64)
     sweep_out = np.empty(C)
     keep = costs.shape[0] == C
+    pascal = pascal_table()
     if keep:
         costs[:, :] = inf
     for j in range(1, C):
@@ -353,7 +354,7 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
                 sweep_who[count] = i
                 count += 1
             sweep_costs(values, prefix_count, prefix_tokens, cand_end[j], cand_size[j],
-                        sweep_at[:count], sweep_out[:count])
+                        sweep_at[:count], sweep_out[:count], pascal)
             for q in range(count):
                 swept[sweep_who[q]] = sweep_out[q]
                 if keep:
@@ -441,16 +442,17 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
     suffix = np.full(windows.size, inf)
     use_suffix = limit < inf and nw >= 3
     g_last = windows[offsets[nw - 1]]
+    pascal = pascal_table()
     for t in range(1, nw):
         lo_w = offsets[t - 1]
         width = offsets[t] - lo_w
         # the stage's pair costs that sweeps price (nan: walked below); they depend on the
         # windows alone, so a bound changes no cost
         swept = stage_costs(values, prefix_count, prefix_tokens, group_end, group_size, windows,
-                            offsets, t)
+                            offsets, t, pascal)
         if use_suffix and t == nw - 2:
             last = stage_costs(values, prefix_count, prefix_tokens, group_end, group_size,
-                               windows, offsets, nw - 1)
+                               windows, offsets, nw - 1, pascal)
             for jj in range(offsets[t], offsets[t + 1]):
                 j = windows[jj]
                 if j < g_last and win_lo[g_last] <= j <= win_hi[g_last] and fill_ok(

@@ -17,27 +17,35 @@ One end costs O(D s) for its D distinct lengths plus O(s^2) per start, against O
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
-# Ends whose batch size is at most SWEEP_MAX are priced by a sweep when they have at least
-# SWEEP_MIN_STARTS starts to price (above it a walk's probabilities fall within a few lengths and
-# a sweep's s^2 work per start costs more than the walks).
+# The grid DP prices an end's starts by a sweep when its batch size is at most SWEEP_MAX and it has
+# at least SWEEP_MIN_STARTS starts: each start costs a Vandermonde step of s^2 / 2, and above 48 a
+# walk's probabilities collapse within a few lengths, which is cheaper. A window DP's stage pays
+# one sweep per run of ends with one batch size and O(starts x s) per end after it, cheaper than
+# walks up to STAGE_SWEEP_MAX.
 SWEEP_MAX = 48
+STAGE_SWEEP_MAX = 256
 SWEEP_MIN_STARTS = 4
 
 
 @njit(cache=True)
 def sweep_suits(size, starts):
-    """Price one end's starts by a sweep rather than by walks?"""
+    """Price one end's starts by a sweep rather than by walks (the grid DP)?"""
     return 2 <= size <= SWEEP_MAX and starts >= SWEEP_MIN_STARTS
 
 
-# C(m, k) for 0 <= k <= m <= SWEEP_MAX (exact in float64: C(48, 24) < 2^53)
-PASCAL = np.array([[math.comb(m, k) for k in range(SWEEP_MAX + 1)]
-                   for m in range(SWEEP_MAX + 1)], dtype=np.float64)
+@njit(cache=True)
+def pascal_table():
+    """C(m, k) for 0 <= k <= m <= STAGE_SWEEP_MAX, built once per DP (exact up to m = 56, then to
+    an ulp: every term of a Vandermonde step is non-negative, so that rounding stays relative)."""
+    out = np.zeros((STAGE_SWEEP_MAX + 1, STAGE_SWEEP_MAX + 1))
+    for m in range(STAGE_SWEEP_MAX + 1):
+        out[m, 0] = 1.0
+        for k in range(1, m + 1):
+            out[m, k] = out[m - 1, k - 1] + out[m - 1, k]
+    return out
 
 
 @njit(cache=True)
@@ -111,14 +119,13 @@ def _cost(u, s, n, top, tokens):
 
 
 @njit(cache=True)
-def _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, states, xs, cs):
+def _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, states, xs, cs, pascal):
     # sweep_costs; with ``states`` of one row per start, each start's scaled sums are kept there;
     # xs, cs: room for the lengths that enter (x + 1 and their gaps), at least hi of each.
     top = float(values[hi - 1])
     keep = states.shape[0] == starts.size
     u = np.zeros(s + 1)
     scratch = np.empty(s + 1)
-    pascal = PASCAL
     lo = hi - 1  # the bucket values[lo:hi] holds the top alone: no term yet
     n = prefix_count[hi] - prefix_count[lo]
     for q in range(starts.size):
@@ -141,16 +148,16 @@ def _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, states, xs, 
 
 
 @njit(cache=True)
-def sweep_costs(values, prefix_count, prefix_tokens, hi, s, starts, out):
+def sweep_costs(values, prefix_count, prefix_tokens, hi, s, starts, out, pascal):
     """out[q] = the expected dynamic padding of the bucket ``values[starts[q]:hi]`` with batch
     size ``s`` (2 <= s), for ``starts`` non-increasing and below ``hi``: the cost of
     :func:`bucketopt._batch_kernels.batch_bucket_cost` without its truncation."""
     _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, np.empty((0, s + 1)),
-           np.empty(hi), np.empty(hi))
+           np.empty(hi), np.empty(hi), pascal)
 
 
 @njit(cache=True)
-def window_costs(values, prefix_count, prefix_tokens, ends, s, starts, out):
+def window_costs(values, prefix_count, prefix_tokens, ends, s, starts, out, pascal):
     """out[a, q] = the cost of the bucket ``values[starts[q]:ends[a]]`` with batch size ``s``
     (2 <= s), for ``ends`` increasing, ``starts`` non-increasing and ``starts[0] < ends[0]``.
 
@@ -161,7 +168,8 @@ def window_costs(values, prefix_count, prefix_tokens, ends, s, starts, out):
     states = np.empty((nq, s + 1))
     xs = np.empty(ends[-1])
     cs = np.empty(ends[-1])
-    _sweep(values, prefix_count, prefix_tokens, ends[0], s, starts, out[0], states, xs, cs)
+    _sweep(values, prefix_count, prefix_tokens, ends[0], s, starts, out[0], states, xs, cs,
+           pascal)
     for a in range(1, ends.size):
         old_hi = ends[a - 1]
         hi = ends[a]
@@ -186,14 +194,14 @@ def window_costs(values, prefix_count, prefix_tokens, ends, s, starts, out):
 
 @njit(cache=True)
 def stage_costs(values, prefix_count, prefix_tokens, group_end, group_size, windows, offsets,
-                t):
+                t, pascal):
     """The costs of stage ``t`` of a window DP (batch_chain_kernel) that sweeps price:
     out[a, q] for the a-th end of window t and the q-th start of window t - 1 counted from its
     top, nan for the pairs left to walks.
 
     Runs of consecutive ends with one batch size are priced by :func:`window_costs` from the
     starts below every end of the window (all of them unless the windows overlap), when
-    :func:`sweep_suits` agrees."""
+    their batch size is 2..STAGE_SWEEP_MAX and there are at least SWEEP_MIN_STARTS starts."""
     lo_w = offsets[t - 1]
     width = offsets[t] - lo_w
     n_ends = offsets[t + 1] - offsets[t]
@@ -211,12 +219,12 @@ def stage_costs(values, prefix_count, prefix_tokens, group_end, group_size, wind
         b = a + 1
         while b < n_ends and group_size[windows[offsets[t] + b]] == size:
             b += 1
-        if starts.size > 0 and sweep_suits(size, starts.size):
+        if 2 <= size <= STAGE_SWEEP_MAX and starts.size >= SWEEP_MIN_STARTS:
             ends = np.empty(b - a, dtype=np.int64)
             for e in range(a, b):
                 ends[e - a] = group_end[windows[offsets[t] + e]]
             block = np.empty((b - a, starts.size))
-            window_costs(values, prefix_count, prefix_tokens, ends, size, starts, block)
+            window_costs(values, prefix_count, prefix_tokens, ends, size, starts, block, pascal)
             out[a:b, below:] = block
         a = b
     return out

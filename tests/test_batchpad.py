@@ -370,14 +370,15 @@ def _assert_exact(got, hist, lo, hi, size):
 def test_sweep_prices_every_start_exactly(pairs, size, data):
     # One sweep prices the buckets from several starts to one end; each cost is the exact
     # expected dynamic padding (Fraction), whatever the starts (repeated, far apart, adjacent).
-    from bucketopt._batch_sweep import sweep_costs
+    from bucketopt._batch_sweep import pascal_table, sweep_costs
 
     hist, pc, pt = _histogram_of(pairs)
     hi = data.draw(st.integers(1, hist.m), label="end")
     starts = sorted(data.draw(st.lists(st.integers(0, hi - 1), min_size=1, max_size=12),
                               label="starts"), reverse=True)
     out = np.empty(len(starts))
-    sweep_costs(hist.values, pc, pt, hi, size, np.asarray(starts, dtype=np.int64), out)
+    sweep_costs(hist.values, pc, pt, hi, size, np.asarray(starts, dtype=np.int64), out,
+                pascal_table())
     for lo, got in zip(starts, out):
         _assert_exact(got, hist, lo, hi, size)
 
@@ -388,7 +389,7 @@ def test_sweep_prices_every_start_exactly(pairs, size, data):
 def test_window_costs_price_every_pair_exactly(pairs, size, data):
     # A window of ends over a window of starts (one sweep, then each end grows the sums): every
     # pair's cost is the exact expected dynamic padding (Fraction).
-    from bucketopt._batch_sweep import window_costs
+    from bucketopt._batch_sweep import pascal_table, window_costs
 
     hist, pc, pt = _histogram_of(pairs)
     assume(hist.m >= 2)
@@ -399,7 +400,7 @@ def test_window_costs_price_every_pair_exactly(pairs, size, data):
                               label="starts"), reverse=True)
     out = np.empty((len(ends), len(starts)))
     window_costs(hist.values, pc, pt, np.asarray(ends, dtype=np.int64), size,
-                 np.asarray(starts, dtype=np.int64), out)
+                 np.asarray(starts, dtype=np.int64), out, pascal_table())
     for a, hi in enumerate(ends):
         for q, lo in enumerate(starts):
             _assert_exact(out[a, q], hist, lo, hi, size)
@@ -407,12 +408,12 @@ def test_window_costs_price_every_pair_exactly(pairs, size, data):
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 20_000), min_size=50, max_size=400, unique=True),
-       st.integers(2, 48), st.integers(1, 200_000))
+       st.integers(2, 256), st.integers(1, 200_000))
 def test_sweep_equals_the_walks_on_large_buckets(xs, size, scale):
-    # Tens of millions of samples: the sums are kept scaled (no overflow at any batch size), and the
-    # costs agree with the walks' (table or Stirling) for every start.
+    # Tens of millions of samples and batch sizes up to a window DP's largest swept one: the sums
+    # are kept scaled (no overflow), and the costs agree with the walks' (table or Stirling).
     from bucketopt._batch_kernels import batch_bucket_cost
-    from bucketopt._batch_sweep import sweep_costs
+    from bucketopt._batch_sweep import pascal_table, sweep_costs
     from bucketopt.batchpad import walk_tables
 
     rng = np.random.default_rng(len(xs))
@@ -423,7 +424,7 @@ def test_sweep_equals_the_walks_on_large_buckets(xs, size, scale):
     hi = hist.m
     starts = np.arange(hi - 1, -1, -max(1, hi // 17), dtype=np.int64)
     out = np.empty(starts.size)
-    sweep_costs(hist.values, pc, pt, hi, size, starts, out)
+    sweep_costs(hist.values, pc, pt, hi, size, starts, out, pascal_table())
     walks = [batch_bucket_cost(hist.values, pc, pt, lf_hi, lf_lo, int(lo), hi, size, np.inf)
              for lo in starts]
     assert np.all(np.isfinite(out))
