@@ -319,7 +319,8 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
     arg = np.full((kmax + 1, C), -1, dtype=np.int64)
     first = np.empty(kmax, dtype=np.int64)
     seen = np.full(C, -1, dtype=np.int64)  # seen[i] == j: the pair (i, j) is done
-    # the ends priced by a sweep: every start's exact cost at once, in swept[i] (inf: not wanted)
+    # the ends priced by a sweep: every start's exact cost at once, in swept[i] (inf: a start the
+    # share windows or min_fill rule out)
     swept = np.full(C, inf)
     sweep_at = np.empty(C, dtype=np.int64)
     sweep_who = np.empty(C, dtype=np.int64)
@@ -389,7 +390,7 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
             if use_sweep:
                 cost = swept[i]
                 if cost == inf:
-                    continue  # not a start (fill or bound)
+                    continue  # not an allowed start (share windows or min_fill)
             else:
                 if not fill_ok(values, prefix_count, lf_hi, lf_lo, cand_end[i], cand_end[j],
                                cand_size[j], min_fill_tokens):

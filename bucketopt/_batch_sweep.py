@@ -1,4 +1,4 @@
-"""numba kernel of ``pad="batch"``: the exact cost of every start of buckets that share one end.
+"""numba kernels of ``pad="batch"``: the exact costs of many buckets that share one end.
 
 A bucket's walk (:func:`bucketopt._batch_kernels.batch_bucket_cost`) costs one term per distinct
 length; with a small batch size the probabilities fall slowly, so each walk covers nearly the
@@ -7,12 +7,15 @@ For one end (top length, batch size s) and a run of starts, :func:`sweep_costs` 
 
     U[m] = sum_{v < top} gap(v) C(c(v) - base, m),   m = 0..s,
 
-and lowers the base start by start: the binomials of lengths already in the bucket move from x to
-x + e by Vandermonde's identity C(x + e, m) = sum_u C(e, u) C(x, m - u), which for the sums reads
+(scaled by m! / N^m, so that no sum overflows whatever n and s) and lowers the base start by
+start: the binomials of lengths already in the bucket move from x to x + e by Vandermonde's
+identity C(x + e, m) = sum_u C(e, u) C(x, m - u), which for the sums reads
 U'[m] = sum_u C(e, u) U[m - u], and the lengths that enter add their own terms. Every operation
-adds positive numbers, so each U[m] keeps a relative error of a few ulps per step, and
-E[max of m] = top - U[m] / C(N, m) exactly as the walk's sum (which the walk truncates at 1e-15).
+adds or multiplies non-negative numbers, so each U[m] keeps a relative error of a few ulps per
+step, and E[max of m] = top - U[m] / C(N, m) is the walk's sum without its truncation at 1e-15.
 One end costs O(D s) for its D distinct lengths plus O(s^2) per start, against O(D) per start.
+:func:`window_costs` prices several ends of one batch size from one sweep, and
+:func:`stage_costs` a whole stage of a window DP (docs/dynamic_padding.md).
 """
 
 from __future__ import annotations
