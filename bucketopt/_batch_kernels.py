@@ -259,14 +259,33 @@ def batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo, lo, hi,
     sb, exact = _walk(values, prefix_count, lf_hi, lf_lo, lo, hi, size, wb, r_low - tokens, cap,
                       tol, span)
     full = wb * (top - sb)
-    if not exact or r <= 1:
-        return full + r_low - tokens  # E[M_1] is the mean
-    if full + r_low - tokens > cap:
-        return full + r_low - tokens
+    if not exact:
+        return _above(full + r_low - tokens, cap)
+    if r <= 1 or full + r_low - tokens > cap:
+        return full + r_low - tokens  # E[M_1] is the mean; else a bound above cap
     fr = float(r)
     sr, exact = _walk(values, prefix_count, lf_hi, lf_lo, lo, hi, r, fr, full - tokens, cap, tol,
                       span)
-    return full + fr * (top - sr) - tokens
+    cost = full + fr * (top - sr) - tokens
+    return cost if exact else _above(cost, cap)
+
+
+@njit(cache=True)
+def _above(bound, cap):
+    # A walk stops once its lower bound of the cost exceeds ``cap``; summed again in another
+    # order, that bound can round back to cap or below when both are near 0 against the bucket's
+    # tokens (buckets of batch size 1 cost 0): return it strictly above cap, as the DPs assume.
+    return bound if bound > cap else np.nextafter(cap, np.inf)
+
+
+@njit(cache=True)
+def _limit(bound, values, prefix_count):
+    # The most a state may cost and still lie on a chain of cost ``bound``: the bound plus a
+    # margin for rounding, 1e-9 of it and 1e-12 of n x (longest length), the scale of the token
+    # sums whose differences the costs are (a bound of 0 needs the second).
+    if bound == np.inf:
+        return np.inf
+    return bound + 1e-9 * abs(bound) + 1e-12 * float(prefix_count[-1]) * float(values[-1]) + 1e-9
 
 
 @njit(cache=True)
@@ -298,10 +317,10 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
     closes there) and best (kmax,) float64 (inf when infeasible).
 
     ``bound`` (inf when none is known): the cost of a feasible chain of candidates with at most
-    kmax buckets. A state above it (with a margin of 1e-9 of it) cannot lie on the best chain of
-    layer kmax (bucket costs are >= 0), so a pair is walked only until its cost is proven to
-    lift every layer above it: layer kmax comes out exactly as without the bound, the other
-    layers do not (their optima may lie above it).
+    kmax buckets. A state above it (with a margin for rounding, see _limit) cannot lie on the
+    best chain of layer kmax (bucket costs are >= 0), so a pair is walked only until its cost is
+    proven to lift every layer above it: layer kmax comes out exactly as without the bound, the
+    other layers do not (their optima may lie above it).
 
     ``last_only``: only layer kmax at the last candidate is wanted, so the DP keeps layers
     1..kmax-1 before the last candidate (a state of layer kmax there ends no chain of kmax
@@ -313,7 +332,7 @@ def batch_layers_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, cand_
     """
     C = cand_group.size
     inf = np.inf
-    limit = bound + 1e-9 * abs(bound) + 1e-9 if bound < inf else inf
+    limit = _limit(bound, values, prefix_count)
     F = np.full((kmax + 1, C), inf)
     F[:, 0] = 0.0
     arg = np.full((kmax + 1, C), -1, dtype=np.int64)
@@ -426,8 +445,8 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
     chain[0] = -1 when no chain satisfies the share windows.
 
     ``bound`` (inf when none is known): the cost of a chain through the windows. A pair whose
-    prefix cost would exceed it (with a margin of 1e-9 of it) cannot lie on the best chain
-    (bucket costs are >= 0), so its walk stops once that is proven: every pair that can lie on
+    prefix cost would exceed it (with a margin for rounding, see _limit) cannot lie on the best
+    chain (bucket costs are >= 0), so its walk stops once that is proven: every pair that can lie on
     the best chain is walked exactly as without the bound, and the chain returned is the same.
     With a bound, the last bucket's cost from every end of the last but one window is walked
     first (the last stage needs those costs anyway), so the stage before it also counts that
@@ -435,7 +454,7 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
     """
     nw = offsets.size - 1
     inf = np.inf
-    limit = bound + 1e-9 * abs(bound) + 1e-9 if bound < inf else inf
+    limit = _limit(bound, values, prefix_count)
     F = np.full(windows.size, inf)
     arg = np.full(windows.size, -1, dtype=np.int64)
     F[0] = 0.0

@@ -453,3 +453,43 @@ def test_the_dp_prices_by_sweeps_and_by_walks_alike(monkeypatch):
     for k in range(1, 7):
         assert rel(best[k - 1], best_w[k - 1]) < 1e-12
         assert backtrack(opt, k, groups.g) == backtrack(opt_w, k, groups.g)
+
+
+def test_a_walk_cut_at_its_cap_returns_a_bound_above_it():
+    # Stopped at ``cap``, batch_bucket_cost returns a lower bound strictly above the cap (the DPs
+    # rely on it), else the cost. Near 0 the bound, summed once for the test and once for the
+    # result, used to round back to the cap or below (-1.9e-9 for a bucket of 8.4M padded
+    # tokens): 40 gamma-shaped buckets of 50 to 30,000 samples, caps 0 and 1e-9 among others.
+    from bucketopt._batch_kernels import batch_bucket_cost
+    from bucketopt.batchpad import walk_tables
+
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        n, size = int(rng.integers(50, 30_000)), int(rng.integers(2, 6))
+        xs = rng.gamma(rng.uniform(1, 4), rng.uniform(50, 900), n)
+        hist = Histogram.from_lengths(np.clip(np.rint(xs), 1, 6000).astype(np.int64))
+        pc, pt = _prefix_sums(hist)
+        lf_hi, lf_lo = walk_tables(hist.n)
+        exact = batch_bucket_cost(hist.values, pc, pt, lf_hi, lf_lo, 0, hist.m, size, np.inf)
+        for cap in (0.0, 1e-9, 0.5 * exact, exact * (1 - 1e-9)):
+            got = batch_bucket_cost(hist.values, pc, pt, lf_hi, lf_lo, 0, hist.m, size, cap)
+            assert got == exact or cap < got <= exact * (1 + 1e-12), (cap, got, exact)
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_buckets_of_batch_size_one_cost_nothing_and_the_default_finds_them(seed):
+    # T = the longest length: every bucket whose edge is above T / 2 holds one sample per batch
+    # and costs nothing, so 0 padding is reachable for every k >= 1 (one bucket). The default's
+    # refinements are then bounded by 0; a walk cut at a cap near 0 used to return a bound that
+    # rounded below it, and these inputs came out at 3.4M-7.3M padded tokens for k = 2.
+    rng = np.random.default_rng(seed)
+    shape, scale = rng.uniform(0.5, 5), rng.uniform(50, 500)
+    n, top = int(rng.integers(5000, 30000)), int(rng.integers(2000, 8000))
+    xs = np.clip(np.rint(rng.gamma(shape, scale, n)), 1, top).astype(np.int64)
+    budget = int(xs.max())
+    assert Histogram.from_lengths(xs).m > EXACT_CANDIDATES
+    for k in (1, 2, 3, 4):
+        sol = bucketopt.solve(xs, k, token_budget=budget, pad="batch")
+        assert sol.padded_tokens == 0.0, (k, sol.boundaries)
+        again = bucketopt.evaluate(xs, sol.boundaries, token_budget=budget, pad="batch")
+        assert again.padded_tokens == 0.0
