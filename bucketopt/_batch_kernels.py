@@ -463,13 +463,17 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
     use_suffix = limit < inf and nw >= 3
     g_last = windows[offsets[nw - 1]]
     pascal = pascal_table()
+    last = np.empty((0, 0))  # with a bound: the last stage's costs, priced at stage nw - 2
     for t in range(1, nw):
         lo_w = offsets[t - 1]
         width = offsets[t] - lo_w
-        # the stage's pair costs that sweeps price (nan: walked below); they depend on the
-        # windows alone, so a bound changes no cost
-        swept = stage_costs(values, prefix_count, prefix_tokens, group_end, group_size, windows,
-                            offsets, t, pascal)
+        if use_suffix and t == nw - 1:
+            swept = last  # read through suffix below, never again from swept
+        else:
+            # the stage's pair costs that sweeps price (nan: walked below); they depend on the
+            # windows alone, so a bound changes no cost
+            swept = stage_costs(values, prefix_count, prefix_tokens, group_end, group_size,
+                                windows, offsets, t, pascal)
         if use_suffix and t == nw - 2:
             last = stage_costs(values, prefix_count, prefix_tokens, group_end, group_size,
                                windows, offsets, nw - 1, pascal)
