@@ -27,6 +27,12 @@ def rel(a, b) -> float:
     return abs(float(a) - float(b)) / max(abs(float(b)), 1e-300)
 
 
+def _prefix_sums(hist):
+    pc = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
+    pt = np.r_[0, np.cumsum(hist.values * hist.counts)].astype(np.int64)
+    return pc, pt
+
+
 @SETTINGS
 @given(st.lists(st.integers(1, 12), min_size=1, max_size=6), st.integers(1, 7))
 def test_formula_equals_every_permutation(xs, size):
@@ -165,11 +171,8 @@ def test_default_equals_every_length_optimum(kind, shares):
         assert rel(sol.padded_tokens, best_all[k - 1]) < 1e-9
 
 
-@pytest.mark.parametrize("kind", [0, 1, 2, 3, 4])
-@pytest.mark.parametrize("shares", [(0.0, 1.0), (0.05, 0.4)])
-def test_bounded_chain_dp_returns_the_same_chain(kind, shares):
-    # The window DP of the refinement, bounded by the cost of a chain through its windows (the
-    # grid optimum, as refine_chain passes it), returns the chain and cost of the unbounded DP.
+def _grid_of(kind, shares):
+    """(groups, the DP's arrays, the default candidate grid) of generated input ``kind``."""
     from bucketopt.objectives.batch import _Data
 
     xs, budget = _generated(kind)
@@ -177,6 +180,15 @@ def test_bounded_chain_dp_returns_the_same_chain(kind, shares):
     lo, hi = share_windows(groups, *shares)
     data = _Data(groups, budget, lo, hi)
     cand = candidate_grid(groups, budget)
+    return groups, data, cand
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("shares", [(0.0, 1.0), (0.05, 0.4)])
+def test_bounded_chain_dp_returns_the_same_chain(kind, shares):
+    # The window DP of the refinement, bounded by the cost of a chain through its windows (the
+    # grid optimum, as refine_chain passes it), returns the chain and cost of the unbounded DP.
+    groups, data, cand = _grid_of(kind, shares)
     g = groups.g
     for k in range(2, 9):
         opt, best = data.layers(cand, k)
@@ -200,13 +212,7 @@ def test_bounded_grid_dp_keeps_the_last_layer(kind, shares):
     # only the states a chain of kmax buckets passes (last_only) only prune: layer kmax of the
     # grid DP is the same chain at the same cost, with the optimum itself as the bound (the
     # tightest), with one just above, and with one 1% above (a cheap chain's).
-    from bucketopt.objectives.batch import _Data
-
-    xs, budget = _generated(kind)
-    groups = make_groups(Histogram.from_lengths(xs), 1)
-    lo, hi = share_windows(groups, *shares)
-    data = _Data(groups, budget, lo, hi)
-    cand = candidate_grid(groups, budget)
+    groups, data, cand = _grid_of(kind, shares)
     for k in range(2, 9):
         opt, best = data.layers(cand, k)
         if not np.isfinite(best[-1]):
@@ -283,8 +289,7 @@ def test_table_and_stirling_walks_agree(xs, size, scale):
 
     hist = Histogram.from_lengths(xs)
     hist = Histogram(hist.values, hist.counts * scale)
-    pc = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
-    pt = np.r_[0, np.cumsum(hist.values * hist.counts)].astype(np.int64)
+    pc, pt = _prefix_sums(hist)
     hi, lo = walk_tables(hist.n)
     none = np.zeros(1)
     m = hist.m
@@ -344,12 +349,6 @@ def test_errors_are_one_clear_line():
     lo, hi = share_windows(groups, 0.0, 1.0)
     with pytest.raises(BucketoptError, match="candidates"):
         batch_layers(groups, 2, token_budget=10, win_lo=lo, win_hi=hi, candidates="fine")
-
-
-def _prefix_sums(hist):
-    pc = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
-    pt = np.r_[0, np.cumsum(hist.values * hist.counts)].astype(np.int64)
-    return pc, pt
 
 
 def _histogram_of(pairs):
