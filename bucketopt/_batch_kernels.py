@@ -544,3 +544,15 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
         chain[t] = windows[pos]
         pos = arg[pos]
     return chain, F[last]
+
+
+@njit(cache=True)
+def pair_costs(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_end, sizes, starts,
+               ends):
+    """:func:`batch_bucket_cost` of every bucket (starts[p], ends[p]] of candidate groups."""
+    out = np.empty(starts.size)
+    for p in range(starts.size):
+        out[p] = batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo,
+                                   group_end[starts[p]], group_end[ends[p]], sizes[ends[p]],
+                                   np.inf)
+    return out

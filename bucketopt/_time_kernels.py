@@ -572,3 +572,16 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
             opt[k - 1, j] = arg[j, k]
         best[k - 1] = F[g, k]
     return opt, best
+
+
+@njit(cache=True)
+def pair_costs(values, pcv, pq1, pq2, group_end, edges, starts, ends, token_budget, alpha, beta,
+               gamma, world, pad_code, lf_hi, lf_lo):
+    """:func:`bucket_time` of every bucket (starts[p], ends[p]] of candidate groups."""
+    out = np.empty(starts.size)
+    for p in range(starts.size):
+        i = starts[p]
+        j = ends[p]
+        out[p] = bucket_time(values, pcv, pq1, pq2, group_end[i], group_end[j], edges[j],
+                             token_budget, alpha, beta, gamma, world, pad_code, lf_hi, lf_lo)
+    return out

@@ -104,6 +104,13 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("bucketopt: interrupted", file=sys.stderr)
         return 130
+    except SystemError as exc:
+        # Ctrl-C while a compiled kernel runs surfaces when it returns, as a SystemError
+        # ("returned a result with an exception set") around the KeyboardInterrupt
+        if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+            print("bucketopt: interrupted", file=sys.stderr)
+            return 130
+        raise
     except BrokenPipeError:
         return 0
     except MemoryError:

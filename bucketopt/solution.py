@@ -43,6 +43,9 @@ class Solution:
     fill: tuple = ()
     warnings: tuple = ()
     extra: dict = field(default_factory=dict, compare=False)
+    # What is proven about the objective's value (solve and sweep): {"exact": bool,
+    # "lower_bound": float, "gap": float}; None for boundaries chosen elsewhere (evaluate).
+    optimality: dict | None = field(default=None, compare=False)
 
     @property
     def shares(self) -> tuple:
@@ -62,7 +65,7 @@ class Solution:
         out["fill"] = list(self.fill)
         out["warnings"] = list(self.warnings)
         extra = out.pop("extra")
-        for key in ("ktok_per_s", "eta_days"):
+        for key in ("ktok_per_s", "eta_days", "optimality"):
             if out[key] is None:
                 del out[key]
         out.update(extra)

@@ -7,6 +7,7 @@ backtracks every requested k and lets the objective ``finish`` the solution.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -100,6 +101,12 @@ def check_objective(objective, profile) -> str:
     return objective
 
 
+def check_exact(exact) -> bool:
+    if not isinstance(exact, (bool, np.bool_)):
+        raise BucketoptError(f"`exact` must be True or False; got {exact!r}.")
+    return bool(exact)
+
+
 def check_sync(sync_buckets):
     if isinstance(sync_buckets, str) and sync_buckets == "step":
         return "step"
@@ -165,6 +172,8 @@ class _Run:
         if (obj.pad == "edge" and obj.name == "padding"
                 and sol.padded_tokens != self.best[layer - 1]):
             raise AssertionError("DP optimum and evaluated padding disagree")
+        cert = obj.optimality(layer, float(self.best[layer - 1]))
+        sol = dataclasses.replace(sol, optimality=cert.to_dict())
         sol = obj.finish(sol)
         if self.cost_model is not None:
             from .cost.costmodel import annotate
@@ -175,7 +184,7 @@ class _Run:
 
 def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, align, profile,
          world_size, epochs, min_fill=0.0, sync_buckets=True, max_length=None,
-         overflow="truncate") -> _Run:
+         overflow="truncate", exact=False) -> _Run:
     """Validate, then run the DP once up to max(ks); the optima for ``ks`` are read from it."""
     kmax = check_k(max(ks))
     align = check_align(align)
@@ -205,7 +214,7 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
             f"token_budget={token_budget}."
         )
     obj = make_objective(objective, pad, cost_model=cost_model, min_fill=min_fill,
-                         sync_buckets=sync_buckets)
+                         sync_buckets=sync_buckets, exact=check_exact(exact))
     groups = obj.candidates(groups, token_budget)
     kmax_eff = min(kmax, groups.g)
     if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES:
@@ -223,8 +232,12 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
 
 def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_share=0.0,
           max_share=1.0, align=1, profile=None, world_size=1, epochs=1, min_fill=0.0,
-          sync_buckets=True, max_length=None, overflow="truncate") -> Solution:
-    """Optimal bucket boundaries: the exact minimum over all sets of at most ``k`` buckets.
+          sync_buckets=True, max_length=None, overflow="truncate", exact=False) -> Solution:
+    """Optimal bucket boundaries over all sets of at most ``k`` buckets, with a proof.
+
+    ``Solution.optimality`` says what is proven: ``exact`` (the value is the minimum over every
+    boundary set drawn from the distinct lengths, within float rounding) or a ``lower_bound``
+    of the minimum and the relative ``gap`` to it (docs/method.md, "Certificates").
 
     Parameters
     ----------
@@ -263,6 +276,9 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_shar
     overflow : {"truncate", "drop", "split"}
         What happens to samples longer than ``max_length``: cut to it, left out, or cut into
         ceil(len / max_length) chunks.
+    exact : bool
+        Prove the optimum whatever it costs: where the certified search stops with a gap, run
+        the DP over every pair of candidate edges (slow: minutes on large inputs).
 
     Returns
     -------
@@ -278,7 +294,8 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_shar
     run = _run(lengths, [k], token_budget=token_budget, pad=pad, objective=objective,
                min_share=min_share, max_share=max_share, align=align, profile=profile,
                world_size=world_size, epochs=epochs, min_fill=min_fill,
-               sync_buckets=sync_buckets, max_length=max_length, overflow=overflow)
+               sync_buckets=sync_buckets, max_length=max_length, overflow=overflow,
+               exact=exact)
     return run.solution(k)
 
 
@@ -348,7 +365,7 @@ def recommend_k(ks, solutions, tolerance=0.01, *, criterion=None):
 def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_share=0.0,
           max_share=1.0, align=1, profile=None, world_size=1, epochs=1, tolerance=0.01,
           criterion=None, min_fill=0.0, sync_buckets=True, max_length=None,
-          overflow="truncate") -> Sweep:
+          overflow="truncate", exact=False) -> Sweep:
     """The optimum for every k in ``ks`` from a single DP run up to ``max(ks)``.
 
     ``recommended_k`` is the smallest k within ``tolerance`` of the best in the range: padding
@@ -385,7 +402,8 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
     run = _run(lengths, ks, token_budget=token_budget, pad=pad, objective=objective,
                min_share=min_share, max_share=max_share, align=align, profile=profile,
                world_size=world_size, epochs=epochs, min_fill=min_fill,
-               sync_buckets=sync_buckets, max_length=max_length, overflow=overflow)
+               sync_buckets=sync_buckets, max_length=max_length, overflow=overflow,
+               exact=exact)
     feasible = [k for k in ks if run.feasible(k)]
     if not feasible:
         raise run.infeasible(max(ks))

@@ -33,6 +33,8 @@ def solver_kwargs(args) -> dict:
                   max_length=args.max_length, overflow=args.overflow)
     # Without --gpus the profile's world size applies (world_size=None).
     kwargs["world_size"] = args.gpus
+    if getattr(args, "exact", False):
+        kwargs["exact"] = True
     return kwargs
 
 

@@ -21,7 +21,7 @@ NAMES = ("padding", "time")
 
 
 def make_objective(objective: str, pad: str, *, cost_model=None, min_fill: float = 0.0,
-                   sync_buckets=True) -> Objective:
+                   sync_buckets=True, exact=False) -> Objective:
     """The registered objective for ``objective`` and ``pad``."""
     if objective == "packed":
         from .packed import PackedTime
@@ -30,14 +30,14 @@ def make_objective(objective: str, pad: str, *, cost_model=None, min_fill: float
     if objective == "time":
         from .time import Time
 
-        return Time(cost_model, pad=pad, sync_buckets=sync_buckets)
+        return Time(cost_model, pad=pad, sync_buckets=sync_buckets, exact=exact)
     if pad == "edge":
         from .edge import EdgePadding
 
         return EdgePadding(min_fill=min_fill)
     from .batch import BatchPadding
 
-    return BatchPadding(min_fill=min_fill)
+    return BatchPadding(min_fill=min_fill, exact=exact)
 
 
 __all__ = ["NAMES", "Objective", "make_objective"]

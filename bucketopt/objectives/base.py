@@ -22,6 +22,8 @@ class Objective:
 
     name = "objective"
     pad = "edge"
+    # True when relaxation(cells) tightens with cells of starts (bounds.certified_layers)
+    relaxation_cells = False
 
     def candidates(self, groups: Groups, token_budget) -> Groups:
         """The candidate edges the DP may use (by default every group's)."""
@@ -45,6 +47,15 @@ class Objective:
 
     def finish(self, solution):
         return solution
+
+    def optimality(self, k: int, best: float):
+        """What is proven about layer k's optimum ``best``: an exact DP's by default."""
+        from .bounds import exact
+
+        certificates = getattr(self, "certificates", None)
+        if certificates is not None and k in certificates:
+            return certificates[k]
+        return exact(best)
 
     def describe(self) -> str:
         return f'objective="{self.name}", pad="{self.pad}"'

@@ -45,16 +45,73 @@ class BatchPadding(Objective):
     name = "padding"
     pad = "batch"
 
-    def __init__(self, min_fill: float = 0.0, candidates="auto"):
+    def __init__(self, min_fill: float = 0.0, candidates="auto", exact=False):
         self.min_fill = min_fill
         self.candidates_rule = candidates
+        self.exact = exact
 
     def fit(self, groups, *, token_budget, win_lo, win_hi):
         if token_budget is None:
             raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
+    relaxation_cells = True
+
     def layers(self, kmax, ks=None):
+        if self.exact:
+            self.candidates_rule = "all"
+        opt, best = self.grid_layers(kmax, ks)
+        from .bounds import exact, relaxed_bounds
+
+        g = self.groups.g
+        proven = self.candidates_rule == "all" or (self.candidates_rule == "auto"
+                                                   and g <= EXACT_CANDIDATES)
+        wanted = range(1, kmax + 1) if ks is None else sorted({min(k, kmax) for k in ks})
+        done = [k for k in wanted if np.isfinite(best[k - 1])]
+        if proven:
+            self.certificates = {k: exact(best[k - 1]) for k in done}
+        else:
+            # the grid search is not a proof: its covers seed the relaxation, whose bound
+            # certifies how far from the optimum they can be
+            chains = {k: backtrack(opt, k, g) for k in done}
+            self.certificates = relaxed_bounds(self, kmax, chains,
+                                               {k: best[k - 1] for k in done})
+        return opt, best
+
+    def relaxation(self, cells):
+        """(A, U, R): A[c, j] - U[c, j] P[i] + R[i] <= the expected padding of the bucket
+        (i, j] for every start i >= cells[c] (docs/method.md): q B E[M_B] + r E[M_r] - tokens
+        >= (N - B) (E[M_B] - mean) when N >= B, and E[M_B] is at least that of B draws from every
+        sample between cells[c] and the edge."""
+        from ..synced import TimeArrays
+        from ._bound_kernels import prefix_moments
+
+        g = self.groups
+        a = TimeArrays(g.hist, "batch")
+        group_end = np.r_[0, g.first_value[1:], g.hist.m].astype(np.int64)
+        sizes = (self.token_budget // g.edges[1:]).astype(np.int64)
+        P = g.prefix_count[1:].astype(np.float64)
+        Q = g.prefix_tokens.astype(np.float64)
+        A = np.zeros((len(cells), g.g + 1))
+        U = np.zeros((len(cells), g.g + 1))
+        for c, first in enumerate(cells):
+            m1, _ = prefix_moments(a.values, a.pcv, a.pq1, a.pq2, group_end, np.r_[0, sizes],
+                                   a.lf_hi, a.lf_lo, int(first))
+            low = float(a.values[group_end[first]])  # the shortest length of such a bucket
+            U[c, 1:] = m1[1:]
+            A[c, 1:] = P * m1[1:] - Q[1:] - sizes * np.maximum(m1[1:] - low, 0.0)
+        return A, U, Q
+
+    def pair_costs(self, starts, ends):
+        from .._batch_kernels import pair_costs
+
+        if not hasattr(self, "_data"):
+            self._data = _Data(self.groups, self.token_budget, self.win_lo, self.win_hi)
+        d = self._data
+        return pair_costs(d.values, d.pc, d.pt, d.lf_hi, d.lf_lo, d.group_end, d.sizes,
+                          np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
+
+    def grid_layers(self, kmax, ks=None):
         refine_ks = None if ks is None else {min(k, kmax) for k in ks}
         # A sweep (several k): one DP over a grid sized for kmax gives every layer; only the
         # recommended k is then refined, by solve() (solver.sweep reads ``sweep_rows_on_grid``).

@@ -17,17 +17,23 @@ import numpy as np
 from ..errors import BucketoptError
 from ..synced import TimeArrays, bucket_seconds
 from .base import Objective
+from .bounds import exact
 
 # The DP visits every allowed pair of candidate edges, each in O(draw counts kept): refuse beyond
 # this many pairs (a few minutes) and ask for align=.
 MAX_TIME_PAIRS = 1.2e9
+# Where the certified search (bounds.certified_layers) stops with a proven gap above this, the
+# DP over every pair runs (exact, and slow): the default never returns an uncertified cover.
+FALLBACK_GAP = 1e-6
 
 
 class Time(Objective):
     name = "time"
 
-    def __init__(self, cost_model, pad: str = "edge", sync_buckets=True):
+    def __init__(self, cost_model, pad: str = "edge", sync_buckets=True, exact=False):
         self.cost_model = cost_model
+        self.exact = exact
+        self.relaxation_cells = pad == "batch"
         self.pad = pad
         self.sync_buckets = sync_buckets
         synced = sync_buckets is True
@@ -41,28 +47,99 @@ class Time(Objective):
             raise BucketoptError(
                 f"the last bucket edge {int(groups.edges[-1])} exceeds token_budget="
                 f"{token_budget}: a batch of that bucket cannot hold one sample.")
-        pairs = _pairs(win_lo, win_hi)
-        if pairs > MAX_TIME_PAIRS:
-            raise BucketoptError(
-                f'objective="time" over {groups.g:,} candidate edges visits {pairs:,.0f} pairs of '
-                "edges, too many for the exact DP; pass align= (e.g. align=16) to merge nearby "
-                "edges.")
+        self.pairs = _pairs(win_lo, win_hi)
         self.arrays = TimeArrays(groups.hist, self.pad)
+        self.group_end = np.r_[0, groups.first_value[1:], groups.hist.m].astype(np.int64)
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
     def layers(self, kmax, ks=None):
+        from .bounds import certified_layers
+
+        opt, best, self.certificates = certified_layers(self, kmax, ks)
+        short = [c for c in self.certificates.values()
+                 if not c.exact and (self.exact or c.gap > FALLBACK_GAP)]
+        if short and (self.exact or self.pairs <= MAX_TIME_PAIRS):
+            # the certified search stopped short of a proof: the DP over every pair is exact
+            # (where it is too large, the default keeps the cover and the gap it proved)
+            if self.pairs > MAX_TIME_PAIRS:
+                raise BucketoptError(
+                    f"exact=True: the certified search proved a gap of {short[0].gap:.2e}; the DP "
+                    f"over every pair of {self.groups.g:,} candidate edges visits "
+                    f"{self.pairs:,.0f} pairs, too many; pass align= (e.g. align=16) to merge "
+                    "nearby edges.")
+            opt, best = self.full_layers(kmax)
+            self.certificates = {k: exact(best[k - 1]) for k in self.certificates}
+        return opt, best
+
+    def full_layers(self, kmax):
+        """The push-order DP over every allowed pair (exact, and slow: docs/method.md)."""
         from .._time_kernels import time_layers_kernel
 
         a, g, m = self.arrays, self.groups, self.cost_model
-        group_end = np.r_[0, g.first_value[1:], g.hist.m].astype(np.int64)
-        return time_layers_kernel(a.values, a.pcv, a.pq1, a.pq2, group_end, g.edges,
+        return time_layers_kernel(a.values, a.pcv, a.pq1, a.pq2, self.group_end, g.edges,
                                   self.win_lo, self.win_hi, int(kmax), int(self.token_budget),
                                   m.alpha, m.beta, m.gamma, int(self.world), a.pad_code,
                                   a.lf_hi, a.lf_lo, int(a.s0))
 
+    def relaxation(self, cells):
+        """(A, U, R): A[c, j] - U[c, j] P[i] + R[i] <= the seconds of the bucket (i, j] for
+        every start i >= cells[c] (docs/method.md).
+
+        A bucket of N samples at edge e with B = T // e rows a batch runs at least N / (G B)
+        steps, and its steps' largest batches hold at least N / G rows together, each padded to
+        the edge (pad="edge"). With pad="batch" all its rows but at most 2 G B (G = 1: B) sit in
+        full steps of G B rows, whose longest row is at least as long in expectation as the
+        longest of G B draws from every sample between cells[c] and e (removing the shorter
+        samples of a set never shortens its expected maximum); the other rows are at least as
+        long as the shortest length after cells[c]."""
+        from ._bound_kernels import prefix_moments
+
+        g, m, a = self.groups, self.cost_model, self.arrays
+        edges = g.edges[1:]
+        sizes = (self.token_budget // edges).astype(np.float64)
+        world = float(self.world)
+        P = g.prefix_count[1:].astype(np.float64)
+        if self.pad == "edge":
+            e = edges.astype(np.float64)
+            U = m.alpha / (world * sizes) + (m.beta * e + m.gamma * e * e) / world
+            return np.r_[0.0, U * P][None, :], np.r_[0.0, U][None, :], np.zeros(g.g + 1)
+        draws = np.r_[0, self.world * (self.token_budget // edges)].astype(np.int64)
+        rest = (2.0 * world if self.world > 1 else 1.0) * sizes
+        A = np.zeros((len(cells), g.g + 1))
+        U = np.zeros((len(cells), g.g + 1))
+        for c, first in enumerate(cells):
+            m1, m2 = prefix_moments(a.values, a.pcv, a.pq1, a.pq2, self.group_end, draws,
+                                    a.lf_hi, a.lf_lo, int(first))
+            phi = m.beta * m1[1:] + m.gamma * m2[1:]
+            x = float(a.values[self.group_end[first]])
+            low = m.beta * x + m.gamma * x * x  # the shortest row of such a bucket
+            U[c, 1:] = m.alpha / (world * sizes) + phi / world
+            A[c, 1:] = U[c, 1:] * P - rest * np.maximum(phi - low, 0.0) / world
+        return A, U, np.zeros(g.g + 1)
+
+    def pair_costs(self, starts, ends):
+        from .._time_kernels import pair_costs
+
+        a, g, m = self.arrays, self.groups, self.cost_model
+        return pair_costs(a.values, a.pcv, a.pq1, a.pq2, self.group_end, g.edges,
+                          np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64),
+                          int(self.token_budget), m.alpha, m.beta, m.gamma, int(self.world),
+                          a.pad_code, a.lf_hi, a.lf_lo)
+
     def cost(self, edges) -> float:
         return float(bucket_seconds(self.arrays, edges, self.token_budget, self.cost_model,
                                     self.world).sum())
+
+    def optimality(self, k, best):
+        cert = super().optimality(k, best)
+        if self.world == 1 and self.cost_model.world_size > 1:
+            # the DP certified the summed micro-batch seconds; the epoch waits for the slowest
+            # rank, is at least that sum / G, and is polished by finish(): nothing exact remains
+            from .bounds import Optimality
+
+            g = self.cost_model.world_size
+            return Optimality(False, cert.lower_bound / g, cert.value / g)
+        return cert
 
     def finish(self, solution):
         if self.world == 1 and self.cost_model.world_size > 1:

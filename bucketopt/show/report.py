@@ -23,6 +23,15 @@ def table(headers, rows, align=None) -> str:
     return "\n".join(lines)
 
 
+def describe_optimality(optimality: dict, objective: str = "padding") -> str:
+    """"exact optimum" or "within X of the optimum (certified)", with the bound."""
+    what = "expected epoch seconds" if objective == "time" else "padded tokens"
+    if optimality["exact"]:
+        return f"exact optimum (proven: no boundary set has lower {what})"
+    return (f"within {optimality['gap']:.2e} of the optimum (certified: {what} >= "
+            f"{optimality['lower_bound']:,.6g} for every boundary set)")
+
+
 def solution_table(sol: Solution) -> str:
     headers = ["bucket", "samples", "share", "tokens", "batch size", "fill", "padded tokens",
                "padding"]
@@ -53,6 +62,8 @@ def solution_table(sol: Solution) -> str:
         head += f", token budget {sol.token_budget:,}"
     lines = [head, table(headers, rows)]
     lines.append("boundaries (inclusive upper edges): " + ", ".join(map(str, sol.boundaries)))
+    if sol.optimality is not None:
+        lines.append("optimality: " + describe_optimality(sol.optimality, sol.objective))
     if sol.fill:
         lines.append("fill: expected padded tokens of each bucket's largest batch over the "
                      "token budget")

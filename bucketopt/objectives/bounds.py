@@ -1,0 +1,303 @@
+"""The certified DP: a relaxation bounds every chain from below, the exact DP runs only where a
+chain could still beat the bound, and every optimum comes with its proof (docs/method.md).
+
+An objective that offers ``relaxation()`` gives, for every bucket (i, j] of candidate groups, a
+lower bound of its cost of the form l(i, j) = A[j] - U[j] P[i] + R[i] (P: prefix sample counts),
+and ``pair_costs(starts, ends)``, the exact costs of a list of buckets. Then:
+
+1. The relaxed DP, forward and backward (:func:`._bound_kernels.relaxed_layers`), bounds from
+   below the cost of every cover of groups 1..j (``fwd``) and of groups i+1..g (``bwd``) by at
+   most t buckets; ``fwd[k, g]`` is a lower bound of the optimum with k buckets, and the
+   relaxation's own best chain, priced exactly, an upper bound.
+2. For a threshold theta, a bucket (i, j] on layer t can lie on a cover of cost <= theta only if
+   fwd[t-1, i] + l(i, j) + bwd[k-t, j] <= theta. The exact DP over those pairs alone
+   (:func:`._bound_kernels.pair_dp`) finds every cover of cost <= theta: if its best costs at
+   most theta, it is the optimum (every better cover was in the list); if not, no cover costs
+   theta or less, and theta is a proven lower bound.
+3. theta starts just above the lower bound and grows (x 10) until every k is proven or the list
+   of pairs would pass PAIR_LIMIT; then the best cover found is returned with the gap that is
+   proven.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..groups import backtrack
+
+# The most pairs one round of the exact DP prices (each an exact bucket cost).
+PAIR_LIMIT = 400_000
+# Relative slack of the thresholds over the relaxation's bound, round by round.
+ROUND_GAPS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+# Rounding: the relaxed values carry float error; thresholds are widened and lower bounds
+# lowered by this much (relative) so that rounding never prunes an optimum.
+ROUNDING = 1e-9
+# Cells of starts with their own relaxation: this far (share of the samples) below every
+# boundary of the first pass's chains, and at most MAX_CELLS of them.
+CELL_SHIFTS = np.array([0.0, 0.005, 0.02, 0.06])
+MAX_CELLS = 64
+CELL_PASSES = 2
+# The local search that improves the relaxation's chain: every boundary within BAND groups.
+BAND = 48
+BAND_ROUNDS = 8
+# A proven gap at or below this is reported as the exact optimum (float rounding).
+EXACT_GAP = 1e-12
+
+
+@dataclass(frozen=True)
+class Optimality:
+    """What is proven about a solution's value: ``lower_bound <= optimum <= value``."""
+
+    exact: bool
+    lower_bound: float
+    value: float
+
+    @property
+    def gap(self) -> float:
+        if self.exact:
+            return 0.0
+        if self.lower_bound > 0:
+            return max(self.value / self.lower_bound - 1.0, 0.0)
+        return 0.0 if self.value <= self.lower_bound else float("inf")
+
+    def to_dict(self) -> dict:
+        return {"exact": bool(self.exact), "lower_bound": float(self.lower_bound),
+                "gap": float(self.gap)}
+
+    def describe(self) -> str:
+        if self.exact:
+            return "exact optimum"
+        return f"within {self.gap:.2e} of the optimum (certified)"
+
+
+def exact(value) -> Optimality:
+    return Optimality(True, float(value), float(value))
+
+
+def _chain(arg, k, g):
+    """Group ends of the relaxation's best cover of 1..g by at most k buckets."""
+    ends = []
+    j = g
+    t = k
+    while j > 0:
+        ends.append(j)
+        j = int(arg[t, j])
+        t -= 1
+        if j < 0:
+            return None
+    return ends[::-1]
+
+
+class _Costs:
+    """Exact bucket costs, each priced once (keyed by start * (g + 1) + end)."""
+
+    def __init__(self, obj, g):
+        self.obj = obj
+        self.g = g
+        self.keys = np.empty(0, dtype=np.int64)
+        self.costs = np.empty(0)
+
+    def __call__(self, starts, ends):
+        keys = np.asarray(starts, dtype=np.int64) * (self.g + 1) + np.asarray(ends, np.int64)
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        new = uniq[~np.isin(uniq, self.keys, assume_unique=True)]
+        if new.size:
+            priced = np.asarray(self.obj.pair_costs(new // (self.g + 1), new % (self.g + 1)),
+                                dtype=np.float64)
+            keys_all = np.r_[self.keys, new]
+            order = np.argsort(keys_all)
+            self.keys, self.costs = keys_all[order], np.r_[self.costs, priced][order]
+        return self.costs[np.searchsorted(self.keys, uniq)][inverse]
+
+
+def band_chain(obj, costs, ends, kmax, band=BAND, rounds=BAND_ROUNDS):
+    """The best cover with every boundary within ``band`` groups of those of ``ends`` (exact DP
+    over those pairs), re-centred until no boundary moves: a local optimum near ``ends``."""
+    from ._bound_kernels import pair_dp
+
+    g = obj.groups.g
+    k = len(ends)
+    value = float(costs(np.r_[0, ends[:-1]], np.asarray(ends)).sum())
+    for _ in range(rounds):
+        windows = [np.array([0])]
+        for b in ends[:-1]:
+            windows.append(np.arange(max(1, b - band), min(g - 1, b + band) + 1))
+        windows.append(np.array([g]))
+        lay, st, en = [], [], []
+        for t in range(1, k + 1):
+            i, j = np.meshgrid(windows[t - 1], windows[t], indexing="ij")
+            i, j = i.ravel(), j.ravel()
+            ok = (i < j) & (obj.win_lo[j] <= i) & (i <= obj.win_hi[j])
+            lay.append(np.full(int(ok.sum()), kmax - k + t))
+            st.append(i[ok])
+            en.append(j[ok])
+        lay, st, en = (np.concatenate(x).astype(np.int64) for x in (lay, st, en))
+        order = np.lexsort((st, en, lay))
+        lay, st, en = lay[order], st[order], en[order]
+        opt, best = pair_dp(lay, st, en, costs(st, en), g, kmax)
+        if not best[kmax - 1] < value:
+            break
+        new = backtrack(opt, kmax, g)
+        value = float(best[kmax - 1])
+        if new == list(ends):
+            break
+        ends = new
+    return list(ends), value
+
+
+def _lower(x) -> float:
+    return float(x - ROUNDING * abs(x))
+
+
+def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
+    """(opt, best, certificates) for the objective ``obj`` (fitted), with the contract of
+    ``Objective.layers`` for the layers in ``ks`` (default: every layer; the others are nan)
+    and ``certificates[k]`` an :class:`Optimality` for every feasible k in ``ks``."""
+    from ._bound_kernels import alive_pairs, pair_dp, relaxed_layers
+
+    pair_limit = PAIR_LIMIT if pair_limit is None else pair_limit
+    groups = obj.groups
+    g = groups.g
+    ks = sorted({min(int(k), kmax) for k in (ks if ks is not None else range(1, kmax + 1))})
+    P = groups.prefix_count.astype(np.float64)
+    win_lo = np.ascontiguousarray(obj.win_lo, dtype=np.int64)
+    win_hi = np.ascontiguousarray(obj.win_hi, dtype=np.int64)
+
+    def relax(cells):
+        A, U, R = obj.relaxation(cells)
+        cells = np.asarray(cells[:A.shape[0]], dtype=np.int64)
+        A, U, R = (np.ascontiguousarray(x, dtype=np.float64) for x in (A, U, R))
+        return (A, U, R, cells, *relaxed_layers(A, U, R, P, cells, win_lo, win_hi, kmax))
+
+    # first pass: one relaxation for every start; then one per cell of starts placed just
+    # below each boundary of the best chains so far, where the buckets of near-optimal covers
+    # begin (twice: the second pass's chains place the cells better)
+    A, U, R, cells, fwd, arg, bwd = relax(np.zeros(1, dtype=np.int64))
+    if obj.relaxation_cells:
+        for _ in range(CELL_PASSES):
+            found = [_chain(arg, k, g) for k in ks if np.isfinite(fwd[k, g])]
+            cells = _cells(P, cells, [c for c in found if c], g)
+            A, U, R, cells, fwd, arg, bwd = relax(cells)
+    if progress is not None:
+        progress(0)
+    costs = _Costs(obj, g)
+    lower = {}
+    chains = {}
+    upper = {}
+    for k in ks:
+        if not np.isfinite(fwd[k, g]):
+            continue
+        lower[k] = _lower(fwd[k, g])
+        chain = _chain(arg, k, g)
+        if chain is not None:
+            chains[k], upper[k] = band_chain(obj, costs, chain, k)
+    proven = {}
+    feasible = [k for k in ks if k in lower]
+    last = None
+    for gap in ROUND_GAPS:
+        todo = [k for k in feasible if k not in proven]
+        if not todo:
+            break
+        theta = {}
+        for k in feasible:
+            if k in proven:
+                theta[k] = proven[k]
+            else:
+                theta[k] = min(upper.get(k, np.inf), lower[k] + gap * abs(lower[k]))
+        th = np.array([theta[k] + ROUNDING * abs(theta[k]) + 1e-300 for k in feasible])
+        lay, st, en, count = alive_pairs(A, U, R, P, cells, win_lo, win_hi, fwd, bwd,
+                                         np.array(feasible, dtype=np.int64), th, kmax,
+                                         pair_limit)
+        if count > pair_limit:
+            break
+        opt, best = pair_dp(lay, st, en, costs(st, en), g, kmax)
+        last = opt
+        for k in todo:
+            value = best[k - 1]
+            if value <= theta[k] * (1 + EXACT_GAP) + 1e-300:
+                proven[k] = float(value)
+            else:
+                lower[k] = max(lower[k], _lower(theta[k]))
+        if progress is not None:
+            progress(count)
+    # the covers: every proven k backtracks from the last round's table (its threshold was kept);
+    # the others take the relaxation's chain
+    opt_out = np.full((kmax, g + 1), -1, dtype=np.int32)
+    best_out = np.full(kmax, np.nan)
+    certs = {}
+    tables = {}
+    for k in feasible:
+        if k in proven and last is not None:
+            tables[k] = backtrack(last, k, g)
+        elif k in chains:
+            tables[k] = chains[k]
+    written = _write(opt_out, tables, g)
+    for k in feasible:
+        if k not in written:
+            continue
+        ends = written[k]
+        value = obj.cost(groups.edges[ends]) if k not in proven else proven[k]
+        best_out[k - 1] = value
+        if k in proven:
+            certs[k] = exact(value)
+        else:
+            certs[k] = Optimality(value <= lower[k], min(lower[k], value), value)
+    for k in ks:
+        if k not in lower:
+            best_out[k - 1] = np.inf
+    return opt_out, best_out, certs
+
+
+def _write(opt_out, tables, g):
+    """Write every k's cover (group ends) into ``opt_out`` so that backtracking layer k gives
+    it; a cover that would break one written before is left out (then k is not returned)."""
+    written = {}
+    for k in sorted(tables, reverse=True):
+        ends = list(tables[k])
+        trial = opt_out.copy()
+        starts = [0, *ends[:-1]]
+        for t in range(len(ends)):
+            trial[k - len(ends) + t, ends[t]] = starts[t]
+        if backtrack(trial, k, g) == ends and all(
+                backtrack(trial, other, g) == e for other, e in written.items()):
+            opt_out[:] = trial
+            written[k] = ends
+    return written
+
+
+def relaxed_bounds(obj, kmax, chains, values):
+    """Certificates for covers found by a search that is not a proof: the relaxation, with cells
+    of starts below every boundary of ``chains`` (k -> group ends), bounds each optimum from
+    below; ``values``: k -> the cost of that k's cover."""
+    from ._bound_kernels import relaxed_layers
+
+    groups = obj.groups
+    g = groups.g
+    P = groups.prefix_count.astype(np.float64)
+    cells = _cells(P, [0], chains.values(), g)
+    A, U, R = (np.ascontiguousarray(x, dtype=np.float64) for x in obj.relaxation(cells))
+    cells = np.asarray(cells[:A.shape[0]], dtype=np.int64)
+    fwd, _, _ = relaxed_layers(A, U, R, P, cells, np.ascontiguousarray(obj.win_lo, np.int64),
+                               np.ascontiguousarray(obj.win_hi, np.int64), kmax)
+    out = {}
+    for k, value in values.items():
+        lower = min(_lower(fwd[k, g]), float(value))
+        out[k] = Optimality(False, lower, float(value))
+    return out
+
+
+def _cells(P, cells, chains, g):
+    """Cells of starts: ``cells`` and, below every boundary of every chain, CELL_SHIFTS of the
+    samples; at most MAX_CELLS, 0 always first."""
+    marks = [0, *cells]
+    n = P[-1]
+    for ends in chains:
+        for j in list(ends)[:-1]:
+            marks.extend(np.searchsorted(P, P[j] - CELL_SHIFTS * n, side="right") - 1)
+    out = np.unique(np.clip(marks, 0, g - 1)).astype(np.int64)
+    if out.size > MAX_CELLS:
+        pick = np.linspace(0, out.size - 1, MAX_CELLS - 1).astype(np.int64)
+        out = np.unique(np.r_[0, out[pick]])
+    return out

@@ -1,0 +1,155 @@
+"""Certificates: the relaxation bounds every bucket from below, the certified DP's optimum equals
+brute force, and every lower bound sits at or below the brute-force optimum (docs/method.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import bucketopt
+from bucketopt.cost.costmodel import CostModel
+from bucketopt.data.histogram import as_histogram
+from bucketopt.groups import make_groups, share_windows
+from bucketopt.objectives import make_objective
+from bucketopt.objectives.bounds import certified_layers
+
+from . import naive
+
+SETTINGS = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+coefficients = st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 0.2)).filter(any)
+SHARES = [(0.0, 1.0), (0.2, 1.0), (0.0, 0.7)]
+
+
+def _fitted(lengths, objective, pad, budget, coeffs=None, world=1, shares=(0.0, 1.0)):
+    hist = as_histogram(lengths)
+    cost_model = None
+    if objective == "time":
+        cost_model = CostModel(alpha=coeffs[0], beta=coeffs[1], gamma=coeffs[2],
+                               world_size=world)
+    obj = make_objective(objective, pad, cost_model=cost_model)
+    groups = make_groups(hist, 1)
+    win_lo, win_hi = share_windows(groups, *shares)
+    return obj.fit(groups, token_budget=budget, win_lo=win_lo, win_hi=win_hi)
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=8), st.integers(1, 3),
+       st.integers(12, 40), coefficients, st.sampled_from([1, 2, 3]),
+       st.sampled_from(["batch", "edge"]), st.sampled_from(SHARES))
+def test_certified_time_dp_equals_brute_force(lengths, k, budget, coeffs, world, pad, shares):
+    """The certified path alone (no fallback): a proven optimum is the brute-force one, and
+    every lower bound is at or below it."""
+    oracle = naive.brute_force_synced(lengths, k, budget, *coeffs, world, pad=pad,
+                                      min_share=shares[0], max_share=shares[1])
+    obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
+    kmax = min(k, obj.groups.g)
+    _, best, certs = certified_layers(obj, kmax, [kmax])
+    if oracle is None:
+        assert not np.isfinite(best[kmax - 1])
+        return
+    cert = certs[kmax]
+    assert cert.lower_bound <= oracle[0] * (1 + 1e-9) + 1e-12
+    assert cert.value >= oracle[0] * (1 - 1e-9) - 1e-12
+    if cert.exact:
+        assert cert.gap == 0.0
+        assert cert.value == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
+        assert best[kmax - 1] == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=8), st.integers(1, 3),
+       st.integers(12, 40), coefficients, st.sampled_from([1, 3]),
+       st.sampled_from(["batch", "edge"]))
+def test_solve_reports_a_true_certificate(lengths, k, budget, coeffs, world, pad):
+    """solve(): the optimality it reports holds against brute force."""
+    oracle = naive.brute_force_synced(lengths, k, budget, *coeffs, world, pad=pad)
+    profile = dict(alpha=coeffs[0], beta=coeffs[1], gamma=coeffs[2], token_budget=budget)
+    sol = bucketopt.solve(lengths, k, pad=pad, profile=profile, world_size=world)
+    got = naive.synced_time(lengths, sol.boundaries, budget, *coeffs, world, pad)
+    assert got == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
+    cert = sol.optimality
+    assert set(cert) == {"exact", "lower_bound", "gap"}
+    assert cert["lower_bound"] <= oracle[0] * (1 + 1e-9) + 1e-12
+    if cert["exact"]:
+        assert cert["gap"] == 0.0
+        assert cert["lower_bound"] == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=9), st.integers(1, 3),
+       st.integers(40, 200), st.sampled_from(SHARES))
+def test_batch_padding_certificate_below_brute_force(lengths, k, budget, shares):
+    best = naive.brute_force_batch(lengths, k, budget, min_share=shares[0], max_share=shares[1])
+    if best is None:
+        return
+    sol = bucketopt.solve(lengths, k, token_budget=budget, pad="batch", min_share=shares[0],
+                          max_share=shares[1])
+    cert = sol.optimality
+    assert cert["lower_bound"] <= float(best[0]) * (1 + 1e-9) + 1e-9
+    if cert["exact"]:
+        assert cert["lower_bound"] == pytest.approx(float(best[0]), rel=1e-9, abs=1e-9)
+    # the relaxation of the same objective, on its own, bounds it too
+    obj = _fitted(lengths, "padding", "batch", budget, shares=shares)
+    from bucketopt.objectives.bounds import relaxed_bounds
+
+    chains = {min(k, obj.groups.g): [obj.groups.g]}
+    certs = relaxed_bounds(obj, min(k, obj.groups.g), chains, {min(k, obj.groups.g): 1e300})
+    assert certs[min(k, obj.groups.g)].lower_bound <= float(best[0]) * (1 + 1e-9) + 1e-9
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 60), min_size=2, max_size=40), st.integers(20, 300),
+       coefficients, st.sampled_from([1, 2, 8]),
+       st.sampled_from([("time", "batch"), ("time", "edge"), ("padding", "batch")]),
+       st.lists(st.integers(0, 30), max_size=4))
+def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, cell_marks):
+    """A[c, j] - U[c, j] P[i] + R[i] <= the exact cost of (i, j] for every start i in cell c."""
+    budget = max(budget, max(lengths))
+    obj = _fitted(lengths, kind[0], kind[1], budget, coeffs, world)
+    g = obj.groups.g
+    cells = np.unique(np.r_[0, np.clip(cell_marks, 0, g - 1)]).astype(np.int64)
+    A, U, R = obj.relaxation(cells)
+    cells = cells[:A.shape[0]]
+    P = obj.groups.prefix_count.astype(np.float64)
+    i, j = np.triu_indices(g + 1, 1)
+    exact = obj.pair_costs(i, j)
+    cell = np.searchsorted(cells, i, side="right") - 1
+    bound = A[cell, j] - U[cell, j] * P[i] + R[i]
+    assert np.all(bound <= exact + 1e-9 * np.maximum(np.abs(exact), 1.0))
+
+
+def test_certificate_is_exact_and_fast_path_on_the_embedded_example():
+    """The story's setting: pad="edge" time DP on 8 GPUs is proven exact by the certified DP."""
+    from bucketopt import datasets
+
+    lengths = datasets.seed_like()
+    sol = bucketopt.solve(lengths, 6, profile="rtx-pro-6000-blackwell", world_size=8)
+    assert sol.optimality["exact"] and sol.optimality["gap"] == 0.0
+    again = bucketopt.evaluate(lengths, sol.boundaries, profile="rtx-pro-6000-blackwell",
+                               world_size=8)
+    assert again.optimality is None
+    assert sol.ktok_per_s == pytest.approx(again.ktok_per_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("delay", [1.0, 4.0])
+def test_ctrl_c_during_a_profiled_compare_exits_130(delay):
+    """SIGINT at 1 s and 4 s into compare with a profile: one line, exit 130, no traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "bucketopt", "compare", "-k", "6",
+                             "--profile", "rtx-pro-6000-blackwell", "--gpus", "8"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    if proc.poll() is not None:
+        pytest.skip("compare finished before the signal")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130
+    assert "Traceback" not in err and "SystemError" not in err
+    assert err.strip().splitlines()[-1] == "bucketopt: interrupted"
