@@ -546,7 +546,7 @@ def batch_chain_kernel(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_
     return chain, F[last]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pair_costs(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_end, sizes, starts,
                ends):
     """:func:`batch_bucket_cost` of every bucket (starts[p], ends[p]] of candidate groups."""

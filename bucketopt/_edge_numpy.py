@@ -20,12 +20,17 @@ from .groups import INF
 SMALL_CELLS = 1 << 18
 
 
+_SOLVES = [0]  # edge DPs run in this process
+
+
 def use_numpy(g: int, kmax: int) -> bool:
-    """Small enough, and the compiled kernel not loaded in this process (then it is faster)."""
+    """Small, the first edge DP of this process and numba not loaded: then numpy is faster. From
+    the second DP on the compiled kernel runs (loaded once, it is 20x faster than numpy here),
+    so a process that solves more than once pays numba's start once, a one-shot call never."""
+    _SOLVES[0] += 1
     if kmax * (g + 1) > SMALL_CELLS:
         return False
-    kernels = sys.modules.get("bucketopt._kernels")
-    return kernels is None or not kernels.edge_layers.overloads
+    return _SOLVES[0] == 1 and "numba" not in sys.modules
 
 
 def edge_layers_numpy(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax):

@@ -312,7 +312,7 @@ def _lower_moments(rows, top, smax, u1, u2, tc, run_ok, run_s, run1, run2, rungs
     return m1, m2, hit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, kmax,
                        token_budget, alpha, beta, gamma, world, pad_code, lf_hi, lf_lo, s0):
     """Exact DP over every pair of candidate edges for the expected epoch time.
@@ -574,7 +574,7 @@ def time_layers_kernel(values, pcv, pq1, pq2, group_end, edges, win_lo, win_hi, 
     return opt, best
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pair_costs(values, pcv, pq1, pq2, group_end, edges, starts, ends, token_budget, alpha, beta,
                gamma, world, pad_code, lf_hi, lf_lo):
     """:func:`bucket_time` of every bucket (starts[p], ends[p]] of candidate groups."""

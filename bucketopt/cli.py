@@ -82,6 +82,8 @@ def _flags(parser, command) -> set:
 
 
 def main(argv=None) -> int:
+    from .progress import STAGES
+
     parser = args = None
     try:
         parser = build_parser()
@@ -92,6 +94,7 @@ def main(argv=None) -> int:
         from .commands.common import check_args
 
         check_args(args)
+        STAGES["enabled"] = not getattr(args, "quiet", False)
         return int(args.run(args) or 0)
     except BucketoptError as exc:
         message = str(exc)
@@ -116,6 +119,8 @@ def main(argv=None) -> int:
     except MemoryError:
         print("bucketopt: error: out of memory", file=sys.stderr)
         return 2
+    finally:
+        STAGES["enabled"] = False
 
 
 if __name__ == "__main__":  # pragma: no cover

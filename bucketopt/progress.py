@@ -90,3 +90,70 @@ class Progress:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+# The CLI turns the step lines on (not with --quiet); the library stays silent.
+STAGES = {"enabled": False}
+
+
+class Stage:
+    """A line on stderr while one long step runs (a solve, a DP): silent for ``delay`` seconds,
+    then ``label: 3.1 s`` redrawn a few times a second on a terminal, or a plain line every
+    ``every`` seconds elsewhere; the line is closed when the step ends. A background thread
+    draws it, so the numba kernels that run long release the GIL (``nogil=True``).
+
+    Examples
+    --------
+    >>> with Stage("solving", enabled=False):
+    ...     pass
+    """
+
+    def __init__(self, label: str, *, enabled: bool | None = None, delay: float = 1.0,
+                 every: float = 5.0, stream=None):
+        import threading
+
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = STAGES["enabled"] if enabled is None else enabled
+        isatty = getattr(self.stream, "isatty", None)
+        self.tty = bool(isatty and isatty())
+        self.delay = delay
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._drawn = False
+
+    def _run(self) -> None:
+        start = time.monotonic()
+        if self._stop.wait(self.delay):
+            return
+        while True:
+            elapsed = time.monotonic() - start
+            try:
+                if self.tty:
+                    self.stream.write(f"\r{self.label}: {elapsed:.1f} s")
+                else:
+                    self.stream.write(f"{self.label}: {elapsed:.0f} s\n")
+                self.stream.flush()
+            except (OSError, ValueError):
+                return
+            self._drawn = True
+            if self._stop.wait(0.25 if self.tty else self.every):
+                return
+
+    def __enter__(self):
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self._stop.set()
+            self._thread.join()
+            if self._drawn and self.tty:
+                try:
+                    self.stream.write("\n")
+                    self.stream.flush()
+                except (OSError, ValueError):
+                    pass
+        return False

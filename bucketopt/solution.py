@@ -43,9 +43,23 @@ class Solution:
     fill: tuple = ()
     warnings: tuple = ()
     extra: dict = field(default_factory=dict, compare=False)
-    # What is proven about the objective's value (solve and sweep): {"exact": bool,
-    # "lower_bound": float, "gap": float}; None for boundaries chosen elsewhere (evaluate).
-    optimality: dict | None = field(default=None, compare=False)
+    # What is proven about the objective's value (solve and sweep): an Optimality, or a
+    # function that computes one (a bound that costs a DP pass is computed when first asked
+    # for); None for boundaries chosen elsewhere (evaluate). Read it as ``optimality``.
+    certificate: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def optimality(self) -> dict | None:
+        """{"exact": bool, "lower_bound": float, "gap": float}: lower_bound <= the optimum <=
+        the objective's value of these boundaries (docs/method.md, "Certificates"); None for
+        boundaries chosen elsewhere (evaluate)."""
+        cert = self.certificate
+        if cert is None:
+            return None
+        if callable(cert):
+            cert = cert()
+            object.__setattr__(self, "certificate", cert)
+        return cert.to_dict()
 
     @property
     def shares(self) -> tuple:
@@ -65,7 +79,10 @@ class Solution:
         out["fill"] = list(self.fill)
         out["warnings"] = list(self.warnings)
         extra = out.pop("extra")
-        for key in ("ktok_per_s", "eta_days", "optimality"):
+        del out["certificate"]
+        if self.certificate is not None:
+            out["optimality"] = self.optimality
+        for key in ("ktok_per_s", "eta_days"):
             if out[key] is None:
                 del out[key]
         out.update(extra)

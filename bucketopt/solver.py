@@ -39,6 +39,8 @@ from .solution import (
 OBJECTIVES = OBJECTIVE_NAMES  # the registry's names
 # Backtracking keeps one int32 start index per (k, group): refuse beyond this many entries (600 MB).
 MAX_BACKTRACK_ENTRIES = 150_000_000
+# A time solution whose proven gap exceeds this carries a warning (Solution.optimality has it).
+GAP_NOTE = 1e-6
 # sweep() refuses more k values than this (the CLI's -k A:B spans at most as many).
 MAX_SWEEP_KS = 4097
 
@@ -173,7 +175,12 @@ class _Run:
                 and sol.padded_tokens != self.best[layer - 1]):
             raise AssertionError("DP optimum and evaluated padding disagree")
         cert = obj.optimality(layer, float(self.best[layer - 1]))
-        sol = dataclasses.replace(sol, optimality=cert.to_dict())
+        sol = dataclasses.replace(sol, certificate=cert)
+        if not callable(cert) and not cert.exact and cert.gap > GAP_NOTE and obj.name == "time":
+            sol = dataclasses.replace(sol, warnings=(*sol.warnings, (
+                f"the certified search proved these boundaries within {cert.gap:.2e} of the "
+                "optimum (not exact); exact=True (--exact) runs the exact DP over every pair of "
+                "lengths, which can take minutes.")))
         sol = obj.finish(sol)
         if self.cost_model is not None:
             from .cost.costmodel import annotate
@@ -225,7 +232,10 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
         )
     win_lo, win_hi = share_windows(groups, min_share, max_share)
     obj.fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
-    opt, best = obj.layers(kmax_eff, ks)
+    from .progress import Stage
+
+    with Stage(f"solving k={kmax} ({obj.describe()})"):
+        opt, best = obj.layers(kmax_eff, ks)
     meta = dict(align=align, min_share=min_share, max_share=max_share, min_fill=min_fill)
     return _Run(hist, obj, kmax_eff, opt, best, meta, cost_model, overflow_report, sync_buckets)
 

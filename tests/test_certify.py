@@ -13,7 +13,7 @@ from bucketopt.cost.costmodel import CostModel
 from bucketopt.data.histogram import as_histogram
 from bucketopt.groups import make_groups, share_windows
 from bucketopt.objectives import make_objective
-from bucketopt.objectives.bounds import certified_layers
+from bucketopt.objectives.bounds import _relaxation, certified_layers
 
 from . import naive
 
@@ -111,13 +111,14 @@ def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, ce
     obj = _fitted(lengths, kind[0], kind[1], budget, coeffs, world)
     g = obj.groups.g
     cells = np.unique(np.r_[0, np.clip(cell_marks, 0, g - 1)]).astype(np.int64)
-    A, U, R = obj.relaxation(cells)
-    cells = cells[:A.shape[0]]
+    rel = _relaxation(obj, cells)
     P = obj.groups.prefix_count.astype(np.float64)
     i, j = np.triu_indices(g + 1, 1)
     exact = obj.pair_costs(i, j)
-    cell = np.searchsorted(cells, i, side="right") - 1
-    bound = A[cell, j] - U[cell, j] * P[i] + R[i]
+    cell = np.searchsorted(rel.cells, i, side="right") - 1
+    big = P[j] - P[i] >= rel.split[j]
+    base = np.where(big, rel.A[cell, j], rel.A2[cell, j])
+    bound = base - rel.U[cell, j] * P[i] + rel.R[i]
     assert np.all(bound <= exact + 1e-9 * np.maximum(np.abs(exact), 1.0))
 
 

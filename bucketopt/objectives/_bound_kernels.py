@@ -157,17 +157,218 @@ def _levels(g):
     return size, levels
 
 
+@njit(cache=True, inline="always")
+def _hull_push(hl, start, cnt, line, slopes, icpt):
+    # append ``line`` (slope below every line of the hull hl[start:start+cnt]) to a lower
+    # envelope; returns the new count
+    b3 = slopes[line]
+    a3 = icpt[line]
+    while cnt >= 2:
+        l1 = hl[start + cnt - 2]
+        l2 = hl[start + cnt - 1]
+        b1 = slopes[l1]
+        b2 = slopes[l2]
+        a1 = icpt[l1]
+        a2 = icpt[l2]
+        if (a3 - a1) * (b1 - b2) <= (a2 - a1) * (b1 - b3):
+            cnt -= 1
+        else:
+            break
+    hl[start + cnt] = line
+    return cnt + 1
+
+
+@njit(cache=True, inline="always")
+def _hull_min(hl, start, cnt, slopes, icpt, x):
+    lo = 0
+    hi = cnt - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        l1 = hl[start + mid]
+        l2 = hl[start + mid + 1]
+        if icpt[l2] + slopes[l2] * x < icpt[l1] + slopes[l1] * x:
+            lo = mid + 1
+        else:
+            hi = mid
+    line = hl[start + lo]
+    return icpt[line] + slopes[line] * x, line
+
+
 @njit(cache=True)
-def relaxed_layers(A, U, R, P, cells, win_lo, win_hi, kmax):
+def _lichao_insert(tree, node_lo, node_hi, xs, slopes, icpt, line):
+    # Li Chao tree over the points xs[0..n-1] (increasing): every node keeps the line that is
+    # lowest at its middle point; a line goes down the one side where it can still win
+    node = 1
+    lo = node_lo
+    hi = node_hi
+    while True:
+        cur = tree[node]
+        if cur < 0:
+            tree[node] = line
+            return
+        mid = (lo + hi) // 2
+        xm = xs[mid]
+        if icpt[line] + slopes[line] * xm < icpt[cur] + slopes[cur] * xm:
+            tree[node] = line
+            line, cur = cur, line
+        if lo == hi:
+            return
+        left_better = icpt[line] + slopes[line] * xs[lo] < icpt[cur] + slopes[cur] * xs[lo]
+        if left_better:
+            node = 2 * node
+            hi = mid
+        else:
+            right_better = icpt[line] + slopes[line] * xs[hi] < icpt[cur] + slopes[cur] * xs[hi]
+            if not right_better:
+                return
+            node = 2 * node + 1
+            lo = mid + 1
+
+
+@njit(cache=True)
+def _lichao_min(tree, node_lo, node_hi, xs, slopes, icpt, q):
+    node = 1
+    lo = node_lo
+    hi = node_hi
+    best = np.inf
+    x = xs[q]
+    while True:
+        cur = tree[node]
+        if cur < 0:
+            return best
+        v = icpt[cur] + slopes[cur] * x
+        if v < best:
+            best = v
+        if lo == hi:
+            return best
+        mid = (lo + hi) // 2
+        if q <= mid:
+            node = 2 * node
+            hi = mid
+        else:
+            node = 2 * node + 1
+            lo = mid + 1
+
+
+@njit(cache=True, nogil=True)
+def _free_layers(A, A2, split, U, R, P, cells, kmax, backward):
+    """:func:`relaxed_layers` without share windows, in O(g (log g + cells)) a layer plus the
+    small buckets: forward, every cell keeps the lower envelope of its starts that make a large
+    bucket for the current end (a prefix of the cell, growing with the end); backward, a Li Chao
+    tree per cell holds the ends that make a large bucket with the current start (a suffix,
+    growing as the start falls). Small buckets (fewer than split[j] samples) are few per end
+    and are priced one by one."""
+    g = A.shape[1] - 1
+    nc = cells.size
+    fwd = np.full((kmax + 1, g + 1), np.inf)
+    bwd = np.full((kmax + 1, g + 1), np.inf)
+    arg = np.full((kmax + 1, g + 1), -1, dtype=np.int64)
+    fwd[:, 0] = 0.0
+    bwd[:, g] = 0.0
+    cell_end = np.empty(nc, dtype=np.int64)
+    for c in range(nc):
+        cell_end[c] = cells[c + 1] - 1 if c + 1 < nc else g - 1
+    cell = np.zeros(g + 1, dtype=np.int64)
+    for c in range(1, nc):
+        cell[cells[c]:] = c
+    big = np.empty(g + 1, dtype=np.int64)  # starts i <= big[j] make buckets of >= split[j]
+    for j in range(g + 1):
+        big[j] = min(np.searchsorted(P, P[j] - split[j], side="right") - 1, j - 1)
+    f_slopes = np.empty(g)
+    for i in range(g):
+        f_slopes[i] = -float(P[i])
+    icpt = np.empty(g)
+    hl = np.empty(g, dtype=np.int64)
+    cnt = np.zeros(nc, dtype=np.int64)
+    for k in range(1, kmax + 1):
+        for i in range(g):
+            icpt[i] = fwd[k - 1, i] + R[i]
+        cnt[:] = 0
+        nxt = 0  # starts below nxt are in their cell's envelope
+        for j in range(1, g + 1):
+            while nxt <= big[j]:
+                if icpt[nxt] < np.inf:
+                    c = cell[nxt]
+                    cnt[c] = _hull_push(hl, cells[c], cnt[c], nxt, f_slopes, icpt)
+                nxt += 1
+            best = np.inf
+            at = -1
+            for c in range(nc):
+                if cells[c] > big[j]:
+                    break
+                if cnt[c] == 0:
+                    continue
+                v, a = _hull_min(hl, cells[c], cnt[c], f_slopes, icpt, U[c, j])
+                v += A[c, j]
+                if v < best or (v == best and a < at):
+                    best = v
+                    at = a
+            for i in range(max(big[j] + 1, 0), j):  # small buckets
+                if icpt[i] < np.inf:
+                    c = cell[i]
+                    v = A2[c, j] - U[c, j] * P[i] + icpt[i]
+                    if v < best or (v == best and i < at):
+                        best = v
+                        at = i
+            if at >= 0:
+                fwd[k, j] = best
+                arg[k, j] = at
+    if not backward:
+        return fwd, arg, bwd
+    from_big = np.empty(g, dtype=np.int64)  # ends j >= from_big[i] make large buckets
+    for i in range(g):
+        from_big[i] = np.searchsorted(big[1:], i, side="left") + 1
+    xs = np.empty(g)
+    for i in range(g):
+        xs[i] = float(P[i])
+    b_slopes = np.empty(g + 1)
+    bicpt = np.empty(g + 1)
+    tree = np.empty(4 * g + 4, dtype=np.int64)
+    for c in range(nc - 1, -1, -1):
+        for j in range(1, g + 1):
+            b_slopes[j] = -U[c, j]
+        for k in range(1, kmax + 1):
+            for j in range(1, g + 1):
+                bicpt[j] = bwd[k - 1, j] + A[c, j]
+            tree[:] = -1
+            top = g + 1  # ends >= top are in the tree
+            for i in range(cell_end[c], cells[c] - 1, -1):
+                while top > from_big[i] and top > i + 1:
+                    top -= 1
+                    if bicpt[top] < np.inf:
+                        _lichao_insert(tree, 0, g - 1, xs, b_slopes, bicpt, top)
+                best = _lichao_min(tree, 0, g - 1, xs, b_slopes, bicpt, i)
+                for j in range(i + 1, min(from_big[i], g + 1)):  # small buckets
+                    if bwd[k - 1, j] < np.inf:
+                        v = A2[c, j] - U[c, j] * xs[i] + bwd[k - 1, j]
+                        if v < best:
+                            best = v
+                if best < np.inf:
+                    bwd[k, i] = R[i] + best
+    return fwd, arg, bwd
+
+
+@njit(cache=True, nogil=True)
+def relaxed_layers(A, A2, split, U, R, P, cells, win_lo, win_hi, kmax, backward=True):
     """Forward and backward passes of the relaxed DP over groups 0..g.
 
     Starts i in cells[c] <= i < cells[c + 1] (cells[0] = 0) use the relaxation of row c:
-    l(i, j) = A[c, j] - U[c, j] P[i] + R[i]. Returns ``fwd`` (kmax + 1, g + 1): fwd[k, j] <= the
+    l(i, j) = A[c, j] - U[c, j] P[i] + R[i] when the bucket holds at least split[j] samples
+    (P[j] - P[i] >= split[j]), with A2 in place of A when it holds fewer (P[j] - split[j] must
+    never decrease with j). Returns ``fwd`` (kmax + 1, g + 1): fwd[k, j] <= the
     cost of any cover of groups 1..j by at most k buckets (fwd[k, 0] = 0), ``arg`` its argmin
     start (a chain of the relaxation), and ``bwd``: bwd[k, i] <= the cost of any cover of groups
-    i+1..g by at most k buckets (bwd[k, g] = 0). Infeasible: inf.
+    i+1..g by at most k buckets (bwd[k, g] = 0; inf everywhere else when not ``backward``).
+    Infeasible: inf.
     """
     g = A.shape[1] - 1
+    free = True  # no share window: every start below an end is allowed
+    for j in range(1, g + 1):
+        if win_lo[j] > 0 or win_hi[j] < j - 1:
+            free = False
+            break
+    if free:
+        return _free_layers(A, A2, split, U, R, P, cells, kmax, backward)
     nc = cells.size
     size, levels = _levels(g)
     fwd = np.full((kmax + 1, g + 1), np.inf)
@@ -180,6 +381,9 @@ def relaxed_layers(A, U, R, P, cells, win_lo, win_hi, kmax):
     cell_end = np.empty(nc, dtype=np.int64)
     for c in range(nc):
         cell_end[c] = cells[c + 1] - 1 if c + 1 < nc else g - 1
+    big = np.empty(g + 1, dtype=np.int64)  # starts i <= big[j] make buckets of >= split[j]
+    for j in range(g + 1):
+        big[j] = np.searchsorted(P, P[j] - split[j], side="right") - 1
     # forward: line i (position i, i = 0..g-1) has slope -P[i], intercept fwd[k-1, i] + R[i]
     f_slopes = np.empty(g)
     for i in range(g):
@@ -196,12 +400,18 @@ def relaxed_layers(A, U, R, P, cells, win_lo, win_hi, kmax):
                 hi = min(win_hi[j], j - 1, cell_end[c])
                 if cells[c] > j - 1:
                     break
-                if lo > hi:
-                    continue
-                v, a = _range_min(hull, hull_n, f_slopes, icpt, lo, hi, U[c, j])
-                if a >= 0 and A[c, j] + v < fwd[k, j]:
-                    fwd[k, j] = A[c, j] + v
-                    arg[k, j] = a
+                for part in range(2):
+                    a_lo = lo if part == 0 else max(lo, big[j] + 1)
+                    a_hi = min(hi, big[j]) if part == 0 else hi
+                    if a_lo > a_hi:
+                        continue
+                    v, a = _range_min(hull, hull_n, f_slopes, icpt, a_lo, a_hi, U[c, j])
+                    base = A[c, j] if part == 0 else A2[c, j]
+                    if a >= 0 and base + v < fwd[k, j]:
+                        fwd[k, j] = base + v
+                        arg[k, j] = a
+    if not backward:
+        return fwd, arg, bwd
     # backward: for the starts of cell c, line j (position j - 1) has slope -U[c, j], intercept
     # bwd[k-1, j] + A[c, j]; the ends that accept start i form a range, since both window ends
     # only move right. Cells from the last: every end after a start is final when it is needed.
@@ -212,28 +422,50 @@ def relaxed_layers(A, U, R, P, cells, win_lo, win_hi, kmax):
         b = np.searchsorted(win_lo[1:], i, side="right")
         first[i] = max(a, i + 1)
         last[i] = b
+    # the ends whose bucket from start i holds >= split[j] samples: j >= from_big[i] (big[j]
+    # never decreases: P[j] - split[j] never does)
+    from_big = np.empty(g, dtype=np.int64)
+    for i in range(g):
+        from_big[i] = np.searchsorted(big[1:], i, side="left") + 1
     b_slopes = np.empty(g)
     bicpt = np.empty(g)
+    bicpt2 = np.empty(g)
+    hull2 = np.zeros((levels, size), dtype=np.int64)
+    hull2_n = np.zeros((levels, size), dtype=np.int64)
     for c in range(nc - 1, -1, -1):
         for j in range(1, g + 1):
             b_slopes[j - 1] = -U[c, j]
         b_order = _sorted_levels(b_slopes, size, levels)
         for k in range(1, kmax + 1):
             for j in range(1, g + 1):
-                bicpt[j - 1] = bwd[k - 1, j] + A[c, j] if j > cells[c] else np.inf
+                on = j > cells[c]
+                bicpt[j - 1] = bwd[k - 1, j] + A[c, j] if on else np.inf
+                bicpt2[j - 1] = bwd[k - 1, j] + A2[c, j] if on else np.inf
             _build_hulls(b_order, b_slopes, bicpt, hull, hull_n)
+            _build_hulls(b_order, b_slopes, bicpt2, hull2, hull2_n)
             for i in range(cells[c], cell_end[c] + 1):
                 if first[i] > last[i]:
                     continue
-                v, a = _range_min(hull, hull_n, b_slopes, bicpt, first[i] - 1, last[i] - 1,
-                                  float(P[i]))
-                if a >= 0:
-                    bwd[k, i] = R[i] + v
+                best = np.inf
+                cut = from_big[i]  # ends >= cut: big buckets
+                if max(first[i], cut) <= last[i]:
+                    v, a = _range_min(hull, hull_n, b_slopes, bicpt, max(first[i], cut) - 1,
+                                      last[i] - 1, float(P[i]))
+                    if a >= 0:
+                        best = v
+                if first[i] <= min(last[i], cut - 1):
+                    v, a = _range_min(hull2, hull2_n, b_slopes, bicpt2, first[i] - 1,
+                                      min(last[i], cut - 1) - 1, float(P[i]))
+                    if a >= 0 and v < best:
+                        best = v
+                if best < np.inf:
+                    bwd[k, i] = R[i] + best
     return fwd, arg, bwd
 
 
-@njit(cache=True)
-def alive_pairs(A, U, R, P, cells, win_lo, win_hi, fwd, bwd, ks, thresholds, kmax, limit):
+@njit(cache=True, nogil=True)
+def alive_pairs(A, A2, split, U, R, P, cells, win_lo, win_hi, fwd, bwd, ks, thresholds, kmax,
+                limit):
     """Every (layer t, start i, end j) that a cover of groups 1..g by at most k buckets (k in
     ``ks``) costing at most ``thresholds[kk]`` may use: fwd[t-1, i] + l(i, j) + bwd[k-t, j] <=
     threshold, t <= k. (Such a cover reaches F_k(g) with its buckets on layers ending at k; the
@@ -269,7 +501,8 @@ def alive_pairs(A, U, R, P, cells, win_lo, win_hi, fwd, bwd, ks, thresholds, kma
                 lo = win_lo[j]
                 hi = min(win_hi[j], j - 1)
                 for i in range(lo, hi + 1):
-                    li = A[cell[i], j] - U[cell[i], j] * P[i] + R[i]
+                    base = A[cell[i], j] if P[j] - P[i] >= split[j] else A2[cell[i], j]
+                    li = base - U[cell[i], j] * P[i] + R[i]
                     keep = False
                     for kk in range(ks.size):
                         k = ks[kk]
@@ -287,7 +520,7 @@ def alive_pairs(A, U, R, P, cells, win_lo, win_hi, fwd, bwd, ks, thresholds, kma
     return lay, st, en, count
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pair_dp(layers, starts, ends, costs, g, kmax):
     """The exact DP over the listed pairs (sorted by layer, end, start): ``opt`` (kmax, g + 1)
     int32 (smallest best start, -1 if none) and F[k, g] for every k (inf if no chain)."""
@@ -308,7 +541,7 @@ def pair_dp(layers, starts, ends, costs, g, kmax):
     return opt, best
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first):
     """(E[M], E[M^2]) of the longest of ``draws[j]`` samples drawn without replacement from every
     sample of groups first+1..j (j > first; the others 0).

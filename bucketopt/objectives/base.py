@@ -48,6 +48,11 @@ class Objective:
     def finish(self, solution):
         return solution
 
+    def seed_chains(self, kmax: int, ks) -> dict:
+        """k -> group ends of a good cover from a faster related problem, if any: the certified
+        DP (bounds.certified_layers) places cells at its boundaries and refines it."""
+        return {}
+
     def optimality(self, k: int, best: float):
         """What is proven about layer k's optimum ``best``: an exact DP's by default."""
         from .bounds import exact

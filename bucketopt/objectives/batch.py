@@ -13,6 +13,8 @@ longest, is expected to hold at least ``min_fill x token_budget`` padded tokens.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..batchpad import expected_padding_per_bucket, walk_tables
@@ -71,11 +73,19 @@ class BatchPadding(Objective):
         if proven:
             self.certificates = {k: exact(best[k - 1]) for k in done}
         else:
-            # the grid search is not a proof: its covers seed the relaxation, whose bound
-            # certifies how far from the optimum they can be
+            # the grid search is not a proof: the relaxation, with cells at its covers'
+            # boundaries, certifies how far from the optimum they can be; one forward pass,
+            # computed when a solution's optimality is first read
             chains = {k: backtrack(opt, k, g) for k in done}
-            self.certificates = relaxed_bounds(self, kmax, chains,
-                                               {k: best[k - 1] for k in done})
+            values = {k: best[k - 1] for k in done}
+            memo = {}
+
+            def certify(k):
+                if not memo:
+                    memo.update(relaxed_bounds(self, kmax, chains, values))
+                return memo[k]
+
+            self.certificates = {k: functools.partial(certify, k) for k in done}
         return opt, best
 
     def relaxation(self, cells):

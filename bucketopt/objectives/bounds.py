@@ -22,13 +22,14 @@ and ``pair_costs(starts, ends)``, the exact costs of a list of buckets. Then:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..groups import backtrack
 
 # The most pairs one round of the exact DP prices (each an exact bucket cost).
-PAIR_LIMIT = 400_000
+PAIR_LIMIT = 100_000
 # Relative slack of the thresholds over the relaxation's bound, round by round.
 ROUND_GAPS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 # Rounding: the relaxed values carry float error; thresholds are widened and lower bounds
@@ -36,12 +37,14 @@ ROUND_GAPS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 ROUNDING = 1e-9
 # Cells of starts with their own relaxation: this far (share of the samples) below every
 # boundary of the first pass's chains, and at most MAX_CELLS of them.
-CELL_SHIFTS = np.array([0.0, 0.005, 0.02, 0.06])
+CELL_SHIFTS = np.array([0.0, 0.001, 0.005, 0.02, 0.06])
 MAX_CELLS = 64
 CELL_PASSES = 2
 # The local search that improves the relaxation's chain: every boundary within BAND groups.
-BAND = 48
+BAND = 12
 BAND_ROUNDS = 8
+# ... and, for a k the rounds could not prove, every boundary within WIDE_BAND groups.
+WIDE_BAND = 32
 # A proven gap at or below this is reported as the exact optimum (float rounding).
 EXACT_GAP = 1e-12
 
@@ -166,20 +169,22 @@ def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
     win_hi = np.ascontiguousarray(obj.win_hi, dtype=np.int64)
 
     def relax(cells):
-        A, U, R = obj.relaxation(cells)
-        cells = np.asarray(cells[:A.shape[0]], dtype=np.int64)
-        A, U, R = (np.ascontiguousarray(x, dtype=np.float64) for x in (A, U, R))
-        return (A, U, R, cells, *relaxed_layers(A, U, R, P, cells, win_lo, win_hi, kmax))
+        rel = _relaxation(obj, cells)
+        return (rel, *relaxed_layers(*rel[:5], P, rel.cells, win_lo, win_hi, kmax))
 
     # first pass: one relaxation for every start; then one per cell of starts placed just
     # below each boundary of the best chains so far, where the buckets of near-optimal covers
     # begin (twice: the second pass's chains place the cells better)
-    A, U, R, cells, fwd, arg, bwd = relax(np.zeros(1, dtype=np.int64))
+    seeds = obj.seed_chains(kmax, ks)
+    rel, fwd, arg, bwd = relax(_cells(P, [0], seeds.values(), g) if obj.relaxation_cells
+                               else np.zeros(1, dtype=np.int64))
     if obj.relaxation_cells:
         for _ in range(CELL_PASSES):
-            found = [_chain(arg, k, g) for k in ks if np.isfinite(fwd[k, g])]
-            cells = _cells(P, cells, [c for c in found if c], g)
-            A, U, R, cells, fwd, arg, bwd = relax(cells)
+            found = [c for c in (_chain(arg, k, g) for k in ks if np.isfinite(fwd[k, g])) if c]
+            cells = _cells(P, rel.cells, [*found, *seeds.values()], g)
+            if np.array_equal(cells, rel.cells):
+                break  # every chain already starts its buckets on cells
+            rel, fwd, arg, bwd = relax(cells)
     if progress is not None:
         progress(0)
     costs = _Costs(obj, g)
@@ -190,9 +195,11 @@ def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
         if not np.isfinite(fwd[k, g]):
             continue
         lower[k] = _lower(fwd[k, g])
-        chain = _chain(arg, k, g)
-        if chain is not None:
-            chains[k], upper[k] = band_chain(obj, costs, chain, k)
+        for chain in (_chain(arg, k, g), seeds.get(k)):
+            if chain is not None:
+                ends, value = band_chain(obj, costs, chain, k)
+                if value < upper.get(k, np.inf):
+                    chains[k], upper[k] = ends, value
     proven = {}
     feasible = [k for k in ks if k in lower]
     last = None
@@ -207,7 +214,7 @@ def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
             else:
                 theta[k] = min(upper.get(k, np.inf), lower[k] + gap * abs(lower[k]))
         th = np.array([theta[k] + ROUNDING * abs(theta[k]) + 1e-300 for k in feasible])
-        lay, st, en, count = alive_pairs(A, U, R, P, cells, win_lo, win_hi, fwd, bwd,
+        lay, st, en, count = alive_pairs(*rel[:5], P, rel.cells, win_lo, win_hi, fwd, bwd,
                                          np.array(feasible, dtype=np.int64), th, kmax,
                                          pair_limit)
         if count > pair_limit:
@@ -222,8 +229,12 @@ def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
                 lower[k] = max(lower[k], _lower(theta[k]))
         if progress is not None:
             progress(count)
+    # the unproven: the best chain found, polished with a wider band
+    for k in feasible:
+        if k not in proven and k in chains:
+            chains[k], upper[k] = band_chain(obj, costs, chains[k], k, band=WIDE_BAND)
     # the covers: every proven k backtracks from the last round's table (its threshold was kept);
-    # the others take the relaxation's chain
+    # the others take the best chain found
     opt_out = np.full((kmax, g + 1), -1, dtype=np.int32)
     best_out = np.full(kmax, np.nan)
     certs = {}
@@ -276,11 +287,9 @@ def relaxed_bounds(obj, kmax, chains, values):
     groups = obj.groups
     g = groups.g
     P = groups.prefix_count.astype(np.float64)
-    cells = _cells(P, [0], chains.values(), g)
-    A, U, R = (np.ascontiguousarray(x, dtype=np.float64) for x in obj.relaxation(cells))
-    cells = np.asarray(cells[:A.shape[0]], dtype=np.int64)
-    fwd, _, _ = relaxed_layers(A, U, R, P, cells, np.ascontiguousarray(obj.win_lo, np.int64),
-                               np.ascontiguousarray(obj.win_hi, np.int64), kmax)
+    rel = _relaxation(obj, _cells(P, [0], chains.values(), g))
+    fwd, _, _ = relaxed_layers(*rel[:5], P, rel.cells, np.ascontiguousarray(obj.win_lo, np.int64),
+                               np.ascontiguousarray(obj.win_hi, np.int64), kmax, False)
     out = {}
     for k, value in values.items():
         lower = min(_lower(fwd[k, g]), float(value))
@@ -288,16 +297,45 @@ def relaxed_bounds(obj, kmax, chains, values):
     return out
 
 
+class Relaxation(NamedTuple):
+    """l(i, j) = A[c, j] - U[c, j] P[i] + R[i] for starts i in cell c (cells[c] <= i <
+    cells[c + 1]) of buckets with at least split[j] samples; A2 in place of A for smaller ones."""
+
+    A: np.ndarray
+    A2: np.ndarray
+    split: np.ndarray
+    U: np.ndarray
+    R: np.ndarray
+    cells: np.ndarray
+
+
+def _relaxation(obj, cells) -> Relaxation:
+    """The objective's relaxation (``obj.relaxation(cells)``: (A, U, R) or (A, U, R, A2,
+    split)) as contiguous arrays; an objective with one row uses cell 0 alone."""
+    parts = obj.relaxation(cells)
+    A, U, R = (np.ascontiguousarray(x, dtype=np.float64) for x in parts[:3])
+    if len(parts) > 3:
+        A2, split = np.ascontiguousarray(parts[3], np.float64), np.asarray(parts[4], np.float64)
+    else:
+        A2, split = A, np.zeros(A.shape[1])
+    cells = np.asarray(cells[:A.shape[0]], dtype=np.int64)
+    return Relaxation(A, A2, np.ascontiguousarray(split), U, R, cells)
+
+
 def _cells(P, cells, chains, g):
     """Cells of starts: ``cells`` and, below every boundary of every chain, CELL_SHIFTS of the
-    samples; at most MAX_CELLS, 0 always first."""
-    marks = [0, *cells]
+    samples; at most MAX_CELLS (the new chains' cells kept first), 0 always first."""
     n = P[-1]
+    marks = [0]
     for ends in chains:
         for j in list(ends)[:-1]:
             marks.extend(np.searchsorted(P, P[j] - CELL_SHIFTS * n, side="right") - 1)
-    out = np.unique(np.clip(marks, 0, g - 1)).astype(np.int64)
-    if out.size > MAX_CELLS:
-        pick = np.linspace(0, out.size - 1, MAX_CELLS - 1).astype(np.int64)
-        out = np.unique(np.r_[0, out[pick]])
-    return out
+    new = np.unique(np.clip(marks, 0, g - 1)).astype(np.int64)
+    old = np.setdiff1d(np.asarray(cells, dtype=np.int64), new)
+    room = MAX_CELLS - new.size
+    if room <= 0:
+        pick = np.linspace(0, new.size - 1, MAX_CELLS).astype(np.int64)
+        return np.unique(np.r_[0, new[pick]])
+    if old.size > room:
+        old = old[np.linspace(0, old.size - 1, room).astype(np.int64)]
+    return np.unique(np.r_[new, old])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BucketoptError
+from ..groups import backtrack
 from ..synced import TimeArrays, bucket_seconds
 from .base import Objective
 from .bounds import exact
@@ -23,8 +24,11 @@ from .bounds import exact
 # this many pairs (a few minutes) and ask for align=.
 MAX_TIME_PAIRS = 1.2e9
 # Where the certified search (bounds.certified_layers) stops with a proven gap above this, the
-# DP over every pair runs (exact, and slow): the default never returns an uncertified cover.
+# DP over every pair runs (exact, and slow) when it is quick or exact=True.
 FALLBACK_GAP = 1e-6
+# With pad="batch" the default runs that DP only up to this many pairs (about 1,400 candidate
+# edges, a few seconds); above, exact=True asks for it.
+QUICK_BATCH_PAIRS = 1e6
 
 
 class Time(Objective):
@@ -58,18 +62,33 @@ class Time(Objective):
         opt, best, self.certificates = certified_layers(self, kmax, ks)
         short = [c for c in self.certificates.values()
                  if not c.exact and (self.exact or c.gap > FALLBACK_GAP)]
-        if short and (self.exact or self.pairs <= MAX_TIME_PAIRS):
-            # the certified search stopped short of a proof: the DP over every pair is exact
-            # (where it is too large, the default keeps the cover and the gap it proved)
+        # the certified search stopped short of a proof: the DP over every pair is exact; the
+        # default runs it where it is quick (pad="edge", or few pairs), and otherwise keeps the
+        # cover with the gap it proved (Solution.optimality and a warning say so)
+        quick = self.pad == "edge" or self.pairs <= QUICK_BATCH_PAIRS
+        if short and (self.exact or quick):
             if self.pairs > MAX_TIME_PAIRS:
                 raise BucketoptError(
-                    f"exact=True: the certified search proved a gap of {short[0].gap:.2e}; the DP "
-                    f"over every pair of {self.groups.g:,} candidate edges visits "
-                    f"{self.pairs:,.0f} pairs, too many; pass align= (e.g. align=16) to merge "
-                    "nearby edges.")
+                    f'objective="time": the certified search stopped {short[0].gap:.2e} from a '
+                    f"proof, and the exact DP over {self.groups.g:,} candidate edges visits "
+                    f"{self.pairs:,.0f} pairs of edges, too many; pass align= (e.g. align=16) "
+                    "to merge nearby edges.")
             opt, best = self.full_layers(kmax)
             self.certificates = {k: exact(best[k - 1]) for k in self.certificates}
         return opt, best
+
+    def seed_chains(self, kmax, ks):
+        """pad="batch": the time-optimal covers with edge padding (proven in milliseconds, and
+        near the dynamic-padding ones: the same steps, rows a little longer)."""
+        if self.pad != "batch":
+            return {}
+        from .bounds import certified_layers
+
+        edge = Time(self.cost_model, pad="edge", sync_buckets=self.sync_buckets)
+        edge.fit(self.groups, token_budget=self.token_budget, win_lo=self.win_lo,
+                 win_hi=self.win_hi)
+        opt, best, _ = certified_layers(edge, kmax, ks)
+        return {k: backtrack(opt, k, self.groups.g) for k in ks if np.isfinite(best[k - 1])}
 
     def full_layers(self, kmax):
         """The push-order DP over every allowed pair (exact, and slow: docs/method.md)."""
@@ -82,16 +101,21 @@ class Time(Objective):
                                   a.lf_hi, a.lf_lo, int(a.s0))
 
     def relaxation(self, cells):
-        """(A, U, R): A[c, j] - U[c, j] P[i] + R[i] <= the seconds of the bucket (i, j] for
-        every start i >= cells[c] (docs/method.md).
+        """(A, U, R, A2, split): A[c, j] - U[c, j] P[i] + R[i] <= the seconds of the bucket
+        (i, j] for every start i >= cells[c] of a bucket of at least split[j] samples, A2 in
+        place of A for smaller ones (docs/method.md).
 
         A bucket of N samples at edge e with B = T // e rows a batch runs at least N / (G B)
         steps, and its steps' largest batches hold at least N / G rows together, each padded to
         the edge (pad="edge"). With pad="batch" all its rows but at most 2 G B (G = 1: B) sit in
         full steps of G B rows, whose longest row is at least as long in expectation as the
         longest of G B draws from every sample between cells[c] and e (removing the shorter
-        samples of a set never shortens its expected maximum); the other rows are at least as
-        long as the shortest length after cells[c]."""
+        samples of a set never shortens its expected maximum). The other rows are at least as
+        long as the shortest length after cells[c]; in a bucket of at least 2 G B samples
+        (G = 1: B) they also sit in steps of at least (G - 1) floor(B / 2) + 1 rows (a full
+        batch split in two leaves halves of at least floor(B / 2) rows, and every step then
+        holds G batches), priced by that many draws.
+        """
         from ._bound_kernels import prefix_moments
 
         g, m, a = self.groups, self.cost_model, self.arrays
@@ -103,19 +127,28 @@ class Time(Objective):
             e = edges.astype(np.float64)
             U = m.alpha / (world * sizes) + (m.beta * e + m.gamma * e * e) / world
             return np.r_[0.0, U * P][None, :], np.r_[0.0, U][None, :], np.zeros(g.g + 1)
-        draws = np.r_[0, self.world * (self.token_budget // edges)].astype(np.int64)
+        full = self.world * (self.token_budget // edges)
+        # every step of a bucket of >= split samples holds >= (G - 1) floor(B / 2) + 1 rows
+        fewest = (self.world - 1) * (self.token_budget // edges // 2) + 1
         rest = (2.0 * world if self.world > 1 else 1.0) * sizes
         A = np.zeros((len(cells), g.g + 1))
+        A2 = np.zeros((len(cells), g.g + 1))
         U = np.zeros((len(cells), g.g + 1))
+        memo = self.__dict__.setdefault("_moments", {})  # cell start -> (phi, phi2)
         for c, first in enumerate(cells):
-            m1, m2 = prefix_moments(a.values, a.pcv, a.pq1, a.pq2, self.group_end, draws,
-                                    a.lf_hi, a.lf_lo, int(first))
-            phi = m.beta * m1[1:] + m.gamma * m2[1:]
+            if int(first) not in memo:
+                memo[int(first)] = tuple(
+                    m.beta * m1[1:] + m.gamma * m2[1:]
+                    for m1, m2 in (prefix_moments(a.values, a.pcv, a.pq1, a.pq2, self.group_end,
+                                                  np.r_[0, d].astype(np.int64), a.lf_hi,
+                                                  a.lf_lo, int(first)) for d in (full, fewest)))
+            phi, phi2 = memo[int(first)]
             x = float(a.values[self.group_end[first]])
             low = m.beta * x + m.gamma * x * x  # the shortest row of such a bucket
             U[c, 1:] = m.alpha / (world * sizes) + phi / world
-            A[c, 1:] = U[c, 1:] * P - rest * np.maximum(phi - low, 0.0) / world
-        return A, U, np.zeros(g.g + 1)
+            A2[c, 1:] = U[c, 1:] * P - rest * np.maximum(phi - low, 0.0) / world
+            A[c, 1:] = U[c, 1:] * P - rest * np.maximum(phi - np.maximum(phi2, low), 0.0) / world
+        return A, U, np.zeros(g.g + 1), A2, np.r_[0.0, rest]
 
     def pair_costs(self, starts, ends):
         from .._time_kernels import pair_costs
