@@ -1,7 +1,7 @@
 """The certified time DP against the padding DP, side by side in one run (ratios: the machine is
 shared and noisy), under the shipped profile and others.
 
-    python benchmarks/certified.py
+    python benchmarks/certified.py [NAME]     (NAME: only the inputs whose name holds it)
 
 Inputs: the embedded example (8 GPUs, both paddings), 20,000 distinct lengths (k = 6 and 16,
 8 GPUs) and a source-code-like heavy tail up to 2M tokens (8 GPUs). Profiles: the shipped
@@ -21,7 +21,7 @@ import bucketopt
 from bucketopt import datasets
 from bucketopt.cost.costmodel import load_profile
 
-REPEATS = 3
+REPEATS = 2
 STORY = load_profile("rtx-pro-6000-blackwell")
 PROFILES = {
     "shipped (alpha 0.1)": "rtx-pro-6000-blackwell",
@@ -56,13 +56,16 @@ def best_of(fn):
     return out, best
 
 
-def main():
+def main(only=None):
+    """Every input, or those whose name contains ``only`` (e.g. ``source``)."""
     bucketopt.solve([1, 2, 3, 5, 8], 2, pad="batch", profile="rtx-pro-6000-blackwell",
                     token_budget=64)  # load the kernels
     print(f"{'input':24} {'profile':22} {'padding DP':>11} {'time DP':>9} {'ratio':>6}  "
           "exact  gap       Ktok/s")
     worst = 0.0
     for name, lengths, k, pad, budget in inputs():
+        if only and only not in name:
+            continue
         for pname, profile in PROFILES.items():
             tb = budget
             if tb is None:
@@ -79,4 +82,6 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1] if len(sys.argv) > 1 else None)

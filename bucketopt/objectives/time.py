@@ -29,6 +29,8 @@ FALLBACK_GAP = 1e-6
 # With pad="batch" the default runs that DP only up to this many pairs (about 1,400 candidate
 # edges, a few seconds); above, exact=True asks for it.
 QUICK_BATCH_PAIRS = 1e6
+# ... and whatever it costs when the proven gap is wider than this.
+WIDE_GAP = 1e-2
 
 
 class Time(Objective):
@@ -63,10 +65,12 @@ class Time(Objective):
         short = [c for c in self.certificates.values()
                  if not c.exact and (self.exact or c.gap > FALLBACK_GAP)]
         # the certified search stopped short of a proof: the DP over every pair is exact; the
-        # default runs it where it is quick (pad="edge", or few pairs), and otherwise keeps the
-        # cover with the gap it proved (Solution.optimality and a warning say so)
+        # default runs it where it is quick (pad="edge", or few pairs) or the proven gap is
+        # wide (the relaxation is weak there: heavy tails of batches of one or two rows), and
+        # otherwise keeps the cover with the gap it proved (optimality and a warning say so)
+        wide = any(c.gap > WIDE_GAP for c in short)
         quick = self.pad == "edge" or self.pairs <= QUICK_BATCH_PAIRS
-        if short and (self.exact or quick):
+        if short and (self.exact or quick or wide):
             if self.pairs > MAX_TIME_PAIRS:
                 raise BucketoptError(
                     f'objective="time": the certified search stopped {short[0].gap:.2e} from a '
