@@ -259,11 +259,19 @@ def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, w1, w2, slack)
     s1 = 0.0
     s2 = 0.0
     steps = 0
+    p = 1.0  # C(a, draws) / C(n, draws) for the samples a up to the current length
+    prev = n
     for t in range(hi - 2, lo - 1, -1):
         a = pcv[t + 1] - base
         if a < draws:
             break
-        p = np.exp(_log_falling(lf_hi, lf_lo, a, draws) - norm)
+        # one length down: a ratio of a few factors where it lost few samples (exp otherwise);
+        # the product keeps a relative error of an ulp a step
+        if prev == n:
+            p = np.exp(_log_falling(lf_hi, lf_lo, a, draws) - norm)
+        else:
+            p *= _binom_ratio(a, prev - a, draws, lf_hi, lf_lo)
+        prev = a
         v = float(values[t])
         nxt = float(values[t + 1])
         s1 += (nxt - v) * p

@@ -324,7 +324,23 @@ def _free_layers(A, A2, split, U, R, P, cells, kmax, backward):
     b_slopes = np.empty(g + 1)
     bicpt = np.empty(g + 1)
     tree = np.empty(4 * g + 4, dtype=np.int64)
+    few = 2 * np.log2(g + 2)  # a cell of fewer starts scans its ends directly
     for c in range(nc - 1, -1, -1):
+        if cell_end[c] - cells[c] + 1 < few:
+            for k in range(1, kmax + 1):
+                for i in range(cell_end[c], cells[c] - 1, -1):
+                    best = np.inf
+                    x = xs[i]
+                    for j in range(i + 1, g + 1):
+                        if j < from_big[i]:
+                            v = A2[c, j] - U[c, j] * x + bwd[k - 1, j]
+                        else:
+                            v = A[c, j] - U[c, j] * x + bwd[k - 1, j]
+                        if v < best:
+                            best = v
+                    if best < np.inf:
+                        bwd[k, i] = R[i] + best
+            continue
         for j in range(1, g + 1):
             b_slopes[j] = -U[c, j]
         for k in range(1, kmax + 1):

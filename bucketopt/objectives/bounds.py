@@ -37,7 +37,7 @@ ROUND_GAPS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 ROUNDING = 1e-9
 # Cells of starts with their own relaxation: this far (share of the samples) below every
 # boundary of the first pass's chains, and at most MAX_CELLS of them.
-CELL_SHIFTS = np.array([0.0, 0.001, 0.005, 0.02, 0.06])
+CELL_SHIFTS = np.array([0.0, 0.002, 0.01, 0.04])
 MAX_CELLS = 64
 CELL_PASSES = 2
 # The local search that improves the relaxation's chain: every boundary within BAND groups.
@@ -168,23 +168,27 @@ def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
     win_lo = np.ascontiguousarray(obj.win_lo, dtype=np.int64)
     win_hi = np.ascontiguousarray(obj.win_hi, dtype=np.int64)
 
-    def relax(cells):
+    def relax(cells, backward=True):
         rel = _relaxation(obj, cells)
-        return (rel, *relaxed_layers(*rel[:5], P, rel.cells, win_lo, win_hi, kmax))
+        return (rel, *relaxed_layers(*rel[:5], P, rel.cells, win_lo, win_hi, kmax, backward))
 
-    # first pass: one relaxation for every start; then one per cell of starts placed just
-    # below each boundary of the best chains so far, where the buckets of near-optimal covers
-    # begin (twice: the second pass's chains place the cells better)
+    # first pass: one relaxation for every start (or cells at the seeds' boundaries); then one
+    # per cell of starts placed just below each boundary of the best chains so far, where the
+    # buckets of near-optimal covers begin (the second pass's chains place them better). Only
+    # the last pass needs the backward bounds.
     seeds = obj.seed_chains(kmax, ks)
-    rel, fwd, arg, bwd = relax(_cells(P, [0], seeds.values(), g) if obj.relaxation_cells
-                               else np.zeros(1, dtype=np.int64))
-    if obj.relaxation_cells:
-        for _ in range(CELL_PASSES):
-            found = [c for c in (_chain(arg, k, g) for k in ks if np.isfinite(fwd[k, g])) if c]
-            cells = _cells(P, rel.cells, [*found, *seeds.values()], g)
-            if np.array_equal(cells, rel.cells):
-                break  # every chain already starts its buckets on cells
+    cells = _cells(P, [0], seeds.values(), g) if obj.relaxation_cells else np.zeros(1, np.int64)
+    for p in range(CELL_PASSES + 1 if obj.relaxation_cells else 1):
+        last = p == CELL_PASSES or not obj.relaxation_cells
+        rel, fwd, arg, bwd = relax(cells, backward=last)
+        if last:
+            break
+        found = [c for c in (_chain(arg, k, g) for k in ks if np.isfinite(fwd[k, g])) if c]
+        new = _cells(P, rel.cells, [*found, *seeds.values()], g)
+        if np.array_equal(new, rel.cells):  # every chain already starts its buckets on cells
             rel, fwd, arg, bwd = relax(cells)
+            break
+        cells = new
     if progress is not None:
         progress(0)
     costs = _Costs(obj, g)
