@@ -154,3 +154,58 @@ def test_ctrl_c_during_a_profiled_compare_exits_130(delay):
     assert proc.returncode == 130
     assert "Traceback" not in err and "SystemError" not in err
     assert err.strip().splitlines()[-1] == "bucketopt: interrupted"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 12), min_size=2, max_size=8), st.integers(12, 40), coefficients,
+       st.sampled_from([1, 3]), st.sampled_from(["batch", "edge"]))
+def test_time_sweep_rows_are_certified_against_brute_force(lengths, budget, coeffs, world, pad):
+    """sweep() with a profile: every k's row is the time optimum (brute force) or states a gap
+    whose lower bound is at or below it."""
+    profile = dict(alpha=coeffs[0], beta=coeffs[1], gamma=coeffs[2], token_budget=budget)
+    sweep = bucketopt.sweep(lengths, [1, 2, 3], pad=pad, profile=profile, world_size=world)
+    for k, sol in zip(sweep.ks, sweep.solutions):
+        oracle = naive.brute_force_synced(lengths, k, budget, *coeffs, world, pad=pad)
+        got = naive.synced_time(lengths, sol.boundaries, budget, *coeffs, world, pad)
+        cert = sol.optimality
+        assert cert["lower_bound"] <= oracle[0] * (1 + 1e-9) + 1e-12
+        if cert["exact"]:
+            assert got == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
+        assert got >= oracle[0] * (1 - 1e-9) - 1e-12
+
+
+class _Stream:
+    def __init__(self, tty):
+        self.tty = tty
+        self.text = ""
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_stage_line_for_a_long_step(tty):
+    """A step over the delay draws its line (redrawn on a terminal, plain lines elsewhere); a
+    short one, or a disabled one (-q), draws nothing."""
+    import time
+
+    from bucketopt.progress import Stage
+
+    out = _Stream(tty)
+    with Stage("solving k=6", enabled=True, delay=0.05, every=0.1, stream=out):
+        time.sleep(0.5)
+    assert "solving k=6:" in out.text
+    lines = out.text.replace("\r", "\n").strip().splitlines()
+    assert len(lines) >= 2 and all(line.startswith("solving k=6: ") for line in lines)
+    assert out.text.endswith("\n")
+    for enabled, pause in ((True, 0.0), (False, 0.3)):
+        quiet = _Stream(tty)
+        with Stage("x", enabled=enabled, delay=0.2, stream=quiet):
+            time.sleep(pause)
+        assert quiet.text == ""

@@ -30,6 +30,8 @@ from ..groups import backtrack
 
 # The most pairs one round of the exact DP prices (each an exact bucket cost).
 PAIR_LIMIT = 100_000
+# The most pairs of the DP that joins the proven ks of a sweep into one table (priced already).
+UNION_LIMIT = 20_000_000
 # Relative slack of the thresholds over the relaxation's bound, round by round.
 ROUND_GAPS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 # Rounding: the relaxed values carry float error; thresholds are widened and lower bounds
@@ -204,35 +206,37 @@ def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
                 ends, value = band_chain(obj, costs, chain, k)
                 if value < upper.get(k, np.inf):
                     chains[k], upper[k] = ends, value
-    proven = {}
     feasible = [k for k in ks if k in lower]
+
+    def listed(thresholds, limit):
+        ks_ = np.array(list(thresholds), dtype=np.int64)
+        th = np.array([t + ROUNDING * abs(t) + 1e-300 for t in thresholds.values()])
+        return alive_pairs(*rel[:5], P, rel.cells, win_lo, win_hi, fwd, bwd, ks_, th, kmax,
+                           limit)
+
+    # every k on its own (a sweep's union of pairs would pass the limit long before each k's)
+    proven = {}
     last = None
-    for gap in ROUND_GAPS:
-        todo = [k for k in feasible if k not in proven]
-        if not todo:
-            break
-        theta = {}
-        for k in feasible:
-            if k in proven:
-                theta[k] = proven[k]
-            else:
-                theta[k] = min(upper.get(k, np.inf), lower[k] + gap * abs(lower[k]))
-        th = np.array([theta[k] + ROUNDING * abs(theta[k]) + 1e-300 for k in feasible])
-        lay, st, en, count = alive_pairs(*rel[:5], P, rel.cells, win_lo, win_hi, fwd, bwd,
-                                         np.array(feasible, dtype=np.int64), th, kmax,
-                                         pair_limit)
-        if count > pair_limit:
-            break
-        opt, best = pair_dp(lay, st, en, costs(st, en), g, kmax)
-        last = opt
-        for k in todo:
-            value = best[k - 1]
-            if value <= theta[k] * (1 + EXACT_GAP) + 1e-300:
-                proven[k] = float(value)
-            else:
-                lower[k] = max(lower[k], _lower(theta[k]))
-        if progress is not None:
-            progress(count)
+    for k in sorted(feasible, reverse=True):
+        for gap in ROUND_GAPS:
+            theta = min(upper.get(k, np.inf), lower[k] + gap * abs(lower[k]))
+            lay, st, en, count = listed({k: theta}, pair_limit)
+            if count > pair_limit:
+                break
+            opt, best = pair_dp(lay, st, en, costs(st, en), g, kmax)
+            if progress is not None:
+                progress(count)
+            if best[k - 1] <= theta * (1 + EXACT_GAP) + 1e-300:
+                proven[k] = float(best[k - 1])
+                last = opt
+                break
+            lower[k] = max(lower[k], _lower(theta))
+    if len(proven) > 1:
+        # one table for every proven k: the DP over the union of their pairs (all priced)
+        lay, st, en, _ = listed(proven, UNION_LIMIT)
+        last, best = pair_dp(lay, st, en, costs(st, en), g, kmax) if lay.size else (None, None)
+        if last is None:
+            proven.clear()
     # the unproven: the best chain found, polished with a wider band
     for k in feasible:
         if k not in proven and k in chains:
