@@ -5,16 +5,37 @@ Nothing runs at import: heavy modules (numba kernels, pyarrow, matplotlib) load 
 
 from __future__ import annotations
 
-from .cost.calibration import Calibration, calibrate
-from .cost.costmodel import CostModel, Profile, load_profile, time_epoch
-from .data.histogram import Histogram
 from .errors import BucketoptError
-from .show.comparison import Comparison, compare
-from .solution import Solution
-from .solver import Sweep, evaluate, solve, sweep
-from .training.plans import BatchPlan, batch_plan
-from .training.sampler import BucketBatchSampler
-from .training.simulate import simulate
+
+# The public names load on first use (PEP 562), so that `bucketopt` itself imports no numpy: the
+# CLI then loads everything inside its own error handling (Ctrl-C while it loads exits 130).
+_LAZY = {
+    "Calibration": ".cost.calibration", "calibrate": ".cost.calibration",
+    "CostModel": ".cost.costmodel", "Profile": ".cost.costmodel",
+    "load_profile": ".cost.costmodel", "time_epoch": ".cost.costmodel",
+    "Histogram": ".data.histogram",
+    "Comparison": ".show.comparison", "compare": ".show.comparison",
+    "Solution": ".solution",
+    "Sweep": ".solver", "evaluate": ".solver", "solve": ".solver", "sweep": ".solver",
+    "BatchPlan": ".training.plans", "batch_plan": ".training.plans",
+    "BucketBatchSampler": ".training.sampler",
+    "simulate": ".training.simulate",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'bucketopt' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -61,6 +61,44 @@ def _sorted_levels(slopes, size, levels):
     return order
 
 
+@njit(cache=True, inline="always")
+def _hull_push(hl, start, cnt, line, slopes, icpt):
+    # append ``line`` (slope below every line of the hull hl[start:start+cnt]) to a lower
+    # envelope; returns the new count. The last line never wins when the new one overtakes the
+    # one before it no later than it does.
+    b3 = slopes[line]
+    a3 = icpt[line]
+    while cnt >= 2:
+        l1 = hl[start + cnt - 2]
+        l2 = hl[start + cnt - 1]
+        b1 = slopes[l1]
+        b2 = slopes[l2]
+        a1 = icpt[l1]
+        a2 = icpt[l2]
+        if (a3 - a1) * (b1 - b2) <= (a2 - a1) * (b1 - b3):
+            cnt -= 1
+        else:
+            break
+    hl[start + cnt] = line
+    return cnt + 1
+
+
+@njit(cache=True, inline="always")
+def _hull_min(hl, start, cnt, slopes, icpt, x):
+    lo = 0
+    hi = cnt - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        l1 = hl[start + mid]
+        l2 = hl[start + mid + 1]
+        if icpt[l2] + slopes[l2] * x < icpt[l1] + slopes[l1] * x:
+            lo = mid + 1
+        else:
+            hi = mid
+    line = hl[start + lo]
+    return icpt[line] + slopes[line] * x, line
+
+
 @njit(cache=True)
 def _build_hulls(order, slopes, icpt, hull, hull_n):
     # the lower envelope (min) of every node's lines, slopes falling: hull[level, start..] holds
@@ -77,26 +115,11 @@ def _build_hulls(order, slopes, icpt, hull, hull_n):
                     break
                 if not icpt[line] < np.inf:
                     continue
-                b3 = slopes[line]
-                a3 = icpt[line]
-                if cnt > 0 and slopes[hull[lev, start + cnt - 1]] == b3:
-                    if icpt[hull[lev, start + cnt - 1]] <= a3:
+                if cnt > 0 and slopes[hull[lev, start + cnt - 1]] == slopes[line]:
+                    if icpt[hull[lev, start + cnt - 1]] <= icpt[line]:
                         continue
                     cnt -= 1
-                while cnt >= 2:
-                    l1 = hull[lev, start + cnt - 2]
-                    l2 = hull[lev, start + cnt - 1]
-                    b1 = slopes[l1]
-                    b2 = slopes[l2]
-                    a1 = icpt[l1]
-                    a2 = icpt[l2]
-                    # l2 never wins when l3 overtakes l1 no later than l2 does
-                    if (a3 - a1) * (b1 - b2) <= (a2 - a1) * (b1 - b3):
-                        cnt -= 1
-                    else:
-                        break
-                hull[lev, start + cnt] = line
-                cnt += 1
+                cnt = _hull_push(hull[lev], start, cnt, line, slopes, icpt)
             hull_n[lev, node] = cnt
 
 
@@ -105,19 +128,7 @@ def _node_min(hull, hull_n, lev, node, slopes, icpt, x):
     cnt = hull_n[lev, node]
     if cnt == 0:
         return np.inf, -1
-    start = node << lev
-    lo = 0
-    hi = cnt - 1
-    while lo < hi:  # the values along a convex envelope are unimodal
-        mid = (lo + hi) // 2
-        l1 = hull[lev, start + mid]
-        l2 = hull[lev, start + mid + 1]
-        if icpt[l2] + slopes[l2] * x < icpt[l1] + slopes[l1] * x:
-            lo = mid + 1
-        else:
-            hi = mid
-    line = hull[lev, start + lo]
-    return icpt[line] + slopes[line] * x, line
+    return _hull_min(hull[lev], node << lev, cnt, slopes, icpt, x)
 
 
 @njit(cache=True)
@@ -155,43 +166,6 @@ def _levels(g):
         size *= 2
         levels += 1
     return size, levels
-
-
-@njit(cache=True, inline="always")
-def _hull_push(hl, start, cnt, line, slopes, icpt):
-    # append ``line`` (slope below every line of the hull hl[start:start+cnt]) to a lower
-    # envelope; returns the new count
-    b3 = slopes[line]
-    a3 = icpt[line]
-    while cnt >= 2:
-        l1 = hl[start + cnt - 2]
-        l2 = hl[start + cnt - 1]
-        b1 = slopes[l1]
-        b2 = slopes[l2]
-        a1 = icpt[l1]
-        a2 = icpt[l2]
-        if (a3 - a1) * (b1 - b2) <= (a2 - a1) * (b1 - b3):
-            cnt -= 1
-        else:
-            break
-    hl[start + cnt] = line
-    return cnt + 1
-
-
-@njit(cache=True, inline="always")
-def _hull_min(hl, start, cnt, slopes, icpt, x):
-    lo = 0
-    hi = cnt - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        l1 = hl[start + mid]
-        l2 = hl[start + mid + 1]
-        if icpt[l2] + slopes[l2] * x < icpt[l1] + slopes[l1] * x:
-            lo = mid + 1
-        else:
-            hi = mid
-    line = hl[start + lo]
-    return icpt[line] + slopes[line] * x, line
 
 
 @njit(cache=True)

@@ -53,28 +53,32 @@ EXACT_GAP = 1e-12
 
 @dataclass(frozen=True)
 class Optimality:
-    """What is proven about a solution's value: ``lower_bound <= optimum <= value``."""
+    """What is proven about a solution's value: ``lower_bound <= optimum <= value``.
+
+    Every objective here (padded tokens, seconds) is at least 0, so a lower bound below 0 is
+    reported as 0; with a bound of 0 and a positive value no relative gap is proven, and
+    ``to_dict`` says ``"gap": null`` (JSON has no infinity)."""
 
     exact: bool
     lower_bound: float
     value: float
 
     @property
+    def bound(self) -> float:
+        return max(float(self.lower_bound), 0.0)
+
+    @property
     def gap(self) -> float:
         if self.exact:
             return 0.0
-        if self.lower_bound > 0:
-            return max(self.value / self.lower_bound - 1.0, 0.0)
-        return 0.0 if self.value <= self.lower_bound else float("inf")
+        if self.bound > 0:
+            return max(self.value / self.bound - 1.0, 0.0)
+        return 0.0 if self.value <= 0 else float("inf")
 
     def to_dict(self) -> dict:
-        return {"exact": bool(self.exact), "lower_bound": float(self.lower_bound),
-                "gap": float(self.gap)}
-
-    def describe(self) -> str:
-        if self.exact:
-            return "exact optimum"
-        return f"within {self.gap:.2e} of the optimum (certified)"
+        gap = self.gap
+        return {"exact": bool(self.exact), "lower_bound": self.bound,
+                "gap": float(gap) if np.isfinite(gap) else None}
 
 
 def exact(value) -> Optimality:
@@ -255,6 +259,9 @@ def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
     written = _write(opt_out, tables, g)
     for k in feasible:
         if k not in written:
+            # its cover could not share the table: nothing is claimed (an infinite gap sends
+            # the caller to its exact DP)
+            certs[k] = Optimality(False, lower[k], float("inf"))
             continue
         ends = written[k]
         value = obj.cost(groups.edges[ends]) if k not in proven else proven[k]

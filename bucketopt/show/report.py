@@ -28,6 +28,8 @@ def describe_optimality(optimality: dict, objective: str = "padding") -> str:
     what = "expected epoch seconds" if objective == "time" else "padded tokens"
     if optimality["exact"]:
         return f"exact optimum (proven: no boundary set has lower {what})"
+    if optimality["gap"] is None:
+        return f"not proven optimal (no positive lower bound of the {what} is known)"
     return (f"within {optimality['gap']:.2e} of the optimum (certified: {what} >= "
             f"{optimality['lower_bound']:,.6g} for every boundary set)")
 
