@@ -3,8 +3,10 @@
 Both paddings. With one rank the objective is the summed micro-batch time; with G ranks and
 buckets synced across them (the sampler's default, ``sync_buckets=True``) each bucket runs in
 micro-steps of G of its batches, each as long as the slowest of them, so the epoch time is still
-a sum over buckets and the DP (``_time_kernels.time_layers_kernel``) minimises it exactly over
-every pair of candidate edges (docs/method.md). With ``sync_buckets`` False or "step" ranks hold
+a sum over buckets and the certified DP (:mod:`.bounds`, with :meth:`Time.relaxation` and
+:meth:`Time.pair_costs`) minimises it exactly over every pair of candidate edges, or states the
+gap it proved; ``_time_kernels.time_layers_kernel`` prices every pair where it stops short
+(docs/method.md). With ``sync_buckets`` False or "step" ranks hold
 different buckets, the wait for the slowest rank depends on the mix of all buckets and is not
 separable: the DP then minimises the summed micro-batch time (GPU-seconds) and
 :func:`refine_time` polishes the boundaries on the analytic epoch time of a random batch order.
@@ -20,8 +22,9 @@ from ..synced import TimeArrays, bucket_seconds
 from .base import Objective
 from .bounds import exact
 
-# The DP visits every allowed pair of candidate edges, each in O(draw counts kept): refuse beyond
-# this many pairs (a few minutes) and ask for align=.
+# The DP over every pair (full_layers, where the certified DP stops short) visits every allowed
+# pair of candidate edges, each in O(draw counts kept): refuse beyond this many pairs (a few
+# minutes) and ask for align=.
 MAX_TIME_PAIRS = 1.2e9
 # Where the certified search (bounds.certified_layers) stops with a proven gap above this, the
 # DP over every pair runs (exact, and slow) when it is quick or exact=True.
