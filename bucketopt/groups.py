@@ -35,6 +35,12 @@ class Groups:
     def g(self) -> int:
         return self.edges.size - 1
 
+    @property
+    def value_end(self) -> np.ndarray:
+        """(g + 1,) int64: group j holds the distinct lengths hist.values[value_end[j-1]:
+        value_end[j]] (value_end[0] = 0)."""
+        return np.r_[0, self.first_value[1:], self.hist.m].astype(np.int64)
+
 
 def share_count_bounds(n: int, min_share: float, max_share: float) -> tuple[int, int]:
     """Smallest and largest sample count a non-empty bucket may hold.

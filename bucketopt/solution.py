@@ -50,8 +50,9 @@ class Solution:
 
     @property
     def optimality(self) -> dict | None:
-        """{"exact": bool, "lower_bound": float, "gap": float}: lower_bound <= the optimum <=
-        the objective's value of these boundaries (docs/method.md, "Certificates"); None for
+        """{"exact": bool, "lower_bound": float, "gap": float or None}: lower_bound <= the
+        optimum <= the objective's value of these boundaries, gap = value / lower_bound - 1
+        (None where no positive bound is known; docs/method.md, "Certificates"); None for
         boundaries chosen elsewhere (evaluate)."""
         cert = self.certificate
         if cert is None:

@@ -209,3 +209,24 @@ def test_stage_line_for_a_long_step(tty):
         with Stage("x", enabled=enabled, delay=0.2, stream=quiet):
             time.sleep(pause)
         assert quiet.text == ""
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["export", "-f", "lhotse", "--boundaries", "1000,8191", "--token-budget", "32768",
+      "--exact"], "--boundaries"),
+    (["compare", "-k", "3", "--token-budget", "32768", "--exact"], "compare"),
+    (["solve", "-k", "3", "--token-budget", "32768", "--pad", "batch", "--exact", "--max-share",
+      "2"], "--max-share"),
+])
+def test_exact_where_it_does_not_apply_is_one_clear_line(argv, flag, capsys):
+    from bucketopt.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("bucketopt: error: ") and flag in err[-1]
+    assert not any("Traceback" in line for line in err)
+
+
+def test_exact_must_be_a_bool():
+    with pytest.raises(bucketopt.BucketoptError, match="`exact` must be True or False"):
+        bucketopt.solve([3, 4, 10], 2, exact="yes")

@@ -125,6 +125,9 @@ def run(args) -> int:
     if args.token_budget is None and args.profile is None:
         raise BucketoptError("compare needs --token-budget T (or a --profile, whose calibrated "
                              "budget is the default): batches are built under it.")
+    if args.exact:
+        raise BucketoptError("--exact applies to solve, sweep and export -k (compare scores "
+                             "strategies; its solves are certified as solve's defaults are).")
     check_plot_path(args)
     # beyond compare's simulated_samples only the histogram is needed: read it, streaming
     lengths, source = read_lengths(args, per_sample=not _beyond_simulation(args))

@@ -69,6 +69,9 @@ def run(args) -> int:
     lengths, _source = read_lengths(args)
     kwargs = solver_kwargs(args)
     if args.boundaries is not None:
+        if kwargs.pop("exact", False):
+            raise BucketoptError("--exact applies to -k (an optimum to prove), not to "
+                                 "--boundaries.")
         for key in ("objective", "min_share", "max_share", "align", "min_fill"):
             kwargs.pop(key)
         solution = evaluate(lengths, parse_boundaries(args.boundaries), **kwargs)

@@ -46,6 +46,7 @@ SWEEP_GRID_MAX = 256
 class BatchPadding(Objective):
     name = "padding"
     pad = "batch"
+    relaxation_cells = True
 
     def __init__(self, min_fill: float = 0.0, candidates="auto", exact=False):
         self.min_fill = min_fill
@@ -56,8 +57,6 @@ class BatchPadding(Objective):
         if token_budget is None:
             raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
-
-    relaxation_cells = True
 
     def layers(self, kmax, ks=None):
         if self.exact:
@@ -98,7 +97,7 @@ class BatchPadding(Objective):
 
         g = self.groups
         a = TimeArrays(g.hist, "batch")
-        group_end = np.r_[0, g.first_value[1:], g.hist.m].astype(np.int64)
+        group_end = g.value_end
         sizes = (self.token_budget // g.edges[1:]).astype(np.int64)
         P = g.prefix_count[1:].astype(np.float64)
         Q = g.prefix_tokens.astype(np.float64)
@@ -184,7 +183,7 @@ class _Data:
         self.pt = np.r_[0, np.cumsum(hist.values * hist.counts)].astype(np.int64)
         self.lf_hi, self.lf_lo = walk_tables(hist.n)
         self.min_fill_tokens = float(min_fill * token_budget)
-        self.group_end = np.r_[0, groups.first_value[1:], hist.m].astype(np.int64)
+        self.group_end = groups.value_end
         self.sizes = (token_budget // np.maximum(groups.edges, 1)).astype(np.int64)
         self.win_lo = np.asarray(win_lo, dtype=np.int64)
         self.win_hi = np.asarray(win_hi, dtype=np.int64)

@@ -160,7 +160,7 @@ def _lower(x) -> float:
     return float(x - ROUNDING * abs(x))
 
 
-def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
+def certified_layers(obj, kmax, ks=None, *, pair_limit=None):
     """(opt, best, certificates) for the objective ``obj`` (fitted), with the contract of
     ``Objective.layers`` for the layers in ``ks`` (default: every layer; the others are nan)
     and ``certificates[k]`` an :class:`Optimality` for every feasible k in ``ks``."""
@@ -195,8 +195,6 @@ def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
             rel, fwd, arg, bwd = relax(cells)
             break
         cells = new
-    if progress is not None:
-        progress(0)
     costs = _Costs(obj, g)
     lower = {}
     chains = {}
@@ -228,8 +226,6 @@ def certified_layers(obj, kmax, ks=None, *, progress=None, pair_limit=None):
             if count > pair_limit:
                 break
             opt, best = pair_dp(lay, st, en, costs(st, en), g, kmax)
-            if progress is not None:
-                progress(count)
             if best[k - 1] <= theta * (1 + EXACT_GAP) + 1e-300:
                 proven[k] = float(best[k - 1])
                 last = opt

@@ -58,7 +58,7 @@ class Time(Objective):
                 f"{token_budget}: a batch of that bucket cannot hold one sample.")
         self.pairs = _pairs(win_lo, win_hi)
         self.arrays = TimeArrays(groups.hist, self.pad)
-        self.group_end = np.r_[0, groups.first_value[1:], groups.hist.m].astype(np.int64)
+        self.group_end = groups.value_end
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
     def layers(self, kmax, ks=None):
