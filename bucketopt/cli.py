@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 
@@ -81,9 +82,26 @@ def _flags(parser, command) -> set:
     return set()
 
 
+def _interrupted(signum, frame):
+    # Ctrl-C: one line and exit 130 at once, wherever Python is. Raising KeyboardInterrupt is
+    # not enough: numba compiles through ctypes callbacks, which print the exception as a
+    # traceback and carry on ("Exception ignored on calling ctypes callback function").
+    try:
+        sys.stderr.write("bucketopt: interrupted\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(130)
+
+
 def main(argv=None) -> int:
+    import signal
+    import threading
+
     from .progress import STAGES
 
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, _interrupted)
     parser = args = None
     try:
         parser = build_parser()
@@ -121,6 +139,8 @@ def main(argv=None) -> int:
         return 2
     finally:
         STAGES["enabled"] = False
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -135,17 +135,21 @@ def test_certificate_is_exact_and_fast_path_on_the_embedded_example():
     assert sol.ktok_per_s == pytest.approx(again.ktok_per_s, rel=1e-12)
 
 
-@pytest.mark.parametrize("delay", [1.0, 4.0])
-def test_ctrl_c_during_a_profiled_compare_exits_130(delay):
-    """SIGINT at 1 s and 4 s into compare with a profile: one line, exit 130, no traceback."""
+@pytest.mark.parametrize("delay, cold", [(1.0, False), (4.0, False), (2.5, True)])
+def test_ctrl_c_during_a_profiled_compare_exits_130(delay, cold, tmp_path):
+    """SIGINT at 1 s and 4 s into compare with a profile: one line, exit 130, no traceback;
+    also while numba compiles from an empty cache (a fresh install), where a KeyboardInterrupt
+    raised inside its ctypes callbacks would be printed and ignored."""
+    import os
     import signal
     import subprocess
     import sys
     import time
 
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)) if cold else None
     proc = subprocess.Popen([sys.executable, "-m", "bucketopt", "compare", "-k", "6",
                              "--profile", "rtx-pro-6000-blackwell", "--gpus", "8"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     time.sleep(delay)
     if proc.poll() is not None:
         pytest.skip("compare finished before the signal")
@@ -230,3 +234,39 @@ def test_exact_where_it_does_not_apply_is_one_clear_line(argv, flag, capsys):
 def test_exact_must_be_a_bool():
     with pytest.raises(bucketopt.BucketoptError, match="`exact` must be True or False"):
         bucketopt.solve([3, 4, 10], 2, exact="yes")
+
+
+_CALLBACK_SIGINT = """
+import ctypes, os, signal, sys
+{install}
+libc = ctypes.CDLL(None)
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+def compare(a, b):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while C code runs a Python callback
+    for _ in range(10000):
+        pass
+    return 0
+items = (ctypes.c_int * 4)(4, 3, 2, 1)
+libc.qsort(items, 4, ctypes.sizeof(ctypes.c_int), CMP(compare))
+print("carried on")
+"""
+
+
+@pytest.mark.parametrize("install", [False, True])
+def test_ctrl_c_inside_a_ctypes_callback_is_not_swallowed(install):
+    """numba compiles through ctypes callbacks, where a KeyboardInterrupt is printed and ignored
+    (the control, without the CLI's handler, carries on); the CLI's SIGINT handler exits 130
+    with one line."""
+    import subprocess
+    import sys
+
+    code = _CALLBACK_SIGINT.format(install=(
+        "from bucketopt.cli import _interrupted\nsignal.signal(signal.SIGINT, _interrupted)"
+        if install else ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    if install:
+        assert out.returncode == 130 and out.stdout == ""
+        assert out.stderr.strip() == "bucketopt: interrupted"
+    else:
+        assert "carried on" in out.stdout and "KeyboardInterrupt" in out.stderr
