@@ -100,7 +100,8 @@ class Stage:
     """A line on stderr while one long step runs (a solve, a DP): silent for ``delay`` seconds,
     then ``label: 3.1 s`` redrawn a few times a second on a terminal, or a plain line every
     ``every`` seconds elsewhere; the line is closed when the step ends. A background thread
-    draws it, so the numba kernels that run long release the GIL (``nogil=True``).
+    draws it, so the numba kernels that run long release the GIL (``nogil=True``). ``status``,
+    a function returning text, adds what the step has done so far (``label: 3 s, round 2/3``).
 
     Examples
     --------
@@ -109,7 +110,7 @@ class Stage:
     """
 
     def __init__(self, label: str, *, enabled: bool | None = None, delay: float = 1.0,
-                 every: float = 5.0, stream=None):
+                 every: float = 5.0, stream=None, status=None):
         import threading
 
         self.label = label
@@ -119,6 +120,8 @@ class Stage:
         self.tty = bool(isatty and isatty())
         self.delay = delay
         self.every = every
+        self.status = status
+        self._width = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._drawn = False
@@ -129,11 +132,16 @@ class Stage:
             return
         while True:
             elapsed = time.monotonic() - start
+            text = f"{self.label}: {elapsed:.1f} s" if self.tty else \
+                f"{self.label}: {elapsed:.0f} s"
+            if self.status is not None:
+                text += f", {self.status()}"
             try:
                 if self.tty:
-                    self.stream.write(f"\r{self.label}: {elapsed:.1f} s")
+                    self.stream.write("\r" + text.ljust(self._width))  # cover a longer line
+                    self._width = len(text)
                 else:
-                    self.stream.write(f"{self.label}: {elapsed:.0f} s\n")
+                    self.stream.write(text + "\n")
                 self.stream.flush()
             except (OSError, ValueError):
                 return

@@ -63,6 +63,33 @@ class Solution:
         return cert.to_dict()
 
     @property
+    def ktok_per_s_interval(self) -> tuple | None:
+        """(low, high) Ktok/s from the profile's coefficient uncertainty (docs/cost_model.md,
+        "An interval on every prediction"); None without a profile.
+
+        Examples
+        --------
+        >>> import bucketopt
+        >>> sol = bucketopt.solve([100, 200, 300, 400], 2, token_budget=800,
+        ...                       profile="rtx-pro-6000-blackwell")
+        >>> low, high = sol.ktok_per_s_interval
+        >>> low <= sol.ktok_per_s <= high
+        True
+        >>> bucketopt.solve([100, 200, 300, 400], 2).ktok_per_s_interval is None
+        True
+        """
+        return self._interval("ktok_per_s_interval")
+
+    @property
+    def eta_days_interval(self) -> tuple | None:
+        """(low, high) ETA in days, the Ktok/s interval turned around; None without a profile."""
+        return self._interval("eta_days_interval")
+
+    def _interval(self, key) -> tuple | None:
+        span = self.extra.get(key)
+        return None if span is None else tuple(float(v) for v in span)
+
+    @property
     def shares(self) -> tuple:
         """Fraction of samples in each bucket."""
         n = self.n_samples or 1

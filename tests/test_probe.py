@@ -187,14 +187,148 @@ def test_probe_stops_at_the_time_limit(tiny):
     assert result.elapsed_s <= 5.0 + 1.0
 
 
-def test_probe_progress_line_without_a_terminal(tiny, capsys):
+def test_probe_progress_line_without_a_terminal(tiny, capsys, monkeypatch):
     pytest.importorskip("torch")
+    import bucketopt.cost.probe as probe_module
+
+    # The line every PROGRESS_EVERY_S seconds (10 s) comes at once and often here.
+    monkeypatch.setattr(probe_module, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(probe_module, "PROGRESS_EVERY_S", 0.01)
+    probe_module.probe(f"{tiny}:build", token_budget=128, max_length=16, repeats=1,
+                       bootstrap=0, progress=True)
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert "\r" not in err and all(line.startswith("probe: ") for line in lines)  # plain lines
+    assert len(lines) >= 2  # at least one while it ran, and the last
+    assert lines[-1].endswith(f"1 round(s), {len(design_shapes(128, 16))} steps timed")
+
+
+def test_probe_cli_shows_progress_off_a_terminal_and_none_with_q(tiny, capsys, monkeypatch):
+    pytest.importorskip("torch")
+    import bucketopt.cost.probe as probe_module
+
+    monkeypatch.setattr(probe_module, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(probe_module, "PROGRESS_EVERY_S", 0.01)
+    argv = ["probe", "--model", f"{tiny}:build", "--token-budget", "128", "--max-length", "16",
+            "--repeats", "2", "--threads", "1", "--json"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err  # pytest's stderr is no terminal
+    progress = [line for line in err.splitlines() if line.startswith("probe: ")]
+    assert len(progress) >= 2 and "\r" not in err
+    assert any("round" in line and "steps timed" in line for line in progress[:-1]) or \
+        any("warming up" in line or "fitting" in line for line in progress[:-1])
+    assert main([*argv, "-q"]) == 0
+    assert "probe: " not in capsys.readouterr().err
+
+
+def test_probe_reports_the_thread_count_it_ran_with(tiny):
+    torch = pytest.importorskip("torch")
     from bucketopt.cost.probe import probe
 
-    probe(f"{tiny}:build", token_budget=128, max_length=16, repeats=1, bootstrap=0,
-          progress=True)
-    err = capsys.readouterr().err
-    assert "probe: round 1/1" in err and "\r" not in err  # plain lines off a terminal
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        result = probe(f"{tiny}:build", token_budget=128, max_length=16, repeats=1, warmup=0,
+                       bootstrap=0, progress=False, threads=1)
+        assert result.device_name.endswith(", 1 thread")
+        assert result.profile.provenance["probe"]["threads"] == 1
+        assert torch.get_num_threads() == 2  # restored after the probe
+        result = probe(f"{tiny}:build", token_budget=128, max_length=16, repeats=1, warmup=0,
+                       bootstrap=0, progress=False)
+        assert result.device_name.endswith(", 2 threads")
+        assert result.profile.provenance["probe"]["threads"] == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+# --- a poor fit warns (measurements given by hand: no timing) --------------------------------
+
+
+def _steps(law, repeats=3, noise=0.0, seed=0):
+    """Rows of (batch_size, padded_len, seconds) over the probe's design, timed by ``law``."""
+    rng = np.random.default_rng(seed)
+    rows = [(s, length, law(s, length) * (1 + noise * rng.standard_normal()))
+            for _ in range(repeats) for s, length in design_shapes(4096, 512)]
+    return [np.array(col) for col in zip(*rows)]
+
+
+def _model_law(s, length):
+    return 0.01 + 2e-6 * s * length + 1e-9 * s * length ** 2
+
+
+def test_a_sound_fit_gives_no_warning():
+    from bucketopt.cost.calibration import calibrate
+    from bucketopt.cost.fitcheck import fit_warnings
+
+    cal = calibrate(*_steps(_model_law, noise=0.02), bootstrap=0)
+    assert cal.heldout["max_rel_error"] < 0.2 and cal.r2 > 0.99
+    assert fit_warnings(cal, device="cpu", threads=2, load=3.0, cores=2, rounds=3) == []
+
+
+@pytest.mark.parametrize("law, problem", [
+    # a kernel that slows down 4x from length 128 on (the model's form does not hold)
+    (lambda s, length: _model_law(s, length) * (4.0 if length >= 128 else 1.0), "held-out"),
+    # the machine's speed swinging 3x from step to step (another job)
+    (None, "R^2"),
+])
+def test_a_poor_fit_warns_with_its_figures_and_a_cause(law, problem):
+    from bucketopt.cost.calibration import calibrate
+    from bucketopt.cost.fitcheck import HELDOUT_MAX, MIN_R2, fit_warnings
+
+    if law is None:
+        rng = np.random.default_rng(1)
+        s, length, t = _steps(_model_law, repeats=1)
+        t = t * rng.choice([1 / 3, 1.0, 3.0], size=t.size)
+    else:
+        s, length, t = _steps(law)
+    cal = calibrate(s, length, t, bootstrap=0)
+    assert cal.heldout["max_rel_error"] > HELDOUT_MAX or cal.r2 < MIN_R2
+    loaded = fit_warnings(cal, device="cpu", threads=2, load=3.4, cores=2, rounds=4)
+    assert len(loaded) == 1 and problem in loaded[0]
+    assert "2 torch threads" in loaded[0] and "load average 3.4 on 2 cores" in loaded[0]
+    quiet = fit_warnings(cal, device="cuda", threads=8, load=0.9, cores=16, rounds=1)
+    assert "only 1 round(s)" in quiet[0] and "threads" not in quiet[0]
+    unexplained = fit_warnings(cal, device="cuda", threads=8, load=1.0, cores=16, rounds=9)
+    assert "changed speed" in unexplained[0]
+
+
+@pytest.mark.parametrize("r2, heldout, warns", [
+    (0.96, {"median_rel_error": 0.14, "max_rel_error": 0.49}, False),  # just inside
+    (0.94, {"median_rel_error": 0.05, "max_rel_error": 0.10}, True),
+    (0.99, {"median_rel_error": 0.16, "max_rel_error": 0.20}, True),
+    (0.99, {"median_rel_error": 0.05, "max_rel_error": 0.51}, True),
+    (0.90, {"median_rel_error": 0.35, "max_rel_error": 1.68}, True),  # the profile written silently
+    (0.99, None, False),  # too few shapes for folds: R^2 alone
+])
+def test_the_thresholds(r2, heldout, warns):
+    from types import SimpleNamespace
+
+    from bucketopt.cost.fitcheck import fit_problems
+
+    assert bool(fit_problems(SimpleNamespace(r2=r2, heldout=heldout))) is warns
+
+
+def test_probe_cli_warns_on_stderr_and_in_json_and_profile(tiny, tmp_path, capsys,
+                                                          monkeypatch):
+    pytest.importorskip("torch")
+    import bucketopt.cost.fitcheck as fitcheck
+
+    monkeypatch.setattr(fitcheck, "MIN_R2", 1.5)  # every fit now reads as poor
+    profile = tmp_path / "p.json"
+    argv = ["probe", "--model", f"{tiny}:build", "--token-budget", "128", "--max-length", "16",
+            "--repeats", "1", "--threads", "1", "-o", str(profile), "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    warnings = json.loads(captured.out)["warnings"]
+    assert len(warnings) == 1 and "the fit is poor" in warnings[0] and "R^2" in warnings[0]
+    assert "Likely cause" in warnings[0]
+    assert f"warning: {warnings[0]}" in captured.err.splitlines()
+    assert json.loads(profile.read_text())["provenance"]["probe"]["warnings"] == warnings
+    monkeypatch.setattr(fitcheck, "MIN_R2", -1.0)
+    monkeypatch.setattr(fitcheck, "HELDOUT_MEDIAN", 1e9)
+    monkeypatch.setattr(fitcheck, "HELDOUT_MAX", 1e9)
+    assert main([*argv, "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == []
 
 
 @pytest.mark.parametrize("spec, match", [

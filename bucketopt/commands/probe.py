@@ -49,7 +49,8 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write the profile JSON to FILE")
     p.add_argument("--measurements", metavar="CSV",
                    help="write the timed steps to CSV (the format calibrate reads)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress line or notes")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress line, notes or warnings on stderr (--json keeps warnings)")
     add_output_args(p)
     p.set_defaults(run=run)
 
@@ -67,8 +68,10 @@ def run(args) -> int:
                    repeats=args.repeats, warmup=args.warmup, seed=args.seed,
                    vocab_size=args.vocab_size, memory_fraction=args.memory_fraction,
                    name=args.name, threads=args.threads,
-                   progress=False if args.quiet else None)
+                   progress=not args.quiet)  # on a terminal redrawn, elsewhere every 10 s
     out = result.to_dict()
+    for warning in result.warnings:
+        note(args, "warning: " + warning)
     if args.measurements:
         out["measurements_csv"] = str(result.write_measurements(args.measurements))
         note(args, f"wrote {args.measurements} (bucketopt calibrate --measurements "

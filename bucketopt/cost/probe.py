@@ -35,6 +35,7 @@ import csv
 import importlib
 import importlib.util
 import math
+import os
 import platform
 import sys
 import time
@@ -44,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BucketoptError
+from ..progress import Stage
 
 DEVICES = ("cpu", "cuda", "mps")
 DTYPES = ("float32", "bfloat16")
@@ -56,6 +58,8 @@ MEMORY_FRACTION = 0.9
 MAX_SHAPES = 400
 FIT_RESERVE_S = 2.0  # seconds kept for the fit when a time limit applies
 TOKEN_LIMIT = 2**31  # far above any real micro-batch; int64 ids of this many tokens = 16 GiB
+PROGRESS_DELAY_S = 1.0  # the progress line's first draw
+PROGRESS_EVERY_S = 10.0  # off a terminal: a plain line this often (docs/cost_model.md)
 CSV_COLUMNS = ("batch_size", "padded_len", "seconds", "round", "peak_memory_bytes")
 
 
@@ -65,7 +69,8 @@ class ProbeResult:
 
     ``measurements``: one dict per timed step (batch_size, padded_len, seconds, round,
     peak_memory_bytes); ``calibration``: the fit (:class:`bucketopt.Calibration`);
-    ``profile``: a profile for ``--profile``; ``memory``: the CUDA memory fit (else None).
+    ``profile``: a profile for ``--profile``; ``memory``: the CUDA memory fit (else None);
+    ``warnings``: one line when the fit is too poor to plan with (:mod:`bucketopt.cost.fitcheck`).
     """
 
     model: str
@@ -83,6 +88,7 @@ class ProbeResult:
     stopped_by_time_limit: bool = False
     memory: dict | None = None
     holdout: dict | None = None  # shapes timed alongside but never fitted (``holdout=``)
+    warnings: tuple = ()  # a poor fit, with its likely cause (bucketopt.cost.fitcheck)
 
     @property
     def heldout(self) -> dict | None:
@@ -115,7 +121,7 @@ class ProbeResult:
             "elapsed_s": self.elapsed_s, "stopped_by_time_limit": self.stopped_by_time_limit,
             "alpha": cal.alpha, "beta": cal.beta, "gamma": cal.gamma,
             "heldout": cal.heldout, "calibration": cal.to_dict(), "memory": self.memory,
-            "holdout": self.holdout,
+            "holdout": self.holdout, "warnings": list(self.warnings),
         }
 
 
@@ -304,50 +310,24 @@ def _hf_loss(model, ids):
     return model(input_ids=ids, labels=ids).loss
 
 
-class _ProbeProgress:
-    """One line on stderr: redrawn in place on a terminal (a few times a second); elsewhere a
-    plain line at most every 10 seconds and at the end."""
+class _Status:
+    """What the probe has done so far, as the text of its progress line (bucketopt.progress.Stage
+    draws it: redrawn on a terminal, a plain line every PROGRESS_EVERY_S seconds elsewhere)."""
 
-    def __init__(self, total, time_limit, enabled, stream=None):
-        self.stream = stream if stream is not None else sys.stderr
-        isatty = getattr(self.stream, "isatty", None)
-        self.tty = bool(isatty and isatty())
-        self.enabled = enabled
-        self.total = total
-        self.time_limit = time_limit
-        self.start = time.monotonic()
-        self._last = self.start
-        self._width = 0
+    def __init__(self, total, rounds, time_limit):
+        self.total, self.rounds, self.time_limit = total, rounds, time_limit
+        self.phase, self.round, self.done, self.last = "warming up", 0, 0, None
 
-    def text(self, done, round_, rounds, last):
-        elapsed = time.monotonic() - self.start
-        limit = f" of {self.time_limit:.0f} s" if self.time_limit else ""
+    def __call__(self) -> str:
+        limit = f" (limit {self.time_limit:.0f} s)" if self.time_limit else ""
+        if self.phase != "timing":
+            return self.phase + limit
+        bounded = self.rounds < MAX_ROUNDS
+        of = f"/{self.rounds}" if bounded else ""
+        steps = f"/{self.total}" if bounded else ""
+        last = self.last
         shape = f", last {last[0]}x{last[1]} {last[2] * 1e3:.1f} ms" if last else ""
-        of = f"/{rounds}" if rounds < MAX_ROUNDS else ""
-        steps = f"/{self.total}" if rounds < MAX_ROUNDS else ""
-        return (f"probe: round {round_}{of}, {done}{steps} steps timed, {elapsed:.0f} s{limit}"
-                f"{shape}")
-
-    def step(self, done, round_, rounds, last):
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self._last < (0.2 if self.tty else 10.0):
-            return
-        self._last = now
-        self._write(self.text(done, round_, rounds, last), final=False)
-
-    def done(self, done, round_, rounds, last, note=""):
-        if self.enabled:
-            self._write(self.text(done, round_, rounds, last) + note, final=True)
-
-    def _write(self, text, final):
-        if self.tty:
-            self.stream.write("\r" + text.ljust(self._width) + ("\n" if final else ""))
-            self._width = 0 if final else len(text)
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+        return f"round {self.round}{of}, {self.done}{steps} steps timed{limit}{shape}"
 
 
 def _device(torch, device):
@@ -363,7 +343,7 @@ def _device(torch, device):
     return torch.device(device)
 
 
-def _device_name(torch, device) -> str:
+def _device_name(torch, device, threads) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     if device.type == "mps":
@@ -376,7 +356,15 @@ def _device_name(torch, device) -> str:
                 break
     except OSError:
         pass
-    return f"CPU: {name}, {torch.get_num_threads()} threads"
+    return f"CPU: {name}, {threads} thread{'s' if threads != 1 else ''}"
+
+
+def _load_average() -> float | None:
+    """The 1-minute load average (None where the system keeps none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def _sync(torch, device):
@@ -558,65 +546,82 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     if threads is not None:
         torch.set_num_threads(threads)
     rng = np.random.default_rng(seed)
-    total = len(shapes) * rounds
-    bar = _ProbeProgress(total, time_limit, enabled=bool(progress))
-    if progress is None:  # auto: only on a terminal
-        bar.enabled = bar.tty
-    rows, last, stopped = [], None, False
+    status = _Status(len(shapes) * rounds, rounds, time_limit)
+    if progress is None:  # the Python default: only on a terminal (the CLI: unless -q)
+        progress = bool(getattr(sys.stderr, "isatty", None) and sys.stderr.isatty())
+    rows, last, stopped, rounds_done = [], None, False, 0
     held = {s: [] for s in plan if s not in fitted}
     estimate = {}
     reserve = FIT_RESERVE_S + (0.02 * time_limit if time_limit else 0.0)
+    load = [_load_average()]
     try:
-        largest = max(shapes, key=lambda sl: (sl[0] * sl[1] * sl[1], sl[0] * sl[1]))
-        for _ in range(int(warmup)):
-            if time_limit is not None and time.monotonic() - start + estimate.get(
-                    largest, 0.0) + reserve > time_limit:
-                break
-            seconds, _peak = guarded(*largest)
-            estimate[largest] = seconds
-        for i in rng.permutation(len(plan)):  # the first step of each shape, untimed
-            if time_limit is not None and time.monotonic() - start + max(
-                    estimate.values(), default=0.0) + reserve > time_limit:
-                break
-            estimate[plan[i]] = guarded(*plan[i])[0]
-        rounds_done = 0
-        for r in range(rounds):
-            for i in rng.permutation(len(plan)):
-                shape = plan[i]
-                if time_limit is not None:
-                    guess = estimate.get(shape, max(estimate.values(), default=0.0))
-                    if time.monotonic() - start + guess + reserve > time_limit:
-                        stopped = True
-                        break
-                seconds, peak = guarded(*shape)
-                estimate[shape] = seconds
-                if shape not in fitted:
-                    held[shape].append(float(seconds))
-                    continue
-                rows.append({"batch_size": shape[0], "padded_len": shape[1],
-                             "seconds": float(seconds), "round": r + 1,
-                             "peak_memory_bytes": peak})
-                last = (shape[0], shape[1], seconds)
-                bar.step(len(rows), r + 1, rounds, last)
-            if stopped:
-                break
-            rounds_done = r + 1
+        # Read while the probe's own thread setting holds (it is restored after).
+        threads_used = torch.get_num_threads()
+        device_name = _device_name(torch, dev, threads_used)
+        with Stage("probe", enabled=bool(progress), delay=PROGRESS_DELAY_S,
+                   every=PROGRESS_EVERY_S, status=status):
+            largest = max(shapes, key=lambda sl: (sl[0] * sl[1] * sl[1], sl[0] * sl[1]))
+            for _ in range(int(warmup)):
+                if time_limit is not None and time.monotonic() - start + estimate.get(
+                        largest, 0.0) + reserve > time_limit:
+                    break
+                seconds, _peak = guarded(*largest)
+                estimate[largest] = seconds
+            for i in rng.permutation(len(plan)):  # the first step of each shape, untimed
+                if time_limit is not None and time.monotonic() - start + max(
+                        estimate.values(), default=0.0) + reserve > time_limit:
+                    break
+                estimate[plan[i]] = guarded(*plan[i])[0]
+            status.phase = "timing"
+            for r in range(rounds):
+                status.round = r + 1
+                for i in rng.permutation(len(plan)):
+                    shape = plan[i]
+                    if time_limit is not None:
+                        guess = estimate.get(shape, max(estimate.values(), default=0.0))
+                        if time.monotonic() - start + guess + reserve > time_limit:
+                            stopped = True
+                            break
+                    seconds, peak = guarded(*shape)
+                    estimate[shape] = seconds
+                    if shape not in fitted:
+                        held[shape].append(float(seconds))
+                        continue
+                    rows.append({"batch_size": shape[0], "padded_len": shape[1],
+                                 "seconds": float(seconds), "round": r + 1,
+                                 "peak_memory_bytes": peak})
+                    last = (shape[0], shape[1], seconds)
+                    status.done, status.last = len(rows), last
+                if stopped:
+                    break
+                rounds_done = r + 1
+            load.append(_load_average())
+            measured_shapes = {(row["batch_size"], row["padded_len"]) for row in rows}
+            if len(rows) < 6 or len(measured_shapes) < 3:
+                raise BucketoptError(
+                    f"the probe timed {len(rows)} steps over {len(measured_shapes)} shapes before "
+                    f"time_limit={time_limit} s (--time-limit) ran out; the fit needs at least 6 "
+                    "over 3 shapes: raise --time-limit, or lower --token-budget / --max-length."
+                )
+            from .calibration import BOOTSTRAP, calibrate
+
+            status.phase = "fitting"
+            cal = calibrate([r["batch_size"] for r in rows], [r["padded_len"] for r in rows],
+                            [r["seconds"] for r in rows],
+                            bootstrap=BOOTSTRAP if bootstrap is None else bootstrap)
     finally:
         torch.set_num_threads(old_threads)
-    bar.done(len(rows), rounds_done + (1 if stopped else 0), rounds, last,
-             note=" (time limit reached)" if stopped else "")
-    measured_shapes = {(row["batch_size"], row["padded_len"]) for row in rows}
-    if len(rows) < 6 or len(measured_shapes) < 3:
-        raise BucketoptError(
-            f"the probe timed {len(rows)} steps over {len(measured_shapes)} shapes before "
-            f"time_limit={time_limit} s (--time-limit) ran out; the fit needs at least 6 over 3 "
-            "shapes: raise --time-limit, or lower --token-budget / --max-length."
-        )
-    from .calibration import BOOTSTRAP, calibrate
+    if progress:
+        sys.stderr.write(f"probe: {time.monotonic() - start:.0f} s, "
+                         f"{rounds_done} round(s), {len(rows)} steps "
+                         f"timed" + (" (time limit reached)" if stopped else "") + "\n")
+        sys.stderr.flush()
+    from .fitcheck import fit_warnings
 
-    cal = calibrate([r["batch_size"] for r in rows], [r["padded_len"] for r in rows],
-                    [r["seconds"] for r in rows],
-                    bootstrap=BOOTSTRAP if bootstrap is None else bootstrap)
+    known = [x for x in load if x is not None]
+    warnings = fit_warnings(cal, device=dev.type, threads=threads_used,
+                            load=max(known) if known else None, cores=os.cpu_count(),
+                            rounds=rounds_done)
     holdout_report = None
     if held:
         entries = []
@@ -640,7 +645,6 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         memory = memory_budget([r["batch_size"] for r in rows], [r["padded_len"] for r in rows],
                                [r["peak_memory_bytes"] for r in rows], total_bytes=total_bytes,
                                fraction=memory_fraction, max_length=max_length)
-    device_name = _device_name(torch, dev)
     elapsed = time.monotonic() - start
     profile_name = name or f"probe-{dev.type}"
     profile = cal.to_profile(name=profile_name,
@@ -653,8 +657,9 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         "torch": torch.__version__, "python": platform.python_version(),
         "token_budget": token_budget, "max_length": max_length, "shapes": len(shapes),
         "rounds": rounds_done, "warmup": int(warmup), "seed": int(seed),
-        "threads": torch.get_num_threads() if threads is None else threads,
+        "threads": threads_used,
         "elapsed_s": elapsed, "stopped_by_time_limit": stopped, "memory": memory,
+        "warnings": warnings,
         "step": "zero_grad + forward + backward + AdamW step, device synchronised",
     }
     profile = replace(profile, provenance=provenance)
@@ -663,4 +668,4 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                        shapes=tuple(tuple(s) for s in shapes), measurements=tuple(rows),
                        calibration=cal, profile=profile, rounds=rounds_done,
                        elapsed_s=elapsed, stopped_by_time_limit=stopped, memory=memory,
-                       holdout=holdout_report)
+                       holdout=holdout_report, warnings=tuple(warnings))

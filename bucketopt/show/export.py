@@ -174,13 +174,12 @@ def lhotse_target(lhotse_version: str | None = None) -> str:
     given = lhotse_version
     if given is None:
         lhotse_version = installed_lhotse_version()
-    why = ("given" if given is not None else
-           "installed" if lhotse_version is not None else "no Lhotse installed")
     rule = ("Lhotse >= 1.27 (bisect_left: bins are inclusive upper edges)"
             if _lhotse_inclusive(lhotse_version) else
             "Lhotse <= 1.26 (bisect_right: bins are edges + 1)")
-    version = f" {lhotse_version}" if lhotse_version is not None else ""
-    return f"bins for {rule}; Lhotse{version} {why}"
+    if lhotse_version is None:
+        return f"bins for {rule}; no Lhotse installed, so the current rule"
+    return f"bins for {rule}; Lhotse {lhotse_version} {'installed' if given is None else 'given'}"
 
 
 def _lhotse_inclusive(lhotse_version) -> bool:
