@@ -13,8 +13,9 @@ Run from the repository root::
     python docs/regen.py --fast     # only the sections that take a few seconds
 
 tests/test_docs.py runs the whole check in the test suite (so these outputs cannot drift) and
-asserts that every marker in the docs names a generator here. Generators marked ``slow`` solve
-for several seconds; ``--fast`` skips them while editing.
+asserts that every marker in the docs names a generator here; docs/examples.py runs every
+example of the docs as printed (a generated console transcript is run and compared there too).
+Generators marked ``slow`` solve for several seconds; ``--fast`` skips them while editing.
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ sol = bucketopt.solve(lengths, k=6, token_budget=65536)
 sol.boundaries         # {sol.boundaries}: inclusive upper edges
 sol.batch_sizes        # {sol.batch_sizes}: floor(token_budget / edge)
 sol.padding_fraction   # {sol.padding_fraction:.4f}""", "python")
+
+
+@generator("readme-solve")
+def readme_solve() -> str:
+    return fence(cli("solve", "-k", "6", "--token-budget", "65536"))
 
 
 @generator("readme-edge")
@@ -199,16 +205,37 @@ def dp_compare() -> str:
     return fence(cli("compare", "-k", "6", "--token-budget", "65536"))
 
 
-@generator("index-inspect")
-def index_inspect() -> str:
+@functools.lru_cache(maxsize=1)
+def index_folder() -> Path:
+    """A folder holding docs/index.md's train.parquet (step 0 writes the embedded example)."""
+    import atexit
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with tempfile.TemporaryDirectory() as tmp:
-        data = lengths()
-        pq.write_table(pa.table({"sample_id": range(len(data)), "seq_len": data}),
-                       Path(tmp) / "train.parquet")
-        return fence(cli("inspect", "train.parquet", "-q", cwd=Path(tmp)))
+    tmp = tempfile.TemporaryDirectory()
+    atexit.register(tmp.cleanup)
+    data = lengths()
+    pq.write_table(pa.table({"sample_id": range(len(data)), "seq_len": data}),
+                   Path(tmp.name) / "train.parquet")
+    return Path(tmp.name)
+
+
+@generator("index-inspect")
+def index_inspect() -> str:
+    return fence(cli("inspect", "train.parquet", "-q", cwd=index_folder()))
+
+
+@generator("index-sweep")
+def index_sweep() -> str:
+    return fence(cli("sweep", "--lens", "train.parquet", "-k", "1:16", "--token-budget", "65536",
+                     "--plot", "sweep.png", cwd=index_folder()))
+
+
+@generator("index-solve")
+def index_solve() -> str:
+    return fence(cli("solve", "--lens", "train.parquet", "-k", "6", "--token-budget", "65536",
+                     "--plot", "buckets.png", cwd=index_folder()))
 
 
 # --- the driver ----------------------------------------------------------------------------------
