@@ -15,8 +15,11 @@ starts)`` splits them. Positions index the given ``lengths``: to get dataset ind
 caller's permutation with ``order``.
 
 - :func:`pack_rows`: ``method="greedy"`` walks the documents in order and opens a new row when
-  the next does not fit (row tokens <= capacity); ``method="bfd"`` is best-fit decreasing inside
-  consecutive windows of ``window`` documents (rows never cross a window).
+  the next does not fit (row tokens <= capacity); ``method="bfd"`` is best-fit decreasing, over
+  all the documents or inside consecutive windows of ``window`` documents (rows never cross a
+  window), planned on length classes: O(n) passes plus work per distinct length, never
+  quadratic (16.3 million documents of at most 512 tokens in about a second:
+  ``benchmarks/packing_plan.py``).
 - :func:`balance_steps`: re-deals the documents of each step over its G rows so the heaviest rank
   is lighter (longest-processing-time first, by ``weights``, default d**2, under the capacity).
 - :func:`row_stats`: tokens and sum of d**2 of every row.
@@ -45,7 +48,7 @@ def _lengths(lengths, capacity) -> tuple[np.ndarray, int]:
             not np.issubdtype(arr.dtype, np.floating) or not np.all(np.isfinite(arr))
             or not np.all(arr == np.round(arr))):
         raise BucketoptError("`lengths` must hold integers.")
-    arr = arr.astype(np.int64)
+    arr = arr.astype(np.int64, copy=False)
     if arr.size and arr.min() < 1:
         raise BucketoptError(f"`lengths` must be >= 1; got {int(arr.min())}.")
     if arr.size and arr.max() > capacity:
@@ -66,10 +69,21 @@ def pack_rows(lengths, capacity, *, method="greedy", window=None) -> tuple[np.nd
     method : {"greedy", "bfd"}
         ``"greedy"``: walk in order, a document joins the current row while the row's tokens stay
         <= capacity, else it opens a new row (``order`` is then ``arange(n)``). ``"bfd"``:
-        best-fit decreasing inside consecutive windows of ``window`` documents: longest first,
-        each into the open row of the window with the least room that fits it, else a new row.
+        best-fit decreasing inside consecutive windows of ``window`` documents: longest first
+        (documents of one length in their given order), each into the open row of the window
+        with the least room that fits it (ties: the row opened first), else a new row. Rows come
+        in the order they were opened, documents in the order they were placed.
+
+        The BFD planner works on length classes, not documents: a row with room r takes
+        ``floor(r / x)`` documents of length x in a row, so it places whole runs of one length
+        at once on groups of rows of equal room, then lays the positions out in O(n). Time
+        O(n + m log m) for m distinct lengths in practice, O(n log n) at worst; memory O(n)
+        (a table of ``longest + 1`` slots classifies lengths when that is at most
+        ``max(4 n, 2**22)``, else a sort). The rows are exactly those of placing one document
+        at a time (tested against tests/naive.py).
     window : int, optional
-        ``"bfd"`` only: documents per window (default: all of them, one window).
+        ``"bfd"`` only: documents per window (default: all of them, one window: the fewest rows
+        best-fit decreasing finds).
 
     Returns
     -------
@@ -101,7 +115,35 @@ def pack_rows(lengths, capacity, *, method="greedy", window=None) -> tuple[np.nd
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     from ._packing_kernels import bfd_windows
 
-    return bfd_windows(arr, capacity, min(window, n))
+    cls, values = length_classes(arr)
+    return bfd_windows(cls, values, capacity, min(window, n))
+
+
+# A table of one slot per length classifies documents in O(n + longest); beyond this many slots
+# (and beyond 4 per document) a sort does it instead, so no array grows with the capacity.
+CLASS_TABLE_SLOTS = 1 << 22
+
+
+def length_classes(lengths) -> tuple[np.ndarray, np.ndarray]:
+    """(class of every document, the distinct lengths in decreasing order): class 0 is the
+    longest. O(n + longest) with a table of ``longest + 1`` slots when that is at most
+    ``max(4 n, CLASS_TABLE_SLOTS)``, else a sort, O(n log n).
+
+    Examples
+    --------
+    >>> length_classes(np.array([3, 7, 3, 1]))
+    (array([1, 0, 1, 2]), array([7, 3, 1]))
+    """
+    arr = np.asarray(lengths, dtype=np.int64)
+    if arr.size == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    top = int(arr.max())
+    if top <= max(4 * arr.size, CLASS_TABLE_SLOTS):
+        from ._packing_kernels import length_classes as by_table
+
+        return by_table(arr, top)
+    values, inverse = np.unique(arr, return_inverse=True)
+    return (values.size - 1 - inverse).astype(np.int64), values[::-1].copy()
 
 
 def greedy_row_starts(lengths, capacity) -> np.ndarray:
