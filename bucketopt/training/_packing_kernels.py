@@ -27,6 +27,25 @@ def _lay_out(row_of, items, rows, order, starts, out, first_row):
         count[row_of[t]] += 1
 
 
+@njit(cache=True)
+def greedy_starts(lengths, capacity):
+    """Row starts of greedy packing: walk in order, open a new row where the next document
+    would take the row's tokens over ``capacity``."""
+    n = lengths.size
+    starts = np.empty(n, dtype=np.int64)
+    rows = 0
+    used = capacity + 1  # no row open yet
+    for i in range(n):
+        x = lengths[i]
+        if used + x > capacity:
+            starts[rows] = i
+            rows += 1
+            used = x
+        else:
+            used += x
+    return starts[:rows].copy()
+
+
 # --- best-fit decreasing over length classes ----------------------------------------------------
 #
 # Best-fit decreasing takes the documents longest first and puts each into the open row with the
@@ -85,9 +104,10 @@ def _heap_pop(heap, size, key, tie, sign):
 
 
 @njit(cache=True)
-def length_classes(lengths, top):
+def class_table(lengths, top):
     """Length classes by a table of ``top + 1`` slots (``top`` the longest length; the caller
-    bounds it): (class of every document, 0 the longest; the distinct lengths, decreasing)."""
+    bounds it): (``slot[x]`` the class of length x, 0 the longest; the distinct lengths,
+    decreasing)."""
     slot = np.zeros(top + 1, dtype=np.int64)
     for i in range(lengths.size):
         slot[lengths[i]] = 1
@@ -102,10 +122,7 @@ def length_classes(lengths, top):
             slot[v] = c
             values[c] = v
             c += 1
-    cls = np.empty(lengths.size, dtype=np.int64)
-    for i in range(lengths.size):
-        cls[i] = slot[lengths[i]]
-    return cls, values
+    return slot, values
 
 
 @njit(cache=True)
@@ -118,17 +135,18 @@ def _grow(a, need):
 
 
 @njit(cache=True)
-def _bfd_window(cls, values, capacity, lo, hi, count, order, starts, out, first_row):
-    """Best-fit decreasing of the documents ``lo .. hi - 1`` (classes ``cls``, lengths
-    ``values[cls]``); writes their positions into ``order`` from ``out`` row after row (rows in
-    opening order, documents in placement order) and the rows' offsets into ``starts`` from
-    ``first_row``. ``count`` (one zero per class) is used and left zeroed. Returns the rows."""
+def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out, first_row):
+    """Best-fit decreasing of the documents ``lo .. hi - 1`` (document i in class
+    ``slot[keys[i]]``, of length ``values[slot[keys[i]]]``); writes their positions into
+    ``order`` from ``out`` row after row (rows in opening order, documents in placement order)
+    and the rows' offsets into ``starts`` from ``first_row``. ``count`` (one zero per class) is
+    used and left zeroed. Returns the rows."""
     w = hi - lo
     # the window's classes, longest first, and its positions by class (stable: counting sort)
-    used = np.empty(w, dtype=np.int64)
+    used = np.empty(min(w, values.size), dtype=np.int64)
     u = 0
     for i in range(lo, hi):
-        c = cls[i]
+        c = slot[keys[i]]
         if count[c] == 0:
             used[u] = c
             u += 1
@@ -141,7 +159,7 @@ def _bfd_window(cls, values, capacity, lo, hi, count, order, starts, out, first_
         count[used[j]] = offset[j]  # now the next free slot of the class
     by_class = np.empty(w, dtype=np.int64)
     for i in range(lo, hi):
-        c = cls[i]
+        c = slot[keys[i]]
         by_class[count[c]] = i
         count[c] += 1
     for j in range(u):
@@ -254,23 +272,25 @@ def _bfd_window(cls, values, capacity, lo, hi, count, order, starts, out, first_
 
 
 @njit(cache=True)
-def bfd_windows(cls, values, capacity, window):
+def bfd_windows(keys, slot, values, capacity, window):
     """Best-fit decreasing inside consecutive windows of ``window`` documents.
 
-    ``cls``: the length class of every document (0 the longest; :func:`length_classes`),
-    ``values``: the lengths of the classes. Returns (order, starts): ``order`` lists positions,
-    row after row; rows never cross a window and appear in the order they were opened. Inside a
-    window the documents go longest first (ties: the earlier position first) to the open row
-    with the least room that still fits them (ties: the row opened first), else to a new row.
+    Document i has length ``values[slot[keys[i]]]``: ``slot`` maps a key to its length class (0
+    the longest), ``values`` the classes' lengths (decreasing). Returns (order, starts):
+    ``order`` lists positions, row after row; rows never cross a window and appear in the order
+    they were opened. Inside a window the documents go longest first (ties: the earlier position
+    first) to the open row with the least room that still fits them (ties: the row opened
+    first), else to a new row.
     """
-    n = cls.size
+    n = keys.size
     order = np.empty(n, dtype=np.int64)
     starts = np.empty(n, dtype=np.int64)
     count = np.zeros(values.size, dtype=np.int64)
     n_rows = 0
     for lo in range(0, n, window):
         hi = min(n, lo + window)
-        n_rows += _bfd_window(cls, values, capacity, lo, hi, count, order, starts, lo, n_rows)
+        n_rows += _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, lo,
+                              n_rows)
     return order, starts[:n_rows].copy()
 
 

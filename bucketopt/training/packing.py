@@ -115,8 +115,7 @@ def pack_rows(lengths, capacity, *, method="greedy", window=None) -> tuple[np.nd
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     from ._packing_kernels import bfd_windows
 
-    cls, values = length_classes(arr)
-    return bfd_windows(cls, values, capacity, min(window, n))
+    return bfd_windows(*length_classes(arr), capacity, min(window, n))
 
 
 # A table of one slot per length classifies documents in O(n + longest); beyond this many slots
@@ -124,46 +123,38 @@ def pack_rows(lengths, capacity, *, method="greedy", window=None) -> tuple[np.nd
 CLASS_TABLE_SLOTS = 1 << 22
 
 
-def length_classes(lengths) -> tuple[np.ndarray, np.ndarray]:
-    """(class of every document, the distinct lengths in decreasing order): class 0 is the
-    longest. O(n + longest) with a table of ``longest + 1`` slots when that is at most
-    ``max(4 n, CLASS_TABLE_SLOTS)``, else a sort, O(n log n).
+def length_classes(lengths) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Length classes of validated int64 lengths as ``(keys, slot, values)``: document i is in
+    class ``slot[keys[i]]`` (0 the longest), of length ``values[slot[keys[i]]]`` (``values``:
+    the distinct lengths, decreasing). O(n + longest) with a table of ``longest + 1`` slots
+    (``keys`` the lengths themselves) when that is at most ``max(4 n, CLASS_TABLE_SLOTS)``, else
+    a sort, O(n log n) (``keys`` the classes, ``slot`` the identity).
 
     Examples
     --------
-    >>> length_classes(np.array([3, 7, 3, 1]))
+    >>> keys, slot, values = length_classes(np.array([3, 7, 3, 1]))
+    >>> slot[keys], values
     (array([1, 0, 1, 2]), array([7, 3, 1]))
     """
-    arr = np.asarray(lengths, dtype=np.int64)
-    if arr.size == 0:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    top = int(arr.max())
-    if top <= max(4 * arr.size, CLASS_TABLE_SLOTS):
-        from ._packing_kernels import length_classes as by_table
+    if lengths.size == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty
+    top = int(lengths.max())
+    if top <= max(4 * lengths.size, CLASS_TABLE_SLOTS):
+        from ._packing_kernels import class_table
 
-        return by_table(arr, top)
-    values, inverse = np.unique(arr, return_inverse=True)
-    return (values.size - 1 - inverse).astype(np.int64), values[::-1].copy()
+        return (lengths, *class_table(lengths, top))
+    values, inverse = np.unique(lengths, return_inverse=True)
+    classes = (values.size - 1 - inverse).astype(np.int64)
+    return classes, np.arange(values.size, dtype=np.int64), values[::-1].copy()
 
 
 def greedy_row_starts(lengths, capacity) -> np.ndarray:
-    """Row starts of greedy packing of ``lengths`` (validated int64, each <= ``capacity``).
+    """Row starts of greedy packing of ``lengths`` (validated int64, each <= ``capacity``): one
+    pass, a new row where the next document would take the row over ``capacity``."""
+    from ._packing_kernels import greedy_starts
 
-    One binary search per row over the running token count: the row from ``s`` ends before the
-    first position whose running count exceeds ``count[s] + capacity``.
-    """
-    n = lengths.size
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    cum = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=cum[1:])
-    starts = []
-    s = 0
-    search = cum.searchsorted
-    while s < n:
-        starts.append(s)
-        s = int(search(cum[s] + capacity, side="right")) - 1
-    return np.asarray(starts, dtype=np.int64)
+    return greedy_starts(np.asarray(lengths, dtype=np.int64), capacity)
 
 
 def rows(order, starts) -> list:
