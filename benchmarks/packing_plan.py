@@ -96,6 +96,7 @@ def main(argv=None) -> int:
           f"{CAPACITY}) = {bound:,}")
     start = time.perf_counter()
     pack_rows(lengths[:1000], CAPACITY, method="bfd")
+    pack_rows(lengths[:1000], CAPACITY)
     one_at_a_time_rows(lengths[:10], CAPACITY, WINDOW)
     print(f"first calls (numba kernels loaded from the cache, or compiled): "
           f"{time.perf_counter() - start:.2f} s")
