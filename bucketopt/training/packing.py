@@ -23,6 +23,7 @@ caller's permutation with ``order``.
 - :func:`balance_steps`: re-deals the documents of each step over its G rows so the heaviest rank
   is lighter (longest-processing-time first, by ``weights``, default d**2, under the capacity).
 - :func:`row_stats`: tokens and sum of d**2 of every row.
+- :func:`attention_balance`: how evenly the ranks of each step share attention (1: equally).
 
 Plain numpy in, numpy out; the loops run in numba kernels (``_packing_kernels``), which never
 load the solver's kernels.
@@ -182,6 +183,35 @@ def row_stats(lengths, order, starts) -> tuple[np.ndarray, np.ndarray]:
     tokens = np.add.reduceat(d, starts).astype(np.int64)
     attention = np.add.reduceat(d.astype(np.float64) ** 2, starts)
     return tokens, attention
+
+
+def attention_balance(attention, world_size) -> float:
+    """How evenly the ranks of each step share attention: the sum over steps of the mean rank
+    attention over the sum over steps of the heaviest rank's attention.
+
+    ``attention``: the sum of d**2 of every row in training order (:func:`row_stats`); rows
+    ``i*G .. i*G + G - 1`` are step ``i`` and a rank with no row in the last step counts 0. The
+    result is ``1 - wait_fraction`` of a cost model where attention is the only cost
+    (alpha = beta = 0): the share of attention time the ranks spend computing rather than
+    waiting for the heaviest rank. 1: every step's ranks carry equal attention; 1/G: one rank
+    of each step carries all of it. An empty epoch gives 1.
+
+    Examples
+    --------
+    >>> attention_balance([4.0, 2.0, 3.0, 3.0], 2)  # steps (4, 2) and (3, 3): (3 + 3) / (4 + 3)
+    0.8571428571428571
+    """
+    from ..cost.costmodel import _positive_int
+
+    g = _positive_int(world_size, "world_size")
+    att = np.asarray(attention, dtype=np.float64)
+    if att.ndim != 1 or not np.all(np.isfinite(att)) or (att.size and att.min() < 0):
+        raise BucketoptError("`attention` must be one finite number >= 0 per row.")
+    steps = -(-att.size // g)
+    padded = np.zeros(steps * g)
+    padded[:att.size] = att
+    heaviest = float(padded.reshape(steps, g).max(axis=1).sum())
+    return float(padded.sum() / g / heaviest) if heaviest > 0 else 1.0
 
 
 def balance_steps(lengths, order, starts, world_size, capacity, *,
