@@ -183,17 +183,20 @@ def packing_answer() -> str:
     from bucketopt.show.packed_rows import fastest_diverse
 
     c = story_comparison()
-    lines = ["| strategy | padding | Ktok/s | ETA, 6 epochs | wait | step mix gap | epoch churn |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| strategy | padding | Ktok/s | ETA, 6 epochs | wait | step mix gap | epoch churn "
+             "| packing efficiency | attention balance |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name in ("sorted", "shuffle", "bucketed", "bucketed-time", "packed", "packed-balanced",
                  "packed-bucketed"):
         r = c.strategies[name]
         gap = r.get("step_mix_gap")
         churn = r.get("epoch_churn")
+        efficiency = pct(r["packing_efficiency"]) if "packing_efficiency" in r else "-"
+        balance = f"{r['attention_balance']:.4f}" if "attention_balance" in r else "-"
         lines.append(f"| {name} | {pct(r['padding_fraction'])} | {r['ktok_per_s']:.1f} | "
                      f"{r['eta_days']:.2f} days | {pct(r['wait_fraction'])} | "
                      f"{'-' if gap is None else f'{gap:.3f}'} | "
-                     f"{'-' if churn is None else pct(churn)} |")
+                     f"{'-' if churn is None else pct(churn)} | {efficiency} | {balance} |")
     levels = ",".join(map(str, c.strategies["packed-bucketed"]["boundaries"]))
     best = fastest_diverse(c.strategies)
     return ("\n".join(lines) + f"\n\npacked-bucketed levels: {levels}. Fastest with a step mix "

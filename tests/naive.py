@@ -477,3 +477,15 @@ def brute_force_packing_levels(lengths, k, capacity, alpha, beta, gamma, world, 
 
     return brute_force(cost, sorted(set(lengths) - {last}), last, k, lengths, min_share,
                        max_share, rel_tol=1e-12)
+
+
+def attention_balance(attention, world):
+    """Sum over steps (rows i*G .. i*G + G - 1; a rank without a row counts 0) of the mean rank
+    attention, over the sum over steps of the heaviest rank's attention (1 when nothing)."""
+    means, heaviest = 0.0, 0.0
+    for first in range(0, len(attention), world):
+        step = list(attention[first:first + world]) + [0.0] * world
+        step = step[:world]
+        means += sum(step) / world
+        heaviest += max(step)
+    return means / heaviest if heaviest > 0 else 1.0

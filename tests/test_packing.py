@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucketopt import BucketoptError
-from bucketopt.training.packing import balance_steps, pack_rows, row_stats, rows
+from bucketopt.training.packing import _check_rows, balance_steps, pack_rows, row_stats, rows
 
 from . import naive
 
@@ -33,7 +33,7 @@ def _check_partition(lengths, order, starts, capacity):
     assert tokens.max() <= capacity
     for row, tok, att in zip(rows(order, starts), tokens, attention):
         assert tok == sum(lengths[i] for i in row)
-        assert att == sum(lengths[i] ** 2 for i in row)
+        assert att == pytest.approx(sum(lengths[i] ** 2 for i in row), rel=1e-12)
 
 
 @SETTINGS
@@ -56,6 +56,56 @@ def test_bfd_windows_is_the_reference(data, window):
     assert whole == naive.bfd_window_rows(lengths, capacity, len(lengths))
     # one window: the same row count as the whole-data best-fit decreasing of tests/naive.py
     assert len(whole) == len(naive.best_fit_decreasing(lengths, capacity))
+
+
+@st.composite
+def classes_of_documents(draw):
+    """Many documents over few distinct lengths (whole runs of one length fill groups of rows),
+    documents of the capacity itself and near it, and capacities up to 2**40."""
+    capacity = draw(st.one_of(st.integers(1, 200), st.integers(1, 2**40)))
+    values = draw(st.lists(st.one_of(st.integers(1, capacity),
+                                     st.integers(max(1, capacity - 3), capacity),
+                                     st.integers(1, max(1, capacity // 7))),
+                           min_size=1, max_size=6))
+    lengths = draw(st.lists(st.sampled_from(values), min_size=1, max_size=400))
+    return lengths, capacity
+
+
+@SETTINGS
+@given(classes_of_documents(), st.integers(1, 500))
+def test_bfd_by_length_class_is_the_one_at_a_time_reference(data, window):
+    lengths, capacity = data
+    for w in (window, None):
+        order, starts = pack_rows(lengths, capacity, method="bfd", window=w)
+        _check_rows(np.asarray(lengths, dtype=np.int64), order, starts, capacity)
+        _check_partition(lengths, order, starts, capacity)
+        expected = naive.bfd_window_rows(lengths, capacity, w or len(lengths))
+        assert rows(order, starts) == expected
+    # the whole data: best-fit decreasing's row count, never under ceil(tokens / capacity)
+    assert starts.size == len(naive.best_fit_decreasing(lengths, capacity))
+    assert starts.size >= -(-sum(lengths) // capacity)
+
+
+def test_bfd_length_classes_by_sort_match_the_table(monkeypatch):
+    from bucketopt.training import packing
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(1, 5_000, 3_000)
+    by_table = pack_rows(lengths, 9_000, method="bfd")
+    assert packing.length_classes(lengths)[2].size == np.unique(lengths).size
+    monkeypatch.setattr(packing, "CLASS_TABLE_SLOTS", 0)  # 4 n < 5,000: the sort path
+    lengths_sorted_path = lengths * 10  # longest near 50,000 > 4 n: sorted, not tabled
+    by_sort = pack_rows(lengths_sorted_path, 90_000, method="bfd")
+    for got, want in zip(by_sort, by_table):
+        assert np.array_equal(got, want)
+
+
+def test_bfd_capacity_in_the_trillions_allocates_nothing_of_its_size():
+    # lengths near 2**40: the classes come from a sort, the rows from the length classes
+    lengths = [2**40, 2**39 + 1, 2**39 - 1, 3, 2**39 + 1, 2**38]
+    order, starts = pack_rows(lengths, 2**40, method="bfd")
+    assert rows(order, starts) == naive.bfd_window_rows(lengths, 2**40, len(lengths))
+    assert starts.size == 3  # [2**40], [2**39 + 1, 2**39 - 1], [2**39 + 1, 2**38, 3]
 
 
 def _step_max(weights, order, starts, g):

@@ -90,6 +90,7 @@ def comparison_table(comparison) -> str:
                  f"{row['grad_accum']} micro-step(s) (--gpus, --grad-accum); epoch churn: "
                  "batches of epoch 1 repeating one of epoch 0")
     out = head + "\n" + table(headers, rows, align="llrrr" + "rrr" * timed + "rr" * diverse)
+    out += packed_table(comparison.strategies, comparison.token_budget)
     best = fastest_diverse_name(comparison)
     if best is not None:
         row = comparison.strategies[best]
@@ -97,6 +98,26 @@ def comparison_table(comparison) -> str:
                 f"({row['ktok_per_s']:.1f} Ktok/s, step mix gap {row['step_mix_gap']:.3f} <= "
                 f"{comparison.strategies['shuffle']['step_mix_gap']:.3f})")
     return out
+
+
+def packed_table(strategies, token_budget) -> str:
+    """The packed rows' packing: rows against ceil(tokens / T), packing efficiency, attention
+    balance across ranks ("" when there is no packed row)."""
+    from ..show.report import table
+
+    packed = {name: row for name, row in strategies.items() if row.get("kind") == "packed"}
+    if not packed:
+        return ""
+    rows = [[name, f"{row['batches']:,.0f}", f"{row['rows_lower_bound']:,}",
+             _pct(row["packing_efficiency"]), f"{row['attention_balance']:.4f}"]
+            for name, row in packed.items()]
+    ranks = next(iter(packed.values()))["world_size"]
+    return (f"\n\npacked rows: padding-free, at most {token_budget:,} tokens each; packed = greedy "
+            "packing of the shuffle (the naive baseline)\npacking efficiency = tokens / (rows x "
+            f"{token_budget:,}); attention balance = sum over steps of the mean over the heaviest "
+            f"of {ranks} rank(s)' attention (1: even)\n"
+            + table(["strategy", "rows", "rows lower bound", "packing efficiency",
+                     "attention balance"], rows, align="lrrrr"))
 
 
 def fastest_diverse_name(comparison):

@@ -330,7 +330,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
                 if name in rows:
                     rows[name].update(fields, diversity_ranks=ranks, grad_accum=grad_accum)
     stages("packed")
-    from .packed_rows import packed_rows  # padding-free rows: packed, -balanced, -bucketed
+    from .packed_rows import packed_rows, packing_fields  # padding-free rows
 
     packed, packed_epochs = packed_rows(
         sim_lengths, k, token_budget=token_budget, cost_model=cost_model,
@@ -339,6 +339,9 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     for name, row in packed.items():  # timed with the others below (sum of d^2 attention)
         add(name, "packed", packed_epochs[name], row["boundaries"])
         rows[name] = {**row, **rows[name]}
+        # the bound for the whole dataset's tokens (real_tokens is scaled on a subsample)
+        rows[name].update(packing_fields(rows[name], packed_epochs[name], token_budget,
+                                         row["world_size"]))
     timing = {}
     if cost_model is not None:
         from ..cost.costmodel import annotate, timing_fields
@@ -365,10 +368,10 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     simulation = {
         "samples": n, "simulated_samples": int(sim_lengths.size), "subsampled": subsampled,
         "from_histogram": ["padding_fraction_analytic", "padded_tokens_analytic",
-                           "ktok_per_s_analytic", "real_tokens", "sorted"],
+                           "ktok_per_s_analytic", "real_tokens", "rows_lower_bound", "sorted"],
         "from_simulation": ["padding_fraction_simulated", "padded_tokens_simulated", "batches",
                             "ktok_per_s", "eta_days", "wait_fraction", "step_mix_gap",
-                            "epoch_churn"],
+                            "epoch_churn", "packing_efficiency", "attention_balance"],
     }
     return Comparison(k, token_budget, pad, simulations, seed, rows, epochs, timing, lengths,
                       overflow_report, simulation)

@@ -28,44 +28,269 @@ def _lay_out(row_of, items, rows, order, starts, out, first_row):
 
 
 @njit(cache=True)
-def bfd_windows(lengths, capacity, window):
+def greedy_starts(lengths, capacity):
+    """Row starts of greedy packing: walk in order, open a new row where the next document
+    would take the row's tokens over ``capacity``."""
+    n = lengths.size
+    starts = np.empty(n, dtype=np.int64)
+    rows = 0
+    used = capacity + 1  # no row open yet
+    for i in range(n):
+        x = lengths[i]
+        if used + x > capacity:
+            starts[rows] = i
+            rows += 1
+            used = x
+        else:
+            used += x
+    return starts[:rows].copy()
+
+
+# --- best-fit decreasing over length classes ----------------------------------------------------
+#
+# Best-fit decreasing takes the documents longest first and puts each into the open row with the
+# least room that still fits it (ties: the row opened first), else into a new row. Documents of
+# one length x arrive together, and the row that takes one keeps taking them: its room r falls
+# to r - x, which is then the least room >= x (no room lies in [x, r): r was the least). So a row
+# with room r takes floor(r / x) of them in a row, rows of equal room are taken in opening order,
+# and a new row takes floor(capacity / x). The planner below runs that on *groups* of rows with
+# equal room and consecutive opening numbers, one length class at a time, with two heaps (rooms
+# that fit the current length, by (room, first row); rooms below it, by room, admitted as the
+# lengths fall). It records events "rows a .. a+f-1 take q documents of this class each" and lays
+# the positions out afterwards, in O(n) writes. Groups: at most 4 per class; events: at most
+# one per group touched, each consuming >= 1 document. The rows are exactly those of the
+# one-document-at-a-time reference (tests/naive.py: bfd_window_rows).
+
+
+@njit(cache=True)
+def _heap_less(key, tie, a, b, sign):
+    """Heap order: ``sign`` 1 for a min-heap on (key, tie), -1 for a max-heap on key."""
+    if sign > 0:
+        return key[a] < key[b] or (key[a] == key[b] and tie[a] < tie[b])
+    return key[a] > key[b]
+
+
+@njit(cache=True)
+def _heap_push(heap, size, item, key, tie, sign):
+    heap[size] = item
+    i = size
+    while i > 0:
+        parent = (i - 1) // 2
+        if _heap_less(key, tie, heap[i], heap[parent], sign):
+            heap[i], heap[parent] = heap[parent], heap[i]
+            i = parent
+        else:
+            break
+    return size + 1
+
+
+@njit(cache=True)
+def _heap_pop(heap, size, key, tie, sign):
+    """Remove the top; returns the new size (the top was ``heap[0]`` before the call)."""
+    size -= 1
+    heap[0] = heap[size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        best = i
+        if left < size and _heap_less(key, tie, heap[left], heap[best], sign):
+            best = left
+        if left + 1 < size and _heap_less(key, tie, heap[left + 1], heap[best], sign):
+            best = left + 1
+        if best == i:
+            return size
+        heap[i], heap[best] = heap[best], heap[i]
+        i = best
+
+
+@njit(cache=True)
+def class_table(lengths, top):
+    """Length classes by a table of ``top + 1`` slots (``top`` the longest length; the caller
+    bounds it): (``slot[x]`` the class of length x, 0 the longest; the distinct lengths,
+    decreasing)."""
+    slot = np.zeros(top + 1, dtype=np.int64)
+    for i in range(lengths.size):
+        slot[lengths[i]] = 1
+    m = 0
+    for v in range(top, 0, -1):
+        if slot[v]:
+            m += 1
+    values = np.empty(m, dtype=np.int64)
+    c = 0
+    for v in range(top, 0, -1):
+        if slot[v]:
+            slot[v] = c
+            values[c] = v
+            c += 1
+    return slot, values
+
+
+@njit(cache=True)
+def _grow(a, need):
+    if need <= a.size:
+        return a
+    out = np.empty(max(need, 2 * a.size), dtype=np.int64)
+    out[:a.size] = a
+    return out
+
+
+@njit(cache=True)
+def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out, first_row):
+    """Best-fit decreasing of the documents ``lo .. hi - 1`` (document i in class
+    ``slot[keys[i]]``, of length ``values[slot[keys[i]]]``); writes their positions into
+    ``order`` from ``out`` row after row (rows in opening order, documents in placement order)
+    and the rows' offsets into ``starts`` from ``first_row``. ``count`` (one zero per class) is
+    used and left zeroed. Returns the rows."""
+    w = hi - lo
+    # the window's classes, longest first, and its positions by class (stable: counting sort)
+    used = np.empty(min(w, values.size), dtype=np.int64)
+    u = 0
+    for i in range(lo, hi):
+        c = slot[keys[i]]
+        if count[c] == 0:
+            used[u] = c
+            u += 1
+        count[c] += 1
+    used = np.sort(used[:u])
+    offset = np.empty(u + 1, dtype=np.int64)
+    offset[0] = 0
+    for j in range(u):
+        offset[j + 1] = offset[j] + count[used[j]]
+        count[used[j]] = offset[j]  # now the next free slot of the class
+    by_class = np.empty(w, dtype=np.int64)
+    for i in range(lo, hi):
+        c = slot[keys[i]]
+        by_class[count[c]] = i
+        count[c] += 1
+    for j in range(u):
+        count[used[j]] = 0
+    # groups of rows: room, first row, rows
+    g_cap = 4 * u + 4
+    room = np.empty(g_cap, dtype=np.int64)
+    first = np.empty(g_cap, dtype=np.int64)
+    size = np.empty(g_cap, dtype=np.int64)
+    fit = np.empty(g_cap, dtype=np.int64)  # min-heap on (room, first row): rooms >= x
+    low = np.empty(g_cap, dtype=np.int64)  # max-heap on room: rooms < x
+    n_fit = 0
+    n_low = 0
+    groups = 0
+    # events: rows a .. a + f - 1 take q documents each from by_class[src ..]
+    ev_a = np.empty(2 * u + 16, dtype=np.int64)
+    ev_f = np.empty(2 * u + 16, dtype=np.int64)
+    ev_q = np.empty(2 * u + 16, dtype=np.int64)
+    n_ev = 0
+    rows = 0
+    for j in range(u):
+        x = values[used[j]]
+        c = offset[j + 1] - offset[j]
+        while n_low > 0 and room[low[0]] >= x:
+            top = low[0]
+            n_low = _heap_pop(low, n_low, room, first, -1)
+            n_fit = _heap_push(fit, n_fit, top, room, first, 1)
+        while c > 0:
+            if n_ev + 2 > ev_a.size:
+                ev_a = _grow(ev_a, n_ev + 2)
+                ev_f = _grow(ev_f, n_ev + 2)
+                ev_q = _grow(ev_q, n_ev + 2)
+            if n_fit == 0:  # no open row fits: new rows take floor(capacity / x) each
+                q = capacity // x
+                f = c // q
+                r = c - f * q
+                if f > 0:
+                    ev_a[n_ev], ev_f[n_ev], ev_q[n_ev] = rows, f, q
+                    n_ev += 1
+                    room[groups], first[groups], size[groups] = capacity - q * x, rows, f
+                    if room[groups] > 0:
+                        n_low = _heap_push(low, n_low, groups, room, first, -1)
+                    groups += 1
+                    rows += f
+                if r > 0:
+                    ev_a[n_ev], ev_f[n_ev], ev_q[n_ev] = rows, 1, r
+                    n_ev += 1
+                    room[groups], first[groups], size[groups] = capacity - r * x, rows, 1
+                    n_low = _heap_push(low, n_low, groups, room, first, -1)
+                    groups += 1
+                    rows += 1
+                c = 0
+                break
+            g = fit[0]
+            n_fit = _heap_pop(fit, n_fit, room, first, 1)
+            q = room[g] // x
+            k = size[g]
+            if c >= k * q:  # every row of the group fills up with this length
+                ev_a[n_ev], ev_f[n_ev], ev_q[n_ev] = first[g], k, q
+                n_ev += 1
+                c -= k * q
+                room[g] -= q * x
+                if room[g] > 0:
+                    n_low = _heap_push(low, n_low, g, room, first, -1)
+                continue
+            f = c // q
+            r = c - f * q
+            a = first[g]
+            rest = k - f - (1 if r > 0 else 0)
+            if f > 0:
+                ev_a[n_ev], ev_f[n_ev], ev_q[n_ev] = a, f, q
+                n_ev += 1
+                room[groups], first[groups], size[groups] = room[g] - q * x, a, f
+                if room[groups] > 0:
+                    n_low = _heap_push(low, n_low, groups, room, first, -1)
+                groups += 1
+            if r > 0:
+                ev_a[n_ev], ev_f[n_ev], ev_q[n_ev] = a + f, 1, r
+                n_ev += 1
+                room[groups], first[groups], size[groups] = room[g] - r * x, a + f, 1
+                n_low = _heap_push(low, n_low, groups, room, first, -1)
+                groups += 1
+            if rest > 0:  # the untouched rows keep their room
+                first[g] = a + k - rest
+                size[g] = rest
+                n_fit = _heap_push(fit, n_fit, g, room, first, 1)
+            c = 0
+    # lay the documents out: row sizes, offsets, then the events in placement order
+    cursor = np.zeros(rows + 1, dtype=np.int64)
+    for e in range(n_ev):
+        cursor[ev_a[e]] += ev_q[e]
+        cursor[ev_a[e] + ev_f[e]] -= ev_q[e]
+    total = 0
+    run = 0
+    for r in range(rows):
+        run += cursor[r]
+        starts[first_row + r] = out + total
+        cursor[r] = out + total
+        total += run
+    src = 0
+    for e in range(n_ev):
+        q = ev_q[e]
+        for r in range(ev_a[e], ev_a[e] + ev_f[e]):
+            at = cursor[r]
+            for t in range(q):
+                order[at + t] = by_class[src + t]
+            cursor[r] = at + q
+            src += q
+    return rows
+
+
+@njit(cache=True)
+def bfd_windows(keys, slot, values, capacity, window):
     """Best-fit decreasing inside consecutive windows of ``window`` documents.
 
-    Returns (order, starts): ``order`` lists positions of ``lengths``, row after row; rows never
-    cross a window and appear in the order they were opened. Inside a window the documents go
-    longest first (ties: the earlier position first) to the open row with the least room that
-    still fits them (ties: the row opened first), else to a new row.
+    Document i has length ``values[slot[keys[i]]]``: ``slot`` maps a key to its length class (0
+    the longest), ``values`` the classes' lengths (decreasing). Returns (order, starts):
+    ``order`` lists positions, row after row; rows never cross a window and appear in the order
+    they were opened. Inside a window the documents go longest first (ties: the earlier position
+    first) to the open row with the least room that still fits them (ties: the row opened
+    first), else to a new row.
     """
-    n = lengths.size
+    n = keys.size
     order = np.empty(n, dtype=np.int64)
     starts = np.empty(n, dtype=np.int64)
+    count = np.zeros(values.size, dtype=np.int64)
     n_rows = 0
-    out = 0
     for lo in range(0, n, window):
         hi = min(n, lo + window)
-        w = hi - lo
-        # longest first, stable
-        idx = np.argsort(-lengths[lo:hi], kind="mergesort") + lo
-        room = np.empty(w, dtype=np.int64)
-        row_of = np.empty(w, dtype=np.int64)
-        rows = 0
-        for t in range(w):
-            x = lengths[idx[t]]
-            best = -1
-            best_room = capacity + 1
-            for r in range(rows):
-                if x <= room[r] < best_room:
-                    best = r
-                    best_room = room[r]
-            if best < 0:
-                best = rows
-                room[rows] = capacity
-                rows += 1
-            room[best] -= x
-            row_of[t] = best
-        _lay_out(row_of, idx, rows, order, starts, out, n_rows)
-        out += w
-        n_rows += rows
+        n_rows += _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, lo,
+                              n_rows)
     return order, starts[:n_rows].copy()
 
 

@@ -15,11 +15,15 @@ starts)`` splits them. Positions index the given ``lengths``: to get dataset ind
 caller's permutation with ``order``.
 
 - :func:`pack_rows`: ``method="greedy"`` walks the documents in order and opens a new row when
-  the next does not fit (row tokens <= capacity); ``method="bfd"`` is best-fit decreasing inside
-  consecutive windows of ``window`` documents (rows never cross a window).
+  the next does not fit (row tokens <= capacity); ``method="bfd"`` is best-fit decreasing, over
+  all the documents or inside consecutive windows of ``window`` documents (rows never cross a
+  window), planned on length classes: O(n) passes plus work per distinct length, never
+  quadratic (16.3 million documents of at most 512 tokens in about a second:
+  ``benchmarks/packing_plan.py``).
 - :func:`balance_steps`: re-deals the documents of each step over its G rows so the heaviest rank
   is lighter (longest-processing-time first, by ``weights``, default d**2, under the capacity).
 - :func:`row_stats`: tokens and sum of d**2 of every row.
+- :func:`attention_balance`: how evenly the ranks of each step share attention (1: equally).
 
 Plain numpy in, numpy out; the loops run in numba kernels (``_packing_kernels``), which never
 load the solver's kernels.
@@ -45,7 +49,7 @@ def _lengths(lengths, capacity) -> tuple[np.ndarray, int]:
             not np.issubdtype(arr.dtype, np.floating) or not np.all(np.isfinite(arr))
             or not np.all(arr == np.round(arr))):
         raise BucketoptError("`lengths` must hold integers.")
-    arr = arr.astype(np.int64)
+    arr = arr.astype(np.int64, copy=False)
     if arr.size and arr.min() < 1:
         raise BucketoptError(f"`lengths` must be >= 1; got {int(arr.min())}.")
     if arr.size and arr.max() > capacity:
@@ -66,10 +70,21 @@ def pack_rows(lengths, capacity, *, method="greedy", window=None) -> tuple[np.nd
     method : {"greedy", "bfd"}
         ``"greedy"``: walk in order, a document joins the current row while the row's tokens stay
         <= capacity, else it opens a new row (``order`` is then ``arange(n)``). ``"bfd"``:
-        best-fit decreasing inside consecutive windows of ``window`` documents: longest first,
-        each into the open row of the window with the least room that fits it, else a new row.
+        best-fit decreasing inside consecutive windows of ``window`` documents: longest first
+        (documents of one length in their given order), each into the open row of the window
+        with the least room that fits it (ties: the row opened first), else a new row. Rows come
+        in the order they were opened, documents in the order they were placed.
+
+        The BFD planner works on length classes, not documents: a row with room r takes
+        ``floor(r / x)`` documents of length x in a row, so it places whole runs of one length
+        at once on groups of rows of equal room, then lays the positions out in O(n). Time
+        O(n + m log m) for m distinct lengths in practice, O(n log n) at worst; memory O(n)
+        (a table of ``longest + 1`` slots classifies lengths when that is at most
+        ``max(4 n, 2**22)``, else a sort). The rows are exactly those of placing one document
+        at a time (tested against tests/naive.py).
     window : int, optional
-        ``"bfd"`` only: documents per window (default: all of them, one window).
+        ``"bfd"`` only: documents per window (default: all of them, one window: the fewest rows
+        best-fit decreasing finds).
 
     Returns
     -------
@@ -101,27 +116,46 @@ def pack_rows(lengths, capacity, *, method="greedy", window=None) -> tuple[np.nd
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     from ._packing_kernels import bfd_windows
 
-    return bfd_windows(arr, capacity, min(window, n))
+    return bfd_windows(*length_classes(arr), capacity, min(window, n))
+
+
+# A table of one slot per length classifies documents in O(n + longest); beyond this many slots
+# (and beyond 4 per document) a sort does it instead, so no array grows with the capacity.
+CLASS_TABLE_SLOTS = 1 << 22
+
+
+def length_classes(lengths) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Length classes of validated int64 lengths as ``(keys, slot, values)``: document i is in
+    class ``slot[keys[i]]`` (0 the longest), of length ``values[slot[keys[i]]]`` (``values``:
+    the distinct lengths, decreasing). O(n + longest) with a table of ``longest + 1`` slots
+    (``keys`` the lengths themselves) when that is at most ``max(4 n, CLASS_TABLE_SLOTS)``, else
+    a sort, O(n log n) (``keys`` the classes, ``slot`` the identity).
+
+    Examples
+    --------
+    >>> keys, slot, values = length_classes(np.array([3, 7, 3, 1]))
+    >>> slot[keys], values
+    (array([1, 0, 1, 2]), array([7, 3, 1]))
+    """
+    if lengths.size == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty
+    top = int(lengths.max())
+    if top <= max(4 * lengths.size, CLASS_TABLE_SLOTS):
+        from ._packing_kernels import class_table
+
+        return (lengths, *class_table(lengths, top))
+    values, inverse = np.unique(lengths, return_inverse=True)
+    classes = (values.size - 1 - inverse).astype(np.int64)
+    return classes, np.arange(values.size, dtype=np.int64), values[::-1].copy()
 
 
 def greedy_row_starts(lengths, capacity) -> np.ndarray:
-    """Row starts of greedy packing of ``lengths`` (validated int64, each <= ``capacity``).
+    """Row starts of greedy packing of ``lengths`` (validated int64, each <= ``capacity``): one
+    pass, a new row where the next document would take the row over ``capacity``."""
+    from ._packing_kernels import greedy_starts
 
-    One binary search per row over the running token count: the row from ``s`` ends before the
-    first position whose running count exceeds ``count[s] + capacity``.
-    """
-    n = lengths.size
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    cum = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=cum[1:])
-    starts = []
-    s = 0
-    search = cum.searchsorted
-    while s < n:
-        starts.append(s)
-        s = int(search(cum[s] + capacity, side="right")) - 1
-    return np.asarray(starts, dtype=np.int64)
+    return greedy_starts(np.asarray(lengths, dtype=np.int64), capacity)
 
 
 def rows(order, starts) -> list:
@@ -149,6 +183,35 @@ def row_stats(lengths, order, starts) -> tuple[np.ndarray, np.ndarray]:
     tokens = np.add.reduceat(d, starts).astype(np.int64)
     attention = np.add.reduceat(d.astype(np.float64) ** 2, starts)
     return tokens, attention
+
+
+def attention_balance(attention, world_size) -> float:
+    """How evenly the ranks of each step share attention: the sum over steps of the mean rank
+    attention over the sum over steps of the heaviest rank's attention.
+
+    ``attention``: the sum of d**2 of every row in training order (:func:`row_stats`); rows
+    ``i*G .. i*G + G - 1`` are step ``i`` and a rank with no row in the last step counts 0. The
+    result is ``1 - wait_fraction`` of a cost model where attention is the only cost
+    (alpha = beta = 0): the share of attention time the ranks spend computing rather than
+    waiting for the heaviest rank. 1: every step's ranks carry equal attention; 1/G: one rank
+    of each step carries all of it. An empty epoch gives 1.
+
+    Examples
+    --------
+    >>> attention_balance([4.0, 2.0, 3.0, 3.0], 2)  # steps (4, 2) and (3, 3): (3 + 3) / (4 + 3)
+    0.8571428571428571
+    """
+    from ..cost.costmodel import _positive_int
+
+    g = _positive_int(world_size, "world_size")
+    att = np.asarray(attention, dtype=np.float64)
+    if att.ndim != 1 or not np.all(np.isfinite(att)) or (att.size and att.min() < 0):
+        raise BucketoptError("`attention` must be one finite number >= 0 per row.")
+    steps = -(-att.size // g)
+    padded = np.zeros(steps * g)
+    padded[:att.size] = att
+    heaviest = float(padded.reshape(steps, g).max(axis=1).sum())
+    return float(padded.sum() / g / heaviest) if heaviest > 0 else 1.0
 
 
 def balance_steps(lengths, order, starts, world_size, capacity, *,

@@ -20,11 +20,16 @@ an epoch on. Two pieces replace it:
   with the same seed and keeps batch ``rank`` of each micro-step, so every rank gets the same
   number of batches by construction; at the end the leftovers are split (or, without enough
   samples, the last fewer-than-``world_size`` batches dropped and counted) to whole micro-steps.
+  ``state_dict()`` / ``load_state_dict()`` resume a pass mid-epoch at any world size: the state
+  holds the buffer (item indices and lengths), not the stream (:mod:`.stream_state`), and a
+  source with random access or ``iter_from`` is not read again from its start
+  (:mod:`.stream_sources`).
 """
 
 from __future__ import annotations
 
 import bisect
+import copy
 import itertools
 import math
 import random
@@ -35,6 +40,8 @@ import numpy as np
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries, check_token_budget
+from .stream_sources import check_source
+from .stream_state import Pass, StreamStats, check_state
 
 __all__ = ["SamplePlan", "StreamBatcher", "dkw_epsilon", "plan_from_sample", "sample_lengths"]
 
@@ -209,25 +216,6 @@ def _pick(ready, rng):
     return rng.choices(keys, weights=[ready[k] for k in keys])[0]
 
 
-@dataclass
-class StreamStats:
-    """What one pass of a :class:`StreamBatcher` did (all ranks' batches; the same on every
-    rank)."""
-
-    items: int = 0
-    batches: int = 0
-    split_batches: int = 0
-    dropped: int = 0
-    max_buffered: int = 0
-    real_tokens: int = 0
-    padded_tokens: int = 0  # each batch padded to its longest sample
-
-    @property
-    def padding_fraction(self) -> float:
-        total = self.real_tokens + self.padded_tokens
-        return self.padded_tokens / total if total else 0.0
-
-
 class StreamBatcher:
     """Batches of a stream, online, under the token budget, for one data-parallel rank.
 
@@ -235,7 +223,8 @@ class StreamBatcher:
     ----------
     stream : iterable
         Re-iterable (a list, a ``datasets.IterableDataset``, a generator factory wrapped by an
-        object with ``__iter__``): every epoch iterates it once, on every rank.
+        object with ``__iter__``): every epoch iterates it once, on every rank, and yields the
+        same items in the same order every time.
     boundaries : sequence of int
         Inclusive upper edges (e.g. :func:`plan_from_sample` ``.boundaries``). A longer item is an
         error (set ``max_length`` when planning).
@@ -252,6 +241,22 @@ class StreamBatcher:
         Drop the leftover batches that do not fill a micro-step instead of splitting batches.
 
     Iterating yields lists of items (this rank's batches); :attr:`stats` describes the pass.
+    :meth:`state_dict` / :meth:`load_state_dict` resume a pass mid-epoch, at any world size
+    (:mod:`bucketopt.training.stream_sources` says how each kind of source is resumed).
+
+    Examples
+    --------
+    >>> items = list(range(40))
+    >>> size = dict(length=lambda i: 1 + i % 4, token_budget=8, buffer_size=10)
+    >>> one = StreamBatcher(items, [4], **size)
+    >>> batches = iter(one)
+    >>> seen = [i for _ in range(3) for i in next(batches)]
+    >>> state = one.state_dict()          # JSON-ready; it grows with the buffer, not the stream
+    >>> two = StreamBatcher(items, [4], world_size=2, **size)
+    >>> two.load_state_dict(state)        # killed after 3 batches, resumed on 2 ranks
+    >>> seen += [i for step in two.micro_steps() for batch in step for i in batch]
+    >>> sorted(seen) == items
+    True
     """
 
     def __init__(self, stream, boundaries, *, token_budget, length=len, buffer_size=None,
@@ -283,11 +288,11 @@ class StreamBatcher:
                 f"buffer_size must be at least {self.minimum_buffer} (sum over buckets of "
                 f"world_size x batch size - 1, plus 1) so that a full buffer always holds a whole "
                 f"micro-step of one bucket; got {self.buffer_size}.")
-        if not hasattr(stream, "__iter__"):
-            raise BucketoptError(f"stream must be iterable; got {type(stream).__name__}.")
-        self.stream = stream
+        self.stream = check_source(stream)
         self.epoch = 0
         self.stats = StreamStats()
+        self._pass = None  # the pass under way (or the last one): what state_dict() saves
+        self._resume = None  # a loaded state, for the next pass of its epoch
 
     def set_epoch(self, epoch) -> None:
         from .sampler import _check_int
@@ -300,43 +305,85 @@ class StreamBatcher:
 
     def micro_steps(self):
         """Every micro-step of the pass: ``world_size`` batches (lists of items), rank ``r``'s
-        at index ``r``."""
+        at index ``r``. After a :meth:`load_state_dict`, the pass of that epoch goes on where
+        the state was saved."""
         G, sizes, edges = self.world_size, self.batch_sizes, self.edges
-        state = np.random.SeedSequence([self.seed, self.epoch]).generate_state(1)[0]
-        rng = random.Random(int(state))
-        buckets = [[] for _ in edges]  # (item, length) pairs
+        p = self._pass = self._start()
+        stats = self.stats = p.stats
         need = [G * int(b) for b in sizes]
-        ready = {}  # bucket -> whole micro-steps it holds
-        stats = self.stats = StreamStats()
-        buffered = 0
+        buckets = p.buckets
+        ready = {k: len(b) // need[k] for k, b in enumerate(buckets) if len(b) >= need[k]}
+        buffered = sum(len(b) for b in buckets)
         top = int(edges[-1])
         edge_list = [int(e) for e in edges]
-        for item in self.stream:
-            n = self.length(item)
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-                raise BucketoptError(f"length(item) must be an integer >= 1; got {n!r} for item "
-                                     f"{stats.items}.")
-            if n > top:
-                raise BucketoptError(
-                    f"stream item {stats.items} has length {n}, above the last boundary {top}: "
-                    "plan with max_length= (plan_from_sample) or truncate the stream.")
-            k = bisect.bisect_left(edge_list, n)
-            bucket = buckets[k]
-            bucket.append((item, int(n)))
-            stats.items += 1
-            buffered += 1
-            if len(bucket) % need[k] == 0:
-                ready[k] = len(bucket) // need[k]
-            stats.max_buffered = max(stats.max_buffered, buffered)
-            if buffered >= self.buffer_size:  # full: some bucket holds a whole micro-step
-                k = _pick(ready, rng)
-                buffered -= need[k]
-                yield self._release(k, buckets, ready, need, sizes, rng)
-        while ready:  # the stream ended: release the whole micro-steps left
-            k = _pick(ready, rng)
-            buffered -= need[k]
-            yield self._release(k, buckets, ready, need, sizes, rng)
-        yield from self._tail(buckets, sizes, rng)
+        if p.tail is None:
+            for index, item in p.reader:
+                n = self.length(item)
+                if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+                    raise BucketoptError(f"length(item) must be an integer >= 1; got {n!r} for "
+                                         f"item {index}.")
+                if n > top:
+                    raise BucketoptError(
+                        f"stream item {index} has length {n}, above the last boundary {top}: "
+                        "plan with max_length= (plan_from_sample) or truncate the stream.")
+                k = bisect.bisect_left(edge_list, n)
+                bucket = buckets[k]
+                bucket.append((index, item, int(n)))
+                p.position = stats.items = index + 1
+                buffered += 1
+                if len(bucket) % need[k] == 0:
+                    ready[k] = len(bucket) // need[k]
+                stats.max_buffered = max(stats.max_buffered, buffered)
+                while buffered >= self.buffer_size:  # full: a bucket holds a whole micro-step
+                    k = _pick(ready, p.rng)
+                    buffered -= need[k]
+                    yield self._release(k, buckets, ready, need, sizes, p.rng)
+            while ready:  # the stream ended: release the whole micro-steps left
+                k = _pick(ready, p.rng)
+                yield self._release(k, buckets, ready, need, sizes, p.rng)
+            p.tail = self._tail(buckets, sizes, p.rng)
+        while p.tail:
+            yield [self._count(batch) for batch in p.tail.pop(0)]
+        p.done = True
+
+    # ------------------------------------------------------------------------- resuming
+    def state_dict(self) -> dict:
+        """The state of the pass under way, JSON-ready, for :meth:`load_state_dict`.
+
+        It holds the epoch, the stream position (items read), every buffered item as
+        ``[index in the stream, length]`` (so its size grows with the buffer, not the stream),
+        the leftover batches once the stream has ended, the random state, and the pass's
+        statistics. Saved on any rank after the same number of batches, it is the same state
+        (the rank is not part of it). Items in flight elsewhere (a DataLoader's prefetch) are
+        not known to the batcher: save the state of the batches you trained on.
+        """
+        if self._resume is not None and self._resume["epoch"] == self.epoch:
+            return copy.deepcopy(self._resume)
+        p = self._pass
+        if p is None or p.epoch != self.epoch:
+            p = Pass.fresh(self)
+        return p.state(self)
+
+    def load_state_dict(self, state) -> None:
+        """Resume from :meth:`state_dict`: the next pass (of the state's epoch, which becomes
+        :attr:`epoch`) goes on where it was saved, on any rank and at any world size.
+
+        The boundaries, token budget and seed must be the state's (the message names the one
+        that differs); ``world_size``, ``rank``, ``buffer_size`` and ``drop_last`` may change.
+        At the same world size and buffer size the pass goes on exactly as it would have; at
+        another, the buffered items are released in micro-steps of the new size. Either way
+        every item of the epoch is batched exactly once over the saved and the resumed part
+        (as in one pass: except leftovers too few to split into a whole micro-step, counted in
+        ``stats.dropped``).
+        """
+        self._resume = check_state(self, state)
+        self.epoch = self._resume["epoch"]
+
+    def _start(self):
+        state, self._resume = self._resume, None
+        if state is None or state["epoch"] != self.epoch:
+            return Pass.fresh(self, reader=True)
+        return Pass.resumed(self, state)
 
     # ------------------------------------------------------------------------------- helpers
     def _release(self, k, buckets, ready, need, sizes, rng):
@@ -355,20 +402,22 @@ class StreamBatcher:
 
     def _count(self, batch):
         stats = self.stats
-        lens = [n for _, n in batch]
+        lens = [n for _, _, n in batch]
         stats.batches += 1
         stats.real_tokens += sum(lens)
         stats.padded_tokens += len(lens) * max(lens) - sum(lens)
-        return [item for item, _ in batch]
+        return [item for _, item, _ in batch]
 
-    def _tail(self, buckets, sizes, rng):
-        """The leftovers (less than a micro-step per bucket) as whole micro-steps."""
+    def _tail(self, buckets, sizes, rng) -> list:
+        """The leftovers (less than a micro-step per bucket, at the world size that ran when
+        the stream ended) as whole micro-steps, still to release; the buckets are emptied."""
         G = self.world_size
         batches = []
         for k, bucket in enumerate(buckets):
             rng.shuffle(bucket)
             B = int(sizes[k])
             batches += [bucket[i:i + B] for i in range(0, len(bucket), B)]
+            bucket.clear()
         extra = -len(batches) % G
         slack = sum(len(b) - 1 for b in batches)
         if extra and not self.drop_last and extra <= slack:
@@ -379,8 +428,7 @@ class StreamBatcher:
                 batches += [big[:half], big[half:]]
             self.stats.split_batches += extra
         # micro-steps of neighbouring buckets, largest batches first; drop what cannot fill one
-        batches.sort(key=lambda b: (-max(n for _, n in b), -len(b)))
+        batches.sort(key=lambda b: (-max(n for _, _, n in b), -len(b)))
         whole = len(batches) - len(batches) % G
         self.stats.dropped += sum(len(b) for b in batches[whole:])
-        for first in range(0, whole, G):
-            yield [self._count(b) for b in batches[first:first + G]]
+        return [batches[first:first + G] for first in range(0, whole, G)]
