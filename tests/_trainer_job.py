@@ -115,7 +115,7 @@ def trainer(out_dir, *, save_steps=3, num_workers=0, base=None, packing="fixed",
                       "items": None if num_items_in_batch is None else int(num_items_in_batch)}
             loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
                                                  num_items_in_batch=num_items_in_batch)
-            record["loss"] = float(loss)
+            record["loss"] = float(loss.detach())
             if check_documents and idx is not None:
                 record["gap"] = self._document_gap(model, inputs, outputs, idx.tolist())
             self.trained.append(record)
@@ -189,7 +189,7 @@ def main(argv):
     parser.add_argument("--hang-after", type=int)
     parser.add_argument("--one-bucket", action="store_true")
     parser.add_argument("--grads", action="store_true", help="save the first step's gradient")
-    a = parser.parse_args(argv)
+    a = parser.parse_intermixed_args(argv)
     resumed = "-resumed" if a.checkpoint else ""
     rank = os.environ.get("RANK")
     suffix = resumed + ("" if rank is None else f"-rank{rank}")

@@ -160,10 +160,22 @@ def test_resume_without_the_state_file_and_a_state_that_disagrees(full_run, tmp_
     edited = tmp_path / "edited"
     shutil.copytree(out / "checkpoint-3", edited)
     state = json.loads((edited / "bucketopt_sampler.json").read_text())
+    assert state["trainer"] == {"global_step": 3, "epoch_first_step": 0}
     (edited / "bucketopt_sampler.json").write_text(json.dumps({**state, "position": after - 2}))
     with pytest.raises(BucketoptError, match=f"consumed {after - 2} batches of epoch 0, but the "
                                              f"Trainer counts {after}"):
         job.trainer(tmp_path / "b").train(resume_from_checkpoint=str(edited))
-    (edited / "bucketopt_sampler.json").write_text(json.dumps({**state, "world_size": 2}))
-    with pytest.raises(BucketoptError, match="was taken at world_size=2, this run has"):
+    older = {k: v for k, v in state.items() if k != "trainer"}  # a state of an older bucketopt
+    (edited / "bucketopt_sampler.json").write_text(json.dumps({**older, "position": after - 2}))
+    with pytest.raises(BucketoptError, match=f"consumed {after - 2} batches of epoch 0, but the "
+                                             f"Trainer counts {after}"):
         job.trainer(tmp_path / "c").train(resume_from_checkpoint=str(edited))
+    (edited / "bucketopt_sampler.json").write_text(json.dumps(older))
+    again = job.trainer(tmp_path / "d")
+    again.train(resume_from_checkpoint=str(edited))
+    assert again.trained == trainer.trained[after:]
+    other = json.loads((out / "checkpoint-6" / "bucketopt_sampler.json").read_text())
+    (edited / "bucketopt_sampler.json").write_text(json.dumps(other))
+    with pytest.raises(BucketoptError, match="saved at global step 6, its trainer_state.json is "
+                                             "at step 3: the files come from different"):
+        job.trainer(tmp_path / "e").train(resume_from_checkpoint=str(edited))

@@ -165,6 +165,7 @@ def _build_mixin():
             self._bucket_resume = None
             self._bucket_schedule = None
             self._bucket_first_step = 0
+            self._bucket_use_cache = None
             collator = kwargs.get("data_collator", args[2] if len(args) > 2 else None)
             super().__init__(*args, **kwargs)
             if varlen and collator is None:
@@ -263,8 +264,22 @@ def _build_mixin():
             if sampler is not None:
                 for batch in batches:
                     _check_batch(batch, sampler)
+                    if sampler.packing in VARLEN and self._takes_use_cache():
+                        # a key/value cache (most configs make one, even in training) makes
+                        # transformers skip the per-document mask: the documents would attend to
+                        # each other (DataCollatorWithFlattening's rows, for one)
+                        batch.setdefault("use_cache", False)
                 sampler.mark_consumed(len(batches))  # what the loop really received
             return batches, items
+
+        def _takes_use_cache(self) -> bool:
+            if self._bucket_use_cache is None:
+                forward = getattr(self.accelerator.unwrap_model(self.model), "forward", None)
+                try:
+                    self._bucket_use_cache = "use_cache" in inspect.signature(forward).parameters
+                except (TypeError, ValueError):
+                    self._bucket_use_cache = False
+            return self._bucket_use_cache
 
         # ------------------------------------------------------------ steps, epochs, resuming
         def _make_schedule(self, global_step=None):
