@@ -91,7 +91,7 @@ class Packed(L.LightningModule):
         from . import _trainer_job as job
 
         self.job, self.model = job, job.tiny_model()
-        self.mean, self.grads, self.seen = TokenMean(), [], []
+        self.mean, self.grads, self.seen, self.counts = TokenMean(), [], [], []
         self.stop_after, self.resume, self.state = stop_after, resume, None
 
     def train_dataloader(self):  # called every epoch (reload_dataloaders_every_n_epochs=1)
@@ -119,14 +119,18 @@ class Packed(L.LightningModule):
         assert batch["input_ids"].numel() <= self.job.TOKEN_BUDGET
         self.seen.append((self.trainer.current_epoch, idx))
         labels = batch.pop("labels")
+        self.counts.append(int((labels[..., 1:] != -100).sum()))
         return self.mean.loss(self.model(**batch).logits, labels)  # summed over its tokens
 
     def on_before_optimizer_step(self, optimizer):
         t = self.trainer  # Lightning divided each loss by accumulate_grad_batches: undo that
         total = t.strategy.reduce(torch.tensor(float(self.mean.tokens)), reduce_op="sum")
         self.mean.scale(self.parameters(), total, t.accumulate_grad_batches * t.world_size)
-        if not self.grads:
-            self.grads = [p.grad.clone() for p in self.parameters()]
+        step = self.counts[-t.accumulate_grad_batches:]
+        if not self.grads and len(set(step)) > 1:  # the first step whose rows differ
+            params = list(self.parameters())
+            self.grads = [len(self.seen) - len(step), [p.detach().clone() for p in params],
+                          [p.grad.clone() for p in params]]
 
     def on_train_batch_end(self, *_):
         self.sampler.mark_consumed()
@@ -158,10 +162,14 @@ def test_lightning_packed_rows_token_mean_and_exact_resume():
         seen = sorted(i for e, idx in full.seen if e == epoch for i in idx)
         assert seen == list(range(PACKED_N))  # every document once per epoch
     docs = full.job.tokens(PACKED_N)
-    reference = full.job.tiny_model()  # one forward over the first step's documents
-    step = [docs[i] for _, idx in full.seen[:2] for i in idx]
+    first, weights, grads = full.grads  # a step of rows with different token counts
+    reference = full.job.tiny_model()  # its weights, one forward over all its documents
+    with torch.no_grad():
+        for p, w in zip(reference.parameters(), weights):
+            p.copy_(w.reshape(p.shape))
+    step = [docs[i] for _, idx in full.seen[first:first + 2] for i in idx]
     reference(**varlen_collate(step)).loss.backward()
-    for mine, p in zip(full.grads, reference.parameters()):
+    for mine, p in zip(grads, reference.parameters()):
         torch.testing.assert_close(mine, p.grad, atol=1e-5, rtol=1e-4)
     stopped = fit_packed(Packed(stop_after=4), epochs=1)
     assert stopped.state["position"] == 4 and stopped.sampler._handed > 4  # ran ahead
