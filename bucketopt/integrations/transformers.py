@@ -4,17 +4,26 @@
 >>> trainer = BucketedTrainer(model=model, args=args, train_dataset=ds,  # doctest: +SKIP
 ...                           data_collator=collator, boundaries=(256, 512, 1024, 2048),
 ...                           token_budget=16384)
+>>> packed = BucketedTrainer(model=model, args=args, train_dataset=ds,  # doctest: +SKIP
+...                          boundaries=None, token_budget=16384, packing="varlen-balanced")
 
 What it changes, and nothing else:
 
 - the training DataLoader: batches from :class:`~bucketopt.BucketBatchSampler` (one bucket per
   batch, at most ``token_budget`` padded tokens, sizes from the buckets, not
-  ``per_device_train_batch_size``), with rank, world size, seed (``data_seed`` or ``seed``) and
+  ``per_device_train_batch_size``; or, with ``packing="varlen"``, rows of documents flattened
+  into one sequence), with rank, world size, seed (``data_seed`` or ``seed``) and
   ``gradient_accumulation_steps`` taken from ``TrainingArguments``; ``set_epoch`` every epoch;
+- the step accounting: each epoch's optimizer steps, the total (``max_steps``, which sizes the
+  learning-rate schedule) and the epoch boundaries come from the sampler's plans, so epochs of
+  different row counts (packed rows) and an elastic resume count right;
 - every checkpoint also holds ``bucketopt_sampler.json``: the batches the training loop really
   consumed (counted where the loop receives them, never how far the loader prefetched);
 - ``train(resume_from_checkpoint=...)`` puts the sampler at that position in O(1) (no replay of
-  the consumed batches) where the Trainer would have skipped them, so nothing is skipped twice.
+  the consumed batches) where the Trainer would have skipped them, so nothing is skipped twice;
+  at another world size or ``gradient_accumulation_steps``, the rest of the epoch is re-planned;
+- a causal LM whose forward takes no loss kwargs gets a loss function that divides by the step's
+  token count (``num_items_in_batch``), so a step's loss is the mean over all its tokens.
 
 ``bucketed(cls)`` makes the same subclass of any Trainer subclass (TRL's ``SFTTrainer``, ...).
 transformers is imported on first use of these names (``pip install 'bucketopt[transformers]'``).
@@ -262,9 +271,10 @@ def _build_mixin():
                                                        **kwargs)
             sampler = self._bucket_sampler
             if sampler is not None:
+                varlen = sampler.packing in VARLEN
                 for batch in batches:
-                    _check_batch(batch, sampler)
-                    if sampler.packing in VARLEN and self._takes_use_cache():
+                    _check_batch(batch, sampler.token_budget, sampler.packing if varlen else None)
+                    if varlen and self._takes_use_cache():
                         # a key/value cache (most configs make one, even in training) makes
                         # transformers skip the per-document mask: the documents would attend to
                         # each other (DataCollatorWithFlattening's rows, for one)
@@ -304,8 +314,6 @@ def _build_mixin():
             values = list(super().set_initial_training_values(args, dataloader, *rest, **kwargs))
             schedule = self._bucket_schedule = self._make_schedule()
             start = schedule.start_epoch
-            if start not in schedule.counts:  # resumed at the end of the run: nothing to train
-                schedule.counts[start] = schedule.start_batches
             # (num_train_epochs, num_update_steps_per_epoch, num_examples, num_train_samples,
             #  total_train_batch_size, steps_in_epoch, max_steps)
             values[0], values[1] = schedule.num_epochs, schedule.updates(start)
@@ -327,9 +335,9 @@ def _build_mixin():
             call["num_update_steps_per_epoch"] = schedule.updates(epoch)
             call["epochs_trained"] = schedule.start_epoch
             call["steps_trained_in_current_epoch"] = schedule.start_batches
-            resumed = epoch == schedule.start_epoch and self._bucket_resume is not None
-            self._bucket_first_step = (self.state.global_step - (
-                schedule.start_batches // schedule.grad_accum if resumed else 0))
+            done = schedule.start_batches // schedule.grad_accum  # optimizer steps before
+            self._bucket_first_step = self.state.global_step - (
+                done if epoch == schedule.start_epoch else 0)
             return super()._run_epoch(*bound.args, **bound.kwargs)
 
         def _save_checkpoint(self, model, trial, *args, **kwargs):
@@ -381,34 +389,39 @@ def _checkpoint_step(folder):
         return int(json.load(fh).get("global_step", 0))
 
 
-def _check_batch(batch, sampler):
+def _check_batch(batch, budget, packed):
+    """A collated batch within the budget; with packed rows (``packed``: the packing), one
+    flattened row."""
     ids = batch.get("input_ids") if hasattr(batch, "get") else None
     if ids is None:
         return
-    budget = sampler.token_budget
-    if sampler.packing in ("varlen", "varlen-balanced") and ids.dim() == 2 and ids.shape[0] != 1:
+    if packed and ids.dim() == 2 and ids.shape[0] != 1:
         raise BucketoptError(
-            f"packing={sampler.packing!r} trains rows of documents flattened into one sequence, "
+            f"packing={packed!r} trains rows of documents flattened into one sequence, "
             f"but the collator returned input_ids of shape {tuple(ids.shape)}: collate with "
             "bucketopt.integrations.collate.VarlenCollator, transformers' "
             "DataCollatorWithFlattening or TRL's padding_free (or pass no data_collator).")
-    if ids.numel() > budget:
-        what = "tokens" if sampler.packing in ("varlen", "varlen-balanced") else "padded tokens"
+    if ids.numel() <= budget:
+        return
+    if packed:
         raise BucketoptError(
-            f"a collated batch holds {tuple(ids.shape)} = {ids.numel()} {what}, over "
-            f"token_budget={budget}: the collator pads beyond the longest sample "
-            "(pad_to_multiple_of? max_length padding?); solve with align= that multiple, or pad "
-            "to the longest sample.")
+            f"a collated row holds {ids.numel()} tokens, over token_budget={budget}: the "
+            "collator pads the flattened row (pad_to_multiple_of?); collate without padding.")
+    raise BucketoptError(
+        f"a collated batch holds {tuple(ids.shape)} = {ids.numel()} padded tokens, over "
+        f"token_budget={budget}: the collator pads beyond the longest sample "
+        "(pad_to_multiple_of? max_length padding?); solve with align= that multiple, or pad "
+        "to the longest sample.")
 
 
 def _token_mean_loss(outputs, labels, num_items_in_batch=None):
     """Summed next-token loss over the step's label-token count (``num_items_in_batch``)."""
-    from .tokens import causal_lm_loss_sum
+    from .tokens import causal_lm_loss_sum, label_tokens
 
     logits = outputs["logits"] if isinstance(outputs, dict) else outputs[0]
     total = causal_lm_loss_sum(logits, labels)
     if num_items_in_batch is None:
-        num_items_in_batch = max(1, int((labels[..., 1:] != -100).sum()))
+        num_items_in_batch = max(1, label_tokens({"labels": labels}))
     return total / num_items_in_batch
 
 
