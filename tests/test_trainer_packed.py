@@ -314,3 +314,18 @@ def test_packed_rows_refuse_a_padding_collator_and_bad_options(tmp_path):
                         packing="rows")
     with pytest.raises(BucketoptError, match="None, one bucket, with packing='varlen' only"):
         BucketedTrainer(model=job.tiny_model(), boundaries=None, token_budget=100)
+
+
+def test_the_offline_example_in_the_docs_runs(tmp_path, monkeypatch):
+    text = (ROOT / "docs" / "trainer.md").read_text()
+    section = text.split("## Offline: a model built from its config", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    torch.set_num_threads(1)
+    monkeypatch.chdir(tmp_path)  # its output directory is relative
+    namespace = {"__name__": "docs_trainer"}
+    exec(compile(code, "docs/trainer.md", "exec"), namespace)
+    trainer = namespace["trainer"]
+    counts = [trainer.bucket_sampler.plan(e).micro_steps for e in (0, 1)]
+    assert trainer.state.global_step == trainer.state.max_steps == sum(-(-c // 2) for c in counts)
+    assert trainer.state.epoch == pytest.approx(2.0)
+    assert (tmp_path / "out-offline" / "checkpoint-10" / "bucketopt_sampler.json").exists()
