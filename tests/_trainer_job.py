@@ -66,6 +66,17 @@ def row_collate(features):
     return batch
 
 
+def word_tokenizer():
+    """A word-level tokenizer of the 64 token ids t0..t63 (pad 0), built offline."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[PAD]": 0, **{f"t{i}": i for i in range(1, 64)}}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t1"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", eos_token="t2")
+
+
 def tiny_model(attention="sdpa"):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM

@@ -270,15 +270,9 @@ def test_default_collator_is_the_flattening_one(tmp_path):
 
 def test_sft_trainer_packs_rows_with_padding_free(tmp_path):
     trl = pytest.importorskip("trl")
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     from bucketopt.integrations.transformers import bucketed
 
-    vocab = {"[PAD]": 0, **{f"t{i}": i for i in range(1, 64)}}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t1"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", eos_token="t2")
+    tokenizer = job.word_tokenizer()
     args = trl.SFTConfig(output_dir=str(tmp_path), num_train_epochs=1,
                          gradient_accumulation_steps=job.GRAD_ACCUM, save_strategy="no",
                          logging_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
