@@ -96,7 +96,7 @@ def document_losses(logits, ids, lengths):
     for d in lengths:
         if d > 1:
             out.append(float(torch.nn.functional.cross_entropy(
-                logits[start:start + d - 1].float(), ids[start + 1:start + d])))
+                logits[start:start + d - 1].detach().float(), ids[start + 1:start + d])))
         else:
             out.append(None)
         start += d

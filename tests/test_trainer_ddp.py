@@ -22,7 +22,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("datasets")
 pytestmark = pytest.mark.skipif(not os.environ.get("BUCKETOPT_DDP_TESTS"),
-                                reason="a 2-process torchrun job (~40 s): BUCKETOPT_DDP_TESTS=1")
+                                reason="torchrun jobs of 2 and 3 processes (~2 min): "
+                                       "BUCKETOPT_DDP_TESTS=1")
 
 from . import _trainer_job as job  # noqa: E402
 

@@ -10,13 +10,14 @@ optimizer step the gradients are scaled by ``world_size / (the step's label toke
 ranks)``. Under DDP the gradients are averaged over ranks, so this gives exactly the gradient of
 the step's token mean.
 
->>> import torch
+>>> import torch  # doctest: +SKIP
 >>> mean = TokenMean()
->>> logits, labels = torch.zeros(1, 4, 3), torch.tensor([[-100, 1, 2, -100]])
->>> round(float(mean.loss(logits, labels)), 4), mean.tokens  # 2 tokens predicted: 2 ln 3
+>>> logits, labels = torch.zeros(1, 4, 3), torch.tensor([[-100, 1, 2, -100]])  # doctest: +SKIP
+>>> round(float(mean.loss(logits, labels)), 4), mean.tokens  # doctest: +SKIP
 (2.1972, 2)
 
-torch is imported on first use (``pip install torch``).
+(2 tokens predicted, each at ln 3 from uniform logits.) torch is imported on first use
+(``pip install torch``); :func:`label_tokens` also counts numpy arrays.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ def label_tokens(batch, *, ignore_index=IGNORE_INDEX) -> int:
     """Tokens a causal-LM batch predicts: ``labels[..., 1:] != ignore_index`` (or its
     ``shift_labels``, already shifted).
 
-    >>> import torch
-    >>> label_tokens({"labels": torch.tensor([[-100, 5, 6, -100, 9]])})
+    >>> import numpy as np
+    >>> label_tokens({"labels": np.array([[-100, 5, 6, -100, 9]])})
     3
     """
     if not hasattr(batch, "get"):
