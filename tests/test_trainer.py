@@ -82,15 +82,9 @@ def test_resume_in_a_fresh_process_continues_exactly(full_run, tmp_path):
 
 def test_sft_trainer_batches_with_the_sampler(tmp_path):
     trl = pytest.importorskip("trl")
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     from bucketopt.integrations.transformers import bucketed
 
-    vocab = {"[PAD]": 0, **{f"t{i}": i for i in range(1, 64)}}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t1"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", eos_token="t2")
+    tokenizer = job.word_tokenizer()
     args = trl.SFTConfig(output_dir=str(tmp_path), per_device_train_batch_size=4,
                          num_train_epochs=1, gradient_accumulation_steps=job.GRAD_ACCUM,
                          save_strategy="no", logging_strategy="no", report_to=[], use_cpu=True,
@@ -160,10 +154,22 @@ def test_resume_without_the_state_file_and_a_state_that_disagrees(full_run, tmp_
     edited = tmp_path / "edited"
     shutil.copytree(out / "checkpoint-3", edited)
     state = json.loads((edited / "bucketopt_sampler.json").read_text())
+    assert state["trainer"] == {"global_step": 3, "epoch_first_step": 0}
     (edited / "bucketopt_sampler.json").write_text(json.dumps({**state, "position": after - 2}))
     with pytest.raises(BucketoptError, match=f"consumed {after - 2} batches of epoch 0, but the "
                                              f"Trainer counts {after}"):
         job.trainer(tmp_path / "b").train(resume_from_checkpoint=str(edited))
-    (edited / "bucketopt_sampler.json").write_text(json.dumps({**state, "world_size": 2}))
-    with pytest.raises(BucketoptError, match="was taken at world_size=2, this run has"):
+    older = {k: v for k, v in state.items() if k != "trainer"}  # a state of an older bucketopt
+    (edited / "bucketopt_sampler.json").write_text(json.dumps({**older, "position": after - 2}))
+    with pytest.raises(BucketoptError, match=f"consumed {after - 2} batches of epoch 0, but the "
+                                             f"Trainer counts {after}"):
         job.trainer(tmp_path / "c").train(resume_from_checkpoint=str(edited))
+    (edited / "bucketopt_sampler.json").write_text(json.dumps(older))
+    again = job.trainer(tmp_path / "d")
+    again.train(resume_from_checkpoint=str(edited))
+    assert again.trained == trainer.trained[after:]
+    other = json.loads((out / "checkpoint-6" / "bucketopt_sampler.json").read_text())
+    (edited / "bucketopt_sampler.json").write_text(json.dumps(other))
+    with pytest.raises(BucketoptError, match="saved at global step 6, its trainer_state.json is "
+                                             "at step 3: the files come from different"):
+        job.trainer(tmp_path / "e").train(resume_from_checkpoint=str(edited))

@@ -6,6 +6,11 @@
 (the sampler is rank-aware already) and prefetch a batch ahead of the loop. :func:`prepare`
 makes Accelerate's sharding a pass-through and tracks the loader, so ``sampler.state_dict()``
 is what the training loop received.
+
+Packed rows (``packing="varlen"``) train the same way: collate with
+:class:`~bucketopt.integrations.collate.VarlenCollator`, and make each optimizer step's loss the
+mean over all its tokens with :class:`~bucketopt.integrations.tokens.TokenMean` (docs/trainer.md
+has the loop; ``tests/test_accelerate.py`` runs it).
 """
 
 from __future__ import annotations

@@ -4,17 +4,26 @@
 >>> trainer = BucketedTrainer(model=model, args=args, train_dataset=ds,  # doctest: +SKIP
 ...                           data_collator=collator, boundaries=(256, 512, 1024, 2048),
 ...                           token_budget=16384)
+>>> packed = BucketedTrainer(model=model, args=args, train_dataset=ds,  # doctest: +SKIP
+...                          boundaries=None, token_budget=16384, packing="varlen-balanced")
 
 What it changes, and nothing else:
 
 - the training DataLoader: batches from :class:`~bucketopt.BucketBatchSampler` (one bucket per
   batch, at most ``token_budget`` padded tokens, sizes from the buckets, not
-  ``per_device_train_batch_size``), with rank, world size, seed (``data_seed`` or ``seed``) and
+  ``per_device_train_batch_size``; or, with ``packing="varlen"``, rows of documents flattened
+  into one sequence), with rank, world size, seed (``data_seed`` or ``seed``) and
   ``gradient_accumulation_steps`` taken from ``TrainingArguments``; ``set_epoch`` every epoch;
+- the step accounting: each epoch's optimizer steps, the total (``max_steps``, which sizes the
+  learning-rate schedule) and the epoch boundaries come from the sampler's plans, so epochs of
+  different row counts (packed rows) and an elastic resume count right;
 - every checkpoint also holds ``bucketopt_sampler.json``: the batches the training loop really
   consumed (counted where the loop receives them, never how far the loader prefetched);
 - ``train(resume_from_checkpoint=...)`` puts the sampler at that position in O(1) (no replay of
-  the consumed batches) where the Trainer would have skipped them, so nothing is skipped twice.
+  the consumed batches) where the Trainer would have skipped them, so nothing is skipped twice;
+  at another world size or ``gradient_accumulation_steps``, the rest of the epoch is re-planned;
+- a causal LM whose forward takes no loss kwargs gets a loss function that divides by the step's
+  token count (``num_items_in_batch``), so a step's loss is the mean over all its tokens.
 
 ``bucketed(cls)`` makes the same subclass of any Trainer subclass (TRL's ``SFTTrainer``, ...).
 transformers is imported on first use of these names (``pip install 'bucketopt[transformers]'``).
@@ -23,8 +32,10 @@ transformers is imported on first use of these names (``pip install 'bucketopt[t
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
+import warnings
 
 from ..errors import BucketoptError
 
@@ -78,29 +89,45 @@ def _mixin():
 
 def _build_mixin():
     import numpy as np
+    import transformers
     import transformers.trainer as hf_trainer
     from torch.utils.data import DataLoader
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     from ..data.histogram import validate_lengths
     from ..solution import batch_sizes_for, check_token_budget
-    from ..training.sampler import BucketBatchSampler, _check_int
+    from ..training._varlen_plan import VARLEN
+    from ..training.sampler import PACKINGS, BucketBatchSampler, _check_int
+    from ._schedule import trainer_schedule
     from .accelerate import passthrough
     from .lengths import dataset_lengths
+
+    has_epoch_hooks = all(hasattr(transformers.Trainer, name) for name in (
+        "_run_epoch", "_init_training_state", "set_initial_training_values"))
 
     class BucketedTrainerMixin:
         """A Trainer whose training batches come from :class:`bucketopt.BucketBatchSampler`.
 
         Extra keyword arguments (the rest go to the Trainer):
 
-        boundaries : sequence of int
+        boundaries : sequence of int, or None
             Inclusive upper bucket edges (e.g. ``bucketopt.solve(lengths, k,
-            token_budget=T).boundaries``).
+            token_budget=T).boundaries``). ``None`` with ``packing="varlen"``: one bucket (plain
+            packing of a shuffle).
         token_budget : int
-            Most padded tokens per micro-batch per device (rows x padded length). The collator
-            must pad each batch to its longest sample or to at most its bucket's edge (with
-            ``pad_to_multiple_of=m``, solve with ``align=m``); a batch over the budget stops
-            training with a clear error.
+            Padded batches: most padded tokens per micro-batch per device (rows x padded length).
+            The collator must pad each batch to its longest sample or to at most its bucket's edge
+            (with ``pad_to_multiple_of=m``, solve with ``align=m``). Packed rows: most real tokens
+            per row. A batch over the budget stops training with a clear error.
+        packing : {"fixed", "greedy", "varlen", "varlen-balanced"}
+            As :class:`~bucketopt.BucketBatchSampler`. ``"varlen"`` and ``"varlen-balanced"`` train
+            rows of documents flattened into one sequence (``input_ids`` of shape ``(1, tokens)``,
+            ``position_ids`` restarting per document, every document's first label -100); without
+            a ``data_collator`` the trainer collates them with
+            :class:`~bucketopt.integrations.collate.VarlenCollator` (adding flash-attention's
+            ``cu_seq_lens`` when the model's attention is a flash one), or turns on
+            ``padding_free`` in TRL's collator. Epochs may differ in rows: the trainer counts each
+            epoch's steps from its plan.
         lengths : array-like of int, optional
             One length per training sample, in dataset order. By default read from the train
             dataset (:func:`bucketopt.integrations.lengths.dataset_lengths`: a ``seq_len``-like
@@ -111,28 +138,72 @@ def _build_mixin():
         """
 
         def __init__(self, *args, boundaries=None, token_budget=None, lengths=None,
-                     length_column=None, sync_buckets=True, drop_last=False, **kwargs):
-            if boundaries is None:
+                     length_column=None, packing="fixed", sync_buckets=True, drop_last=False,
+                     **kwargs):
+            if packing not in PACKINGS:
+                raise BucketoptError(f"packing must be one of {PACKINGS}; got {packing!r}.")
+            varlen = packing in VARLEN
+            if boundaries is None and not varlen:
                 raise BucketoptError("boundaries are required: the bucket edges, e.g. "
-                                     "bucketopt.solve(lengths, k, token_budget=T).boundaries.")
+                                     "bucketopt.solve(lengths, k, token_budget=T).boundaries "
+                                     "(None, one bucket, with packing='varlen' only).")
             if token_budget is None:
                 raise BucketoptError("token_budget is required: the most padded tokens per "
-                                     "micro-batch per device.")
+                                     "micro-batch per device (real tokens per row when packed).")
+            if packing != "fixed" and not has_epoch_hooks:
+                raise BucketoptError(
+                    f"packing={packing!r} makes epochs of different lengths, which needs a "
+                    f"transformers Trainer with _run_epoch (5.x); transformers "
+                    f"{transformers.__version__} has none: upgrade, or use packing='fixed'.")
             # cheap checks before the model and data are touched (the rest when the sampler is
             # built from the dataset's lengths)
             token_budget = check_token_budget(token_budget)
-            edges = validate_lengths(boundaries, name="boundaries")
-            batch_sizes_for(edges, token_budget)
+            if boundaries is not None:
+                edges = validate_lengths(boundaries, name="boundaries")
+                if not varlen:
+                    batch_sizes_for(edges, token_budget)
             if length_column is not None and not isinstance(length_column, str):
                 raise BucketoptError(f"length_column must be a column name (str); got "
                                      f"{length_column!r}.")
             self._bucket_options = {"boundaries": boundaries, "token_budget": token_budget,
-                                    "sync_buckets": sync_buckets, "drop_last": drop_last}
+                                    "packing": packing, "sync_buckets": sync_buckets,
+                                    "drop_last": drop_last}
             self._bucket_lengths = None if lengths is None else np.asarray(lengths)
             self._bucket_column = length_column
             self._bucket_sampler = None
             self._bucket_resume = None
+            self._bucket_schedule = None
+            self._bucket_first_step = 0
+            self._bucket_use_cache = None
+            collator = kwargs.get("data_collator", args[2] if len(args) > 2 else None)
             super().__init__(*args, **kwargs)
+            if varlen and collator is None:
+                self._install_flattening_collator()
+            self._install_token_mean_loss()
+
+        def _install_flattening_collator(self):
+            collator = self.data_collator
+            if hasattr(collator, "padding_free"):  # TRL's collator flattens rows itself
+                collator.padding_free = True
+                return
+            from .collate import VarlenCollator
+
+            implementation = str(getattr(getattr(self.model, "config", None),
+                                         "_attn_implementation", "") or "")
+            self.data_collator = VarlenCollator(
+                attention="flash_attn" if "flash" in implementation else "position_ids")
+
+        def _install_token_mean_loss(self):
+            """A causal LM whose forward takes no loss kwargs: the Trainer would average the
+            micro-batches' means; a loss function of our own makes it count every token."""
+            base = getattr(super(), "compute_loss", None)
+            if (getattr(self, "model_accepts_loss_kwargs", True)
+                    or getattr(self, "compute_loss_func", True) is not None
+                    or getattr(self, "label_smoother", None) is not None
+                    or not getattr(self, "_loss_shifts_labels", False)
+                    or getattr(base, "__func__", None) is not transformers.Trainer.compute_loss):
+                return
+            self.compute_loss_func = _token_mean_loss
 
         # ------------------------------------------------------------------------- the sampler
         @property
@@ -158,14 +229,18 @@ def _build_mixin():
                                      f"has {len(dataset):,} samples: one length per sample.")
             args = self.args
             seed = args.data_seed if args.data_seed is not None else args.seed
+            options = self._bucket_options
+            if args.world_size > 1 and not getattr(args, "average_tokens_across_devices", True):
+                warnings.warn("average_tokens_across_devices=False: each rank's loss is the mean "
+                              "over its own tokens, so a step's loss is a mean of per-rank means "
+                              "(set it True for the mean over all the step's tokens).",
+                              stacklevel=3)
             return BucketBatchSampler(
-                lengths, self._bucket_options["boundaries"],
-                token_budget=self._bucket_options["token_budget"], seed=seed,
+                lengths, options["boundaries"], token_budget=options["token_budget"], seed=seed,
                 rank=args.process_index if args.world_size > 1 else 0,
                 world_size=max(1, args.world_size), grad_accum=args.gradient_accumulation_steps,
-                packing="fixed",  # the same batch count every epoch, as the Trainer assumes
-                sync_buckets=self._bucket_options["sync_buckets"],
-                drop_last=self._bucket_options["drop_last"])
+                packing=options["packing"], sync_buckets=options["sync_buckets"],
+                drop_last=options["drop_last"])
 
         def get_train_dataloader(self):
             if self.train_dataset is None:
@@ -196,27 +271,86 @@ def _build_mixin():
                                                        **kwargs)
             sampler = self._bucket_sampler
             if sampler is not None:
-                budget = sampler.token_budget
+                varlen = sampler.packing in VARLEN
                 for batch in batches:
-                    ids = batch.get("input_ids") if hasattr(batch, "get") else None
-                    if ids is not None and ids.numel() > budget:
-                        raise BucketoptError(
-                            f"a collated batch holds {tuple(ids.shape)} = {ids.numel()} padded "
-                            f"tokens, over token_budget={budget}: the collator pads beyond the "
-                            "longest sample (pad_to_multiple_of? max_length padding?); solve "
-                            "with align= that multiple, or pad to the longest sample.")
+                    _check_batch(batch, sampler.token_budget, sampler.packing if varlen else None)
+                    if varlen and self._takes_use_cache():
+                        # a key/value cache (most configs make one, even in training) makes
+                        # transformers skip the per-document mask: the documents would attend to
+                        # each other (DataCollatorWithFlattening's rows, for one)
+                        batch.setdefault("use_cache", False)
                 sampler.mark_consumed(len(batches))  # what the loop really received
             return batches, items
 
-        # ---------------------------------------------------------------- checkpoint / resume
+        def _takes_use_cache(self) -> bool:
+            if self._bucket_use_cache is None:
+                forward = getattr(self.accelerator.unwrap_model(self.model), "forward", None)
+                try:
+                    self._bucket_use_cache = "use_cache" in inspect.signature(forward).parameters
+                except (TypeError, ValueError):
+                    self._bucket_use_cache = False
+            return self._bucket_use_cache
+
+        # ------------------------------------------------------------ steps, epochs, resuming
+        def _make_schedule(self, global_step=None):
+            """Per-epoch micro-steps from the plans, and where a resume starts (the sampler is
+            put there: O(1) in the consumed batches, no replay)."""
+            args, resume = self.args, self._bucket_resume
+            state, where = None, f"checkpoint {resume}"
+            if resume is not None:
+                path = os.path.join(str(resume), STATE_FILE)
+                if os.path.isfile(path):
+                    with open(path) as fh:
+                        state = json.load(fh)
+                if global_step is None:
+                    global_step = _checkpoint_step(resume)
+            return trainer_schedule(
+                self.bucket_sampler, num_train_epochs=args.num_train_epochs,
+                max_steps=args.max_steps, global_step=global_step or 0, state=state,
+                resume=global_step is not None, ignore_data_skip=args.ignore_data_skip,
+                where=where)
+
+        def set_initial_training_values(self, args, dataloader, *rest, **kwargs):
+            values = list(super().set_initial_training_values(args, dataloader, *rest, **kwargs))
+            schedule = self._bucket_schedule = self._make_schedule()
+            start = schedule.start_epoch
+            # (num_train_epochs, num_update_steps_per_epoch, num_examples, num_train_samples,
+            #  total_train_batch_size, steps_in_epoch, max_steps)
+            values[0], values[1] = schedule.num_epochs, schedule.updates(start)
+            values[5], values[6] = schedule.batches(start), schedule.max_steps
+            return tuple(values)
+
+        def _init_training_state(self, *args, **kwargs):
+            super()._init_training_state(*args, **kwargs)
+            schedule = self._bucket_schedule
+            return schedule.start_epoch, schedule.start_batches
+
+        def _run_epoch(self, *args, **kwargs):
+            bound = inspect.signature(super()._run_epoch).bind(*args, **kwargs)
+            call, schedule = bound.arguments, self._bucket_schedule
+            epoch = call["epoch"]
+            if epoch not in schedule.counts:
+                schedule.counts[epoch] = self.bucket_sampler.plan(epoch).micro_steps
+            call["steps_in_epoch"] = schedule.batches(epoch)
+            call["num_update_steps_per_epoch"] = schedule.updates(epoch)
+            call["epochs_trained"] = schedule.start_epoch
+            call["steps_trained_in_current_epoch"] = schedule.start_batches
+            done = schedule.start_batches // schedule.grad_accum  # optimizer steps before
+            self._bucket_first_step = self.state.global_step - (
+                done if epoch == schedule.start_epoch else 0)
+            return super()._run_epoch(*bound.args, **bound.kwargs)
+
         def _save_checkpoint(self, model, trial, *args, **kwargs):
             out = super()._save_checkpoint(model, trial, *args, **kwargs)
             if self._bucket_sampler is not None and self.args.should_save:
                 folder = os.path.join(self._get_output_dir(trial=trial),
                                       f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
                 os.makedirs(folder, exist_ok=True)
+                state = self._bucket_sampler.state_dict()
+                state["trainer"] = {"global_step": int(self.state.global_step),
+                                    "epoch_first_step": int(self._bucket_first_step)}
                 with open(os.path.join(folder, STATE_FILE), "w") as fh:
-                    json.dump(self._bucket_sampler.state_dict(), fh)
+                    json.dump(state, fh)
             return out
 
         def _inner_training_loop(self, *args, **kwargs):
@@ -224,49 +358,71 @@ def _build_mixin():
             if resume is None and len(args) >= 3:
                 resume = args[2]  # (batch_size, args, resume_from_checkpoint, ...)
             self._bucket_resume = resume
+            self._bucket_schedule = None
             with _seek_instead_of_skip(hf_trainer, self):
                 return super()._inner_training_loop(*args, **kwargs)
 
         def _bucket_seek(self, loader, num_batches):
-            """The Trainer's skip of ``num_batches`` already-trained batches, done as an O(1)
-            resume of the sampler from the checkpoint's state."""
-            sampler = self.bucket_sampler
+            """The Trainer's skip of ``num_batches`` already-trained batches: the sampler was
+            resumed from the checkpoint's state when the schedule was made (O(1), no replay)."""
             num_batches = _check_int("batches to skip", num_batches, 0)
-            accum = self.args.gradient_accumulation_steps
-            per_epoch = max(1, -(-sampler.plan(0).micro_steps // accum))  # the Trainer's count
-            epoch = int(self.state.global_step // per_epoch)
-            path = None if self._bucket_resume is None else os.path.join(
-                str(self._bucket_resume), STATE_FILE)
-            if path is not None and os.path.isfile(path):
-                with open(path) as fh:
-                    state = json.load(fh)
-                if isinstance(state, dict) and state.get("world_size") not in (
-                        None, sampler.world_size):
-                    raise BucketoptError(
-                        f"checkpoint {self._bucket_resume} was taken at world_size="
-                        f"{state.get('world_size')}, this run has world_size="
-                        f"{sampler.world_size}: the Trainer counts its steps per epoch from the "
-                        "world size, so resume a Trainer run mid-epoch on as many processes "
-                        "(BucketBatchSampler itself resumes elastically in a custom loop).")
-                sampler.load_state_dict(state)
-                if sampler.epoch != epoch:
-                    raise BucketoptError(
-                        f"checkpoint {self._bucket_resume} holds the sampler at epoch "
-                        f"{sampler.epoch}, but the Trainer resumes epoch {epoch}: the checkpoint "
-                        "comes from another run or its step count per epoch changed.")
-                if sampler.consumed != num_batches:
-                    raise BucketoptError(
-                        f"checkpoint {self._bucket_resume} consumed {sampler.consumed} batches "
-                        f"of epoch {sampler.epoch}, but the Trainer counts {num_batches} (its "
-                        "global step x gradient_accumulation_steps): was "
-                        "gradient_accumulation_steps or per-epoch step count changed?")
-            else:  # a checkpoint without bucketopt's file: the plan is deterministic, seek
-                sampler.set_epoch(epoch)
-                state = sampler.state_dict(position=num_batches)
-                sampler.load_state_dict(state)
+            if self._bucket_schedule is None:  # a Trainer without the epoch hooks
+                self._bucket_schedule = self._make_schedule(self.state.global_step)
+            expected = self._bucket_schedule.start_batches
+            if num_batches != expected:
+                raise BucketoptError(
+                    f"checkpoint {self._bucket_resume}: the Trainer skips {num_batches} batches "
+                    f"of the epoch, the sampler resumes after {expected}: the Trainer's step "
+                    "count per epoch differs from the plan's.")
             return loader
 
     return BucketedTrainerMixin
+
+
+def _checkpoint_step(folder):
+    """The global step of a checkpoint's trainer_state.json; None without one (the Trainer then
+    starts afresh)."""
+    path = os.path.join(str(folder), "trainer_state.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path) as fh:
+        return int(json.load(fh).get("global_step", 0))
+
+
+def _check_batch(batch, budget, packed):
+    """A collated batch within the budget; with packed rows (``packed``: the packing), one
+    flattened row."""
+    ids = batch.get("input_ids") if hasattr(batch, "get") else None
+    if ids is None:
+        return
+    if packed and ids.dim() == 2 and ids.shape[0] != 1:
+        raise BucketoptError(
+            f"packing={packed!r} trains rows of documents flattened into one sequence, "
+            f"but the collator returned input_ids of shape {tuple(ids.shape)}: collate with "
+            "bucketopt.integrations.collate.VarlenCollator, transformers' "
+            "DataCollatorWithFlattening or TRL's padding_free (or pass no data_collator).")
+    if ids.numel() <= budget:
+        return
+    if packed:
+        raise BucketoptError(
+            f"a collated row holds {ids.numel()} tokens, over token_budget={budget}: the "
+            "collator pads the flattened row (pad_to_multiple_of?); collate without padding.")
+    raise BucketoptError(
+        f"a collated batch holds {tuple(ids.shape)} = {ids.numel()} padded tokens, over "
+        f"token_budget={budget}: the collator pads beyond the longest sample "
+        "(pad_to_multiple_of? max_length padding?); solve with align= that multiple, or pad "
+        "to the longest sample.")
+
+
+def _token_mean_loss(outputs, labels, num_items_in_batch=None):
+    """Summed next-token loss over the step's label-token count (``num_items_in_batch``)."""
+    from .tokens import causal_lm_loss_sum, label_tokens
+
+    logits = outputs["logits"] if isinstance(outputs, dict) else outputs[0]
+    total = causal_lm_loss_sum(logits, labels)
+    if num_items_in_batch is None:
+        num_items_in_batch = max(1, label_tokens({"labels": labels}))
+    return total / num_items_in_batch
 
 
 @contextlib.contextmanager
