@@ -27,9 +27,9 @@ SKIP = {
         "pip install fetches the dependencies from the network",
     "docs/trainer.md > Training with the Hugging Face Trainer: `BucketedTrainer` #1":
         "pip install fetches torch and transformers from the network",
-    "docs/trainer.md > On a real small model #1":
-        "downloads SmolLM2-135M and TinyStories from the Hugging Face Hub (the offline variant "
-        "after it runs)",
+    "docs/trainer.md > On a real small model (downloads from the Hugging Face Hub) #1":
+        "downloads SmolLM2-135M and TinyStories from the Hugging Face Hub, and bf16 wants a GPU "
+        "(the offline tiny-Llama variant after it runs the same trainer)",
     "docs/trainer.md > TRL's `SFTTrainer`, and any other Trainer subclass #1":
         "continues the Hub example (its model, tokenizer, data) with the reader's SFTConfig; "
         "tests/test_trainer.py runs bucketed(SFTTrainer)",
@@ -57,6 +57,9 @@ SKIP = {
     "docs/streaming.md > Streamed data: planning on a sample, batching online #1":
         "a sketch on the reader's stream and job (stream, rank, world_size, epochs); "
         "tests/test_streaming.py runs these calls",
+    "docs/streaming.md > 3. Resuming a pass mid-epoch #1":
+        "a sketch on the reader's checkpoint and job (batches, stream, new_world_size); "
+        "tests/test_streaming.py kills and resumes streamed epochs",
 }
 ALL_EXAMPLES = [b.name for page in examples.PAGES for b in examples.blocks(page)]
 TOTAL_TIMEOUT_S = 600  # every page, one process: about 45 s on a shared 2-core machine
