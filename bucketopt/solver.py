@@ -177,10 +177,16 @@ class _Run:
         cert = obj.optimality(layer, float(self.best[layer - 1]))
         sol = dataclasses.replace(sol, certificate=cert)
         if not callable(cert) and not cert.exact and cert.gap > GAP_NOTE and obj.name == "time":
-            sol = dataclasses.replace(sol, warnings=(*sol.warnings, (
-                f"the certified search proved these boundaries within {cert.gap:.2e} of the "
-                "optimum (not exact); exact=True (--exact) runs the exact DP over every pair of "
-                "lengths, which can take minutes.")))
+            if self.sync_buckets is True or self.cost_model.world_size == 1:
+                note = (f"the certified DP stopped at its work limit: these boundaries are proven "
+                        f"within {cert.gap:.2e} of the optimum; exact=True (--exact) runs it to "
+                        "the end, which can take minutes on inputs this large.")
+            else:
+                note = ("ranks that do not share a bucket at each step wait for each other in a "
+                        "way no sum over buckets captures: these boundaries are a local optimum, "
+                        f"proven within {cert.gap:.2e} of the optimum (sync_buckets=True is "
+                        "solved exactly).")
+            sol = dataclasses.replace(sol, warnings=(*sol.warnings, note))
         sol = obj.finish(sol)
         if self.cost_model is not None:
             from .cost.costmodel import annotate
@@ -287,8 +293,9 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_shar
         What happens to samples longer than ``max_length``: cut to it, left out, or cut into
         ceil(len / max_length) chunks.
     exact : bool
-        Prove the optimum whatever it costs: where the certified search stops with a gap, run
-        the DP over every pair of candidate edges (slow: minutes on large inputs).
+        Prove the optimum whatever it costs: ``pad="batch"`` with the padding objective runs
+        the DP over every pair of candidate edges (slow: minutes on large inputs) instead of its
+        grid search. The time objective is always proven exact (docs/method.md).
 
     Returns
     -------

@@ -13,7 +13,7 @@ from bucketopt.cost.costmodel import CostModel
 from bucketopt.data.histogram import as_histogram
 from bucketopt.groups import make_groups, share_windows
 from bucketopt.objectives import make_objective
-from bucketopt.objectives.bounds import _relaxation, certified_layers
+from bucketopt.objectives.certified import _relaxation, certified_layers
 
 from . import naive
 
@@ -40,8 +40,7 @@ def _fitted(lengths, objective, pad, budget, coeffs=None, world=1, shares=(0.0, 
        st.integers(12, 40), coefficients, st.sampled_from([1, 2, 3]),
        st.sampled_from(["batch", "edge"]), st.sampled_from(SHARES))
 def test_certified_time_dp_equals_brute_force(lengths, k, budget, coeffs, world, pad, shares):
-    """The certified path alone (no fallback): a proven optimum is the brute-force one, and
-    every lower bound is at or below it."""
+    """The certified DP: its optimum is the brute-force one, proven (exact, gap 0)."""
     oracle = naive.brute_force_synced(lengths, k, budget, *coeffs, world, pad=pad,
                                       min_share=shares[0], max_share=shares[1])
     obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
@@ -93,11 +92,20 @@ def test_batch_padding_certificate_below_brute_force(lengths, k, budget, shares)
         assert cert["lower_bound"] == pytest.approx(float(best[0]), rel=1e-9, abs=1e-9)
     # the relaxation of the same objective, on its own, bounds it too
     obj = _fitted(lengths, "padding", "batch", budget, shares=shares)
-    from bucketopt.objectives.bounds import relaxed_bounds
+    from bucketopt.objectives.certified import relaxed_bounds
 
     chains = {min(k, obj.groups.g): [obj.groups.g]}
     certs = relaxed_bounds(obj, min(k, obj.groups.g), chains, {min(k, obj.groups.g): 1e300})
     assert certs[min(k, obj.groups.g)].lower_bound <= float(best[0]) * (1 + 1e-9) + 1e-9
+
+
+def _exact_costs(obj, i, j):
+    """The exact cost of every bucket (i[p], j[p]] of the fitted objective, one by one."""
+    if obj.name == "time":
+        return np.array([obj.cost(obj.groups.edges[[e]]) if s == 0 else
+                         obj.cost(obj.groups.edges[[s, e]]) - obj.cost(obj.groups.edges[[s]])
+                         for s, e in zip(i, j)])
+    return obj.pair_costs(i, j)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -106,7 +114,9 @@ def test_batch_padding_certificate_below_brute_force(lengths, k, budget, shares)
        st.sampled_from([("time", "batch"), ("time", "edge"), ("padding", "batch")]),
        st.lists(st.integers(0, 30), max_size=4))
 def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, cell_marks):
-    """A[c, j] - U[c, j] P[i] + R[i] <= the exact cost of (i, j] for every start i in cell c."""
+    """Every lower bound the certified DP uses is at or below the exact cost of its bucket:
+    A[c, j] - U[c, j] P[i] + R[i] for every start i in cell c (big buckets; A2 for the others),
+    and, for the time objective, the Rows bounds (full steps, fewest rows, mean)."""
     budget = max(budget, max(lengths))
     obj = _fitted(lengths, kind[0], kind[1], budget, coeffs, world)
     g = obj.groups.g
@@ -114,12 +124,21 @@ def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, ce
     rel = _relaxation(obj, cells)
     P = obj.groups.prefix_count.astype(np.float64)
     i, j = np.triu_indices(g + 1, 1)
-    exact = obj.pair_costs(i, j)
+    exact = _exact_costs(obj, i, j)
+    slack = 1e-9 * np.maximum(np.abs(exact), 1.0)
     cell = np.searchsorted(rel.cells, i, side="right") - 1
     big = P[j] - P[i] >= rel.split[j]
     base = np.where(big, rel.A[cell, j], rel.A2[cell, j])
     bound = base - rel.U[cell, j] * P[i] + rel.R[i]
-    assert np.all(bound <= exact + 1e-9 * np.maximum(np.abs(exact), 1.0))
+    assert np.all(bound <= exact + slack)
+    if kind[0] != "time":
+        return
+    rows = obj.rows(rel.cells)
+    assert np.all(rows.A2[cell, j] - rows.U2[cell, j] * P[i] <= exact + slack)
+    assert np.all(rows.Mm[j] - rows.Um[j] * P[i] + rows.R[i] <= exact + slack)
+    big = P[j] - P[i] >= rows.split[j]
+    full = rows.A[cell, j] - rows.U[cell, j] * P[i]
+    assert np.all(np.where(big, full, -np.inf) <= exact + slack)
 
 
 def test_certificate_is_exact_and_fast_path_on_the_embedded_example():

@@ -221,23 +221,17 @@ def test_time_objective_needs_a_profile():
 
 
 @pytest.mark.parametrize("pad, n", [("batch", 60_000), ("edge", 60_000)])
-def test_time_objective_on_huge_inputs_is_proven_or_refused_with_a_hint(pad, n):
-    """60,000 distinct lengths: the certified DP proves the optimum; or returns its cover with
-    the gap it proved (at most 1%) and a warning that says so; or, where that gap is wider and
-    the DP over every pair too large, refuses in one clear line that names align=."""
+def test_time_objective_on_huge_inputs_is_proven_or_certified_with_a_warning(pad, n):
+    """60,000 distinct lengths: the certified DP proves the optimum, or stops at its work limit
+    and returns its best cover with the gap the bounds prove and a warning that says so (and
+    how to prove it)."""
     lengths = np.arange(1, n + 1)
     kw = dict(objective="time", pad=pad, profile=STORY, token_budget=n)
-    try:
-        sol = bucketopt.solve(lengths, 6, **kw)
-    except BucketoptError as exc:
-        assert "certified search" in str(exc) and "align=" in str(exc)
-        return
+    sol = bucketopt.solve(lengths, 6, **kw)
     cert = sol.optimality
+    assert cert["lower_bound"] <= sol.extra["epoch_hours"] * 3600 * (1 + 1e-9)
     if not cert["exact"]:
-        assert cert["gap"] <= 1e-2
         assert any(f"{cert['gap']:.2e}" in w and "exact=True" in w for w in sol.warnings)
-        with pytest.raises(BucketoptError, match="align="):
-            bucketopt.solve(lengths, 6, exact=True, **kw)
 
 
 # --- profiles --------------------------------------------------------------------------------

@@ -119,13 +119,14 @@ def _textbook_time_dp(arrays, groups, token_budget, model, world, kmax):
     return np.array(out)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 10_000), st.sampled_from([1, 3, 8]), st.sampled_from([2, 5, 64]),
-       st.sampled_from([1, 7]))
-def test_running_sums_equal_independent_walks(seed, world, s0, align):
-    # Large draw counts (batch sizes far above s0, the ladder and the per-run sums) against the
-    # textbook DP whose every bucket is walked on its own.
-    from bucketopt._time_kernels import time_layers_kernel
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10_000), st.sampled_from([1, 3, 8]), st.sampled_from([1, 7]),
+       st.sampled_from(["batch", "edge"]))
+def test_certified_dp_equals_the_textbook_dp(seed, world, align, pad):
+    # Batch sizes from 1 to thousands (steps priced by sweeps up to 256 rows, by walks above),
+    # groups of several lengths (align): the certified DP against the textbook DP whose every
+    # bucket is walked on its own, every layer.
+    from bucketopt.objectives.time import Time
     from bucketopt.synced import TimeArrays
 
     rng = np.random.default_rng(seed)
@@ -139,11 +140,9 @@ def test_running_sums_equal_independent_walks(seed, world, s0, align):
     if groups.edges[-1] > budget:
         return
     lo, hi = share_windows(groups, 0.0, 1.0)
-    arrays = TimeArrays(hist, "batch")
-    end = np.r_[0, groups.first_value[1:], hist.m].astype(np.int64)
-    kmax = 4
-    _, best = time_layers_kernel(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, end,
-                                 groups.edges, lo, hi, kmax, budget, model.alpha, model.beta,
-                                 model.gamma, world, 1, arrays.lf_hi, arrays.lf_lo, s0)
-    want = _textbook_time_dp(arrays, groups, budget, model, world, kmax)
-    np.testing.assert_allclose(best[:want.size], want, rtol=1e-9)
+    kmax = min(4, groups.g)
+    obj = Time(model, pad=pad).fit(groups, token_budget=budget, win_lo=lo, win_hi=hi)
+    _, best = obj.layers(kmax)
+    want = _textbook_time_dp(TimeArrays(hist, pad), groups, budget, model, world, kmax)
+    np.testing.assert_allclose(best, want, rtol=1e-9)
+    assert all(c.exact for c in obj.certificates.values())

@@ -1,4 +1,4 @@
-"""numba kernels of the certified DP (:mod:`bucketopt.objectives.bounds`).
+"""numba kernels of the certified DP (:mod:`bucketopt.objectives.certified`).
 
 A relaxation bounds every bucket's cost from below by l(i, j) = A[j] - U[j] P[i] + R[i]
 (P: prefix sample counts), so that one layer of the relaxed DP,
@@ -6,8 +6,7 @@ L_k(j) = A[j] + min_i (L_{k-1}(i) + R[i] - U[j] P[i]), is a lower-envelope query
 allowed starts of an end form a window (share constraints), so the lines sit in a segment tree,
 every node holding the lower envelope of its lines (:func:`relaxed_layers`): a query costs
 O(log^2 g) whatever the order of the U[j]. The backward pass (suffix bounds) is the same with the
-roles of i and j exchanged. :func:`alive_pairs` lists the pairs (i, j) that the bounds cannot rule
-out of a chain below a threshold, and :func:`pair_dp` runs the exact DP over them.
+roles of i and j exchanged; :func:`prefix_moments` gives the moments the bounds of a cell use.
 """
 
 from __future__ import annotations
@@ -451,84 +450,6 @@ def relaxed_layers(A, A2, split, U, R, P, cells, win_lo, win_hi, kmax, backward=
                 if best < np.inf:
                     bwd[k, i] = R[i] + best
     return fwd, arg, bwd
-
-
-@njit(cache=True, nogil=True)
-def alive_pairs(A, A2, split, U, R, P, cells, win_lo, win_hi, fwd, bwd, ks, thresholds, kmax,
-                limit):
-    """Every (layer t, start i, end j) that a cover of groups 1..g by at most k buckets (k in
-    ``ks``) costing at most ``thresholds[kk]`` may use: fwd[t-1, i] + l(i, j) + bwd[k-t, j] <=
-    threshold, t <= k. (Such a cover reaches F_k(g) with its buckets on layers ending at k; the
-    buckets before layer t are at most t - 1, the ones after it at most k - t.) Returns (layers,
-    starts, ends, count) sorted by layer, then end, then start; or empty arrays and a count above
-    ``limit`` when there are more.
-    """
-    g = A.shape[1] - 1
-    cell = np.zeros(g + 1, dtype=np.int64)
-    for c in range(1, cells.size):
-        cell[cells[c]:] = c
-    count = 0
-    empty = np.empty(0, dtype=np.int64)
-    lay = empty
-    st = empty
-    en = empty
-    for rep in range(2):
-        if rep == 1:
-            lay = np.empty(count, dtype=np.int64)
-            st = np.empty(count, dtype=np.int64)
-            en = np.empty(count, dtype=np.int64)
-            count = 0
-        for t in range(1, kmax + 1):
-            for j in range(1, g + 1):
-                ok_j = False
-                for kk in range(ks.size):
-                    k = ks[kk]
-                    if t <= k and fwd[t, j] + bwd[k - t, j] <= thresholds[kk]:
-                        ok_j = True
-                        break
-                if not ok_j:
-                    continue
-                lo = win_lo[j]
-                hi = min(win_hi[j], j - 1)
-                for i in range(lo, hi + 1):
-                    base = A[cell[i], j] if P[j] - P[i] >= split[j] else A2[cell[i], j]
-                    li = base - U[cell[i], j] * P[i] + R[i]
-                    keep = False
-                    for kk in range(ks.size):
-                        k = ks[kk]
-                        if t <= k and fwd[t - 1, i] + li + bwd[k - t, j] <= thresholds[kk]:
-                            keep = True
-                            break
-                    if keep:
-                        if rep == 1:
-                            lay[count] = t
-                            st[count] = i
-                            en[count] = j
-                        count += 1
-                        if rep == 0 and count > limit:
-                            return empty, empty, empty, count
-    return lay, st, en, count
-
-
-@njit(cache=True, nogil=True)
-def pair_dp(layers, starts, ends, costs, g, kmax):
-    """The exact DP over the listed pairs (sorted by layer, end, start): ``opt`` (kmax, g + 1)
-    int32 (smallest best start, -1 if none) and F[k, g] for every k (inf if no chain)."""
-    F = np.full((kmax + 1, g + 1), np.inf)
-    F[:, 0] = 0.0
-    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
-    for p in range(layers.size):
-        t = layers[p]
-        i = starts[p]
-        j = ends[p]
-        v = F[t - 1, i] + costs[p]
-        if v < F[t, j]:
-            F[t, j] = v
-            opt[t - 1, j] = i
-    best = np.empty(kmax)
-    for k in range(1, kmax + 1):
-        best[k - 1] = F[k, g]
-    return opt, best
 
 
 @njit(cache=True, nogil=True)

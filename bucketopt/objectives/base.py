@@ -22,7 +22,7 @@ class Objective:
 
     name = "objective"
     pad = "edge"
-    # True when relaxation(cells) tightens with cells of starts (bounds.certified_layers)
+    # True when relaxation(cells) tightens with cells of starts (certified.certified_layers)
     relaxation_cells = False
 
     def candidates(self, groups: Groups, token_budget) -> Groups:
@@ -50,12 +50,12 @@ class Objective:
 
     def seed_chains(self, kmax: int, ks) -> dict:
         """k -> group ends of a good cover from a faster related problem, if any: the certified
-        DP (bounds.certified_layers) places cells at its boundaries and refines it."""
+        DP (certified.certified_layers) places cells at its boundaries."""
         return {}
 
     def optimality(self, k: int, best: float):
         """What is proven about layer k's optimum ``best``: an exact DP's by default."""
-        from .bounds import exact
+        from .certified import exact
 
         certificates = getattr(self, "certificates", None)
         if certificates is not None and k in certificates:

@@ -62,7 +62,7 @@ class BatchPadding(Objective):
         if self.exact:
             self.candidates_rule = "all"
         opt, best = self.grid_layers(kmax, ks)
-        from .bounds import exact, relaxed_bounds
+        from .certified import exact, relaxed_bounds
 
         g = self.groups.g
         proven = self.candidates_rule == "all" or (self.candidates_rule == "auto"

@@ -3,13 +3,12 @@
 Both paddings. With one rank the objective is the summed micro-batch time; with G ranks and
 buckets synced across them (the sampler's default, ``sync_buckets=True``) each bucket runs in
 micro-steps of G of its batches, each as long as the slowest of them, so the epoch time is still
-a sum over buckets and the certified DP (:mod:`.bounds`, with :meth:`Time.relaxation` and
-:meth:`Time.pair_costs`) minimises it exactly over every pair of candidate edges, or states the
-gap it proved; ``_time_kernels.time_layers_kernel`` prices every pair where it stops short
-(docs/method.md). With ``sync_buckets`` False or "step" ranks hold
-different buckets, the wait for the slowest rank depends on the mix of all buckets and is not
-separable: the DP then minimises the summed micro-batch time (GPU-seconds) and
-:func:`refine_time` polishes the boundaries on the analytic epoch time of a random batch order.
+a sum over buckets and the certified DP (:mod:`.certified`, with :meth:`Time.rows` and
+:meth:`Time.pricing`) minimises it exactly over every boundary set (docs/method.md). With
+``sync_buckets`` False or "step" ranks hold different buckets, the wait for the slowest rank
+depends on the mix of all buckets and is not separable: the DP then minimises the summed
+micro-batch time (GPU-seconds) and :func:`refine_time` polishes the boundaries on the analytic
+epoch time of a random batch order.
 """
 
 from __future__ import annotations
@@ -20,20 +19,7 @@ from ..errors import BucketoptError
 from ..groups import backtrack
 from ..synced import TimeArrays, bucket_seconds
 from .base import Objective
-from .bounds import exact
-
-# The DP over every pair (full_layers, where the certified DP stops short) visits every allowed
-# pair of candidate edges, each in O(draw counts kept): refuse beyond this many pairs (a few
-# minutes) and ask for align=.
-MAX_TIME_PAIRS = 1.2e9
-# Where the certified search (bounds.certified_layers) stops with a proven gap above this, the
-# DP over every pair runs (exact, and slow) when it is quick or exact=True.
-FALLBACK_GAP = 1e-6
-# With pad="batch" the default runs that DP only up to this many pairs (about 1,400 candidate
-# edges, a few seconds); above, exact=True asks for it.
-QUICK_BATCH_PAIRS = 1e6
-# ... and whatever it costs when the proven gap is wider than this.
-WIDE_GAP = 1e-2
+from .certified import Rows
 
 
 class Time(Objective):
@@ -56,32 +42,14 @@ class Time(Objective):
             raise BucketoptError(
                 f"the last bucket edge {int(groups.edges[-1])} exceeds token_budget="
                 f"{token_budget}: a batch of that bucket cannot hold one sample.")
-        self.pairs = _pairs(win_lo, win_hi)
         self.arrays = TimeArrays(groups.hist, self.pad)
         self.group_end = groups.value_end
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
     def layers(self, kmax, ks=None):
-        from .bounds import certified_layers
+        from .certified import certified_layers
 
-        opt, best, self.certificates = certified_layers(self, kmax, ks)
-        short = [c for c in self.certificates.values()
-                 if not c.exact and (self.exact or c.gap > FALLBACK_GAP)]
-        # the certified search stopped short of a proof: the DP over every pair is exact; the
-        # default runs it where it is quick (pad="edge", or few pairs) or the proven gap is
-        # wide (the relaxation is weak there: heavy tails of batches of one or two rows), and
-        # otherwise keeps the cover with the gap it proved (optimality and a warning say so)
-        wide = any(c.gap > WIDE_GAP for c in short)
-        quick = self.pad == "edge" or self.pairs <= QUICK_BATCH_PAIRS
-        if short and (self.exact or quick or wide):
-            if self.pairs > MAX_TIME_PAIRS:
-                raise BucketoptError(
-                    f'objective="time": the certified search stopped {short[0].gap:.2e} from a '
-                    f"proof, and the exact DP over {self.groups.g:,} candidate edges visits "
-                    f"{self.pairs:,.0f} pairs of edges, too many; pass align= (e.g. align=16) "
-                    "to merge nearby edges.")
-            opt, best = self.full_layers(kmax)
-            self.certificates = {k: exact(best[k - 1]) for k in self.certificates}
+        opt, best, self.certificates = certified_layers(self, kmax, ks, exact=self.exact)
         return opt, best
 
     def seed_chains(self, kmax, ks):
@@ -89,23 +57,13 @@ class Time(Objective):
         near the dynamic-padding ones: the same steps, rows a little longer)."""
         if self.pad != "batch":
             return {}
-        from .bounds import certified_layers
+        from .certified import certified_layers
 
         edge = Time(self.cost_model, pad="edge", sync_buckets=self.sync_buckets)
         edge.fit(self.groups, token_budget=self.token_budget, win_lo=self.win_lo,
                  win_hi=self.win_hi)
         opt, best, _ = certified_layers(edge, kmax, ks)
         return {k: backtrack(opt, k, self.groups.g) for k in ks if np.isfinite(best[k - 1])}
-
-    def full_layers(self, kmax):
-        """The push-order DP over every allowed pair (exact, and slow: docs/method.md)."""
-        from .._time_kernels import time_layers_kernel
-
-        a, g, m = self.arrays, self.groups, self.cost_model
-        return time_layers_kernel(a.values, a.pcv, a.pq1, a.pq2, self.group_end, g.edges,
-                                  self.win_lo, self.win_hi, int(kmax), int(self.token_budget),
-                                  m.alpha, m.beta, m.gamma, int(self.world), a.pad_code,
-                                  a.lf_hi, a.lf_lo, int(a.s0))
 
     def relaxation(self, cells):
         """(A, U, R, A2, split): A[c, j] - U[c, j] P[i] + R[i] <= the seconds of the bucket
@@ -157,14 +115,46 @@ class Time(Objective):
             A[c, 1:] = U[c, 1:] * P - rest * np.maximum(phi - np.maximum(phi2, low), 0.0) / world
         return A, U, np.zeros(g.g + 1), A2, np.r_[0.0, rest]
 
-    def pair_costs(self, starts, ends):
-        from .._time_kernels import pair_costs
+    @property
+    def sizes(self) -> np.ndarray:
+        """Rows a batch at every candidate edge (index 0 unused)."""
+        return (self.token_budget // np.maximum(self.groups.edges, 1)).astype(np.int64)
 
-        a, g, m = self.arrays, self.groups, self.cost_model
-        return pair_costs(a.values, a.pcv, a.pq1, a.pq2, self.group_end, g.edges,
-                          np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64),
-                          int(self.token_budget), m.alpha, m.beta, m.gamma, int(self.world),
-                          a.pad_code, a.lf_hi, a.lf_lo)
+    def pricing(self) -> tuple:
+        """What the certified DP's kernels price a bucket with (docs: _certified_kernels)."""
+        a, m = self.arrays, self.cost_model
+        return (a.values, a.pcv, a.pq1, a.pq2, self.group_end, self.groups.edges, self.sizes,
+                int(self.world), float(m.alpha), float(m.beta), float(m.gamma), a.pad_code,
+                a.lf_hi, a.lf_lo)
+
+    def rows(self, cells) -> Rows:
+        """The certified DP's lower bounds of every bucket (:class:`.certified.Rows`).
+
+        Full steps: :meth:`relaxation`'s A and U (big buckets). Fewest rows: every step of a
+        bucket holds at least (G - 1) floor(B / 2) + 1 rows (G = 1: one row) or all of them,
+        and the largest batch of a step at least 1 / G of its rows, so the bucket costs at least
+        N (alpha / (G B) + phi / G), phi the moments of that many draws from every sample
+        between the cell's start and the edge. Mean: every row is at least as long as itself.
+        """
+        from ._bound_kernels import prefix_moments
+
+        g, m, a = self.groups, self.cost_model, self.arrays
+        P = g.prefix_count.astype(np.float64)
+        sizes = self.sizes
+        world = float(self.world)
+        A, U, _, _, split = _full_steps(self.relaxation(cells))
+        Um = np.r_[0.0, m.alpha / (world * sizes[1:])]
+        R = -(m.beta * a.pq1[self.group_end] + m.gamma * a.pq2[self.group_end]) / world
+        Mm = Um * P - R
+        if self.pad == "edge":
+            return Rows(A, U, A.copy(), U.copy(), split, Mm, Um, R)
+        fewest = np.r_[0, (self.world - 1) * (sizes[1:] // 2) + 1].astype(np.int64)
+        U2 = np.zeros_like(U)
+        for c, first in enumerate(cells):
+            m1, m2 = prefix_moments(a.values, a.pcv, a.pq1, a.pq2, self.group_end, fewest,
+                                    a.lf_hi, a.lf_lo, int(first))
+            U2[c, 1:] = Um[1:] + (m.beta * m1[1:] + m.gamma * m2[1:]) / world
+        return Rows(A, U, np.ascontiguousarray(U2 * P[None, :]), U2, split, Mm, Um, R)
 
     def cost(self, edges) -> float:
         return float(bucket_seconds(self.arrays, edges, self.token_budget, self.cost_model,
@@ -175,7 +165,7 @@ class Time(Objective):
         if self.world == 1 and self.cost_model.world_size > 1:
             # the DP certified the summed micro-batch seconds; the epoch waits for the slowest
             # rank, is at least that sum / G, and is polished by finish(): nothing exact remains
-            from .bounds import Optimality
+            from .certified import Optimality
 
             g = self.cost_model.world_size
             return Optimality(False, cert.lower_bound / g, cert.value / g)
@@ -187,11 +177,13 @@ class Time(Objective):
         return solution
 
 
-def _pairs(win_lo, win_hi) -> float:
-    """How many (start, end) pairs the share windows allow."""
-    lo = np.asarray(win_lo, dtype=np.float64)[1:]
-    hi = np.minimum(np.asarray(win_hi, dtype=np.float64)[1:], np.arange(lo.size))
-    return float(np.maximum(hi - lo + 1, 0).sum())
+def _full_steps(parts):
+    """(A, U, R, A2, split) of :meth:`Time.relaxation` as contiguous float arrays (pad="edge"
+    has one row and no split)."""
+    A, U, R = (np.ascontiguousarray(x, dtype=np.float64) for x in parts[:3])
+    if len(parts) > 3:
+        return A, U, R, np.ascontiguousarray(parts[3], np.float64), np.asarray(parts[4], float)
+    return A, U, R, A, np.zeros(A.shape[1])
 
 
 # refine_time(): coarse points scanned per edge, and the most analytic evaluations it spends.

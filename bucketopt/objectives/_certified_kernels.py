@@ -1,0 +1,513 @@
+"""numba kernels of the certified DP (:mod:`bucketopt.objectives.certified`; docs/method.md).
+
+The exact DP F_t(j) = min_i F_{t-1}(i) + c(i, j), one layer t per call of
+:func:`forward_layer`, evaluated only where bounds cannot rule a bucket out:
+
+- Three lower bounds of a bucket's cost, each a line in P[i] (the prefix sample count) for a
+  fixed end j, hence a lower-envelope (hull) query over the points (P[i], F_{t-1}(i)):
+  the *fewest-rows* bound A2[c, j] - U2[c, j] P[i] (every bucket), the *full-steps* bound
+  A[c, j] - U[c, j] P[i] (buckets of at least split[j] samples: "big"), both for the starts in
+  cell c (cells[c] <= i), and the *mean* bound Mm[j] - Um[j] P[i] + R[i] (no padding at all).
+- An end j is *alive* at layer t when its least bound plus bwd[k - t, j] (a lower bound of every
+  cover of the groups after j by the remaining buckets) stays within an upper bound of the
+  optimum; dead ends keep F = inf: no cover below the upper bound passes through them.
+- The alive ends' starts are scanned outward from each hull's tangent while the hull stays below
+  the end's threshold (the best cost found so far, or its cap): every start left out is proven
+  no better. The starts that remain are priced exactly: by rectangles of sweeps
+  (:func:`bucketopt.objectives._pricing.rect_costs`) for consecutive ends of one batch size, a
+  start being first checked against a priced reference below it
+  (:func:`bucketopt.objectives._pricing.tilde`); or, where a step holds more than SWEEP_MAX
+  rows, one by one by walks.
+
+:func:`relaxed_backward` computes bwd from the fewest-rows and the mean bounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .._time_kernels import walk_moments_capped
+from ._hulls import (
+    hull_add,
+    hull_min,
+    hull_min_left,
+    hull_push_left,
+    hull_value,
+    hull_walk,
+)
+from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde
+
+MARGIN = 4  # starts priced on each side of a block's tangents
+BLOCK = 64  # the most ends of one rectangle
+WIDTH = 48  # the widest range of tangents one rectangle spans
+LADDER = 7  # reference starts at 2^3 .. 2^(LADDER + 2) groups on each side of that range
+# Work units (about one bucket priced by a sweep each) of a bucket priced by walks.
+WALK_WORK = 4
+
+
+@njit(cache=True, inline="always")
+def _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, xs):
+    # the largest of the three lower bounds of the bucket (i, j] (i in cell c)
+    lc = A2[c, j] - U2[c, j] * xs[i]
+    if i <= big[j]:
+        lc = max(lc, A[c, j] - U[c, j] * xs[i])
+    return max(lc, Mm[j] - Um[j] * xs[i] + R[i])
+
+
+@njit(cache=True)
+def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi_lim, thr, big,
+                 A, A2, U, U2, Mm, Um, R, mark, stamp, cand, ncand):
+    # every start in [lo_lim, hi_lim] of end j whose bound stays below thr, appended to cand:
+    # per cell, outward from the hull's tangent while the hull (+ row[c, j]) stays below thr
+    if lo_lim > hi_lim:
+        return ncand
+    for c in range(nc):
+        if cells[c] > hi_lim:
+            break
+        if hn[c] == 0 or cell_end[c] < lo_lim:
+            continue
+        off = cells[c]
+        h = hn[c]
+        u = slope[c, j]
+        _, t0 = hull_min(stk, off, h, xs, ys, u)
+        it = stk[off + t0]
+        for side in range(2):
+            tv = t0
+            i = it if side == 0 else it + 1
+            while True:
+                if side == 0:
+                    if i < max(cells[c], lo_lim):
+                        break
+                    while tv > 0 and stk[off + tv - 1] >= i:
+                        tv -= 1
+                    if stk[off + tv] == i:
+                        hv = ys[i]
+                    elif tv == 0:
+                        break  # left of the leftmost vertex: no finite point there
+                    else:
+                        hv = hull_value(stk, off, xs, ys, tv - 1, xs[i])
+                else:
+                    if i > min(cell_end[c], hi_lim):
+                        break
+                    while tv + 1 < h and stk[off + tv + 1] < i:
+                        tv += 1
+                    if tv + 1 >= h:
+                        break  # right of the rightmost vertex: no finite point there
+                    hv = hull_value(stk, off, xs, ys, tv, xs[i])
+                if row[c, j] + hv - u * xs[i] >= thr:
+                    break  # the hull is convex: every start further out is bounded above thr
+                # (the hulls may hold starts of later ends: a tangent above hi_lim is scanned
+                # past, never taken)
+                if (i <= hi_lim and ys[i] < np.inf and mark[i] != stamp
+                        and ys[i] + _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, xs) < thr):
+                    mark[i] = stamp
+                    cand[ncand] = i
+                    ncand += 1
+                i += -1 if side == 0 else 1
+    return ncand
+
+
+@njit(cache=True)
+def _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm, Um, R,
+              thr, win_lo, win_hi, mark, stamp, cand, ncand):
+    # every start of end j that the bounds leave below thr: big buckets by their full-steps
+    # hulls, the small ones by the fewest-rows hulls of every start
+    top = min(win_hi[j], j - 1)
+    ncand = _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, A, U, win_lo[j],
+                         min(big[j], top), thr, big, A, A2, U, U2, Mm, Um, R, mark, stamp, cand,
+                         ncand)
+    return _scan_family(j, ys, xs, cells, cell_end, nc, stk2, hn2, A2, U2,
+                        max(big[j] + 1, win_lo[j]), top, thr, big, A, A2, U, U2, Mm, Um, R, mark,
+                        stamp, cand, ncand)
+
+
+@njit(cache=True)
+def _improve(e, i, v, best, barg):
+    if v < best[e] or (v == best[e] and i < barg[e]):
+        best[e] = v
+        barg[e] = i
+
+
+@njit(cache=True)
+def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
+                 Um, R, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2, group_end,
+                 edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi, lf_lo, win_lo, win_hi,
+                 stamp, scratch, refs, rm1, rm2, work):
+    # one end whose steps are too large for sweeps (or edge padding): reference starts (the
+    # tangent and a ladder around it) priced by walks, then every start the bounds leave,
+    # checked against the nearest reference below it, priced by capped walks
+    it = tang[j]
+    top = min(win_hi[j], j - 1)
+    nref = 0
+    for k in range(LADDER + 2, -1, -1):  # decreasing starts
+        i = it + (1 << k) if k > 0 else it
+        if (k == 0 or i <= top) and ys[i] < np.inf:
+            refs[nref] = i
+            nref += 1
+    for k in range(3, LADDER + 3):
+        i = it - (1 << k)
+        if i >= win_lo[j] and ys[i] < np.inf:
+            refs[nref] = i
+            nref += 1
+    for r in range(nref):
+        i = refs[r]
+        mark[i] = stamp
+        c, _ = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha,
+                         beta, gamma, pad_code, lf_hi, lf_lo, np.inf, scratch)
+        work[0] += WALK_WORK
+        _improve(j, i, ys[i] + c, best, barg)
+        if pad_code == 1:
+            lo_v = group_end[i]
+            hi_v = group_end[j]
+            n = pcv[hi_v] - pcv[lo_v]
+            full = world * min(sizes[j], n)
+            if full >= n:
+                rm1[r] = float(values[hi_v - 1])
+                rm2[r] = rm1[r] * rm1[r]
+            else:
+                rm1[r], rm2[r], _ = _moments(values, pcv, lo_v, hi_v, full, lf_hi, lf_lo)
+    ncand = _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
+                      Um, R, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0)
+    for q in range(ncand):
+        i = cand[q]
+        thr = min(best[j], cap[j])
+        if not ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, xs) < thr:
+            continue
+        if pad_code == 1:
+            for r in range(nref):
+                if refs[r] <= i:  # the nearest reference below i
+                    lt = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world, alpha,
+                               beta, gamma, rm1[r], rm2[r], scratch)
+                    if not ys[i] + lt < thr:
+                        i = -1
+                    break
+            if i < 0:
+                continue
+        c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha,
+                          beta, gamma, pad_code, lf_hi, lf_lo, thr - ys[i], scratch)
+        work[0] += WALK_WORK
+        if ok:
+            _improve(j, i, ys[i] + c, best, barg)
+
+
+@njit(cache=True)
+def _moments(values, pcv, lo, hi, draws, lf_hi, lf_lo):
+    return walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0, np.inf)
+
+
+@njit(cache=True)
+def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big,
+                 A, A2, U, U2, Mm, Um, R, cap, best, barg, mark, cand, values, pcv, pq1, pq2,
+                 group_end, edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi, lf_lo,
+                 win_lo, win_hi, pascal, t, g, scratch, work):
+    # consecutive ends of one batch size: a rectangle over their tangents' starts and a ladder
+    # of references, then each end's remaining starts (checked against the nearest reference
+    # below them) priced by a second rectangle
+    first = block[0]
+    s = world * bsz
+    lo_s = max(blo, 0)
+    hi_s = min(bhi, first - 1)
+    n0 = 0
+    for k in range(LADDER + 2, 2, -1):
+        i = hi_s + (1 << k)
+        if i <= first - 1 and ys[i] < np.inf:
+            cand[n0] = i
+            n0 += 1
+    for i in range(hi_s, lo_s - 1, -1):
+        if ys[i] < np.inf:
+            cand[n0] = i
+            n0 += 1
+    for k in range(3, LADDER + 3):
+        i = lo_s - (1 << k)
+        if i >= 0 and ys[i] < np.inf:
+            cand[n0] = i
+            n0 += 1
+    if n0 == 0:
+        return
+    starts = np.unique(cand[:n0])[::-1].copy()
+    ns = starts.size
+    ends = block[:nb].copy()
+    out = np.empty((nb, ns))
+    main1 = np.empty((nb, ns))
+    main2 = np.empty((nb, ns))
+    rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
+               gamma, pascal, out, main1, main2)
+    work[0] += nb * ns
+    for a in range(nb):
+        e = ends[a]
+        for q in range(ns):
+            i = starts[q]
+            if win_lo[e] <= i <= win_hi[e]:
+                _improve(e, i, ys[i] + out[a, q], best, barg)
+    need_a = np.empty(0, np.int64)
+    need_i = np.empty(0, np.int64)
+    pairs_a = []
+    pairs_i = []
+    for a in range(nb):
+        e = ends[a]
+        stamp = t * (g + 1) + e
+        for q in range(ns):
+            mark[starts[q]] = stamp
+        ncand = _scan_end(e, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2,
+                          Mm, Um, R, min(best[e], cap[e]), win_lo, win_hi, mark, stamp, cand, 0)
+        for q in range(ncand):
+            i = cand[q]
+            r = np.searchsorted(-starts, -i)  # the nearest priced start at or below i
+            if r < ns:
+                thr = min(best[e], cap[e])
+                m1 = main1[a, r]
+                m2 = main2[a, r]
+                # a quick line first: every row at the reference's moments, two steps spare
+                quick = (xs[e] - xs[i]) * (alpha / (world * sizes[e])
+                                            + (beta * m1 + gamma * m2) / world)
+                quick -= 2.0 * (alpha + sizes[e] * (beta * m1 + gamma * m2))
+                if not ys[i] + quick < thr:
+                    continue
+                lt = tilde(values, pcv, pq1, pq2, group_end, i, e, sizes[e], world, alpha, beta,
+                           gamma, m1, m2, scratch)
+                if not ys[i] + lt < thr:
+                    continue
+            pairs_a.append(a)
+            pairs_i.append(i)
+    if len(pairs_i) == 0:
+        return
+    need_a = np.array(pairs_a)
+    need_i = np.array(pairs_i)
+    for p in range(need_i.size):
+        i = need_i[p]
+        if i >= first:  # small buckets of later ends, above the rectangle's first end
+            e = ends[need_a[p]]
+            thr = min(best[e], cap[e])
+            c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, e, sizes[e], world,
+                              alpha, beta, gamma, pad_code, lf_hi, lf_lo, thr - ys[i], scratch)
+            work[0] += WALK_WORK
+            if ok:
+                _improve(e, i, ys[i] + c, best, barg)
+            need_i[p] = -1
+    keep = need_i >= 0
+    need_a = need_a[keep]
+    need_i = need_i[keep]
+    if need_i.size == 0:
+        return
+    extra = np.unique(need_i)[::-1].copy()
+    used = np.zeros(nb, np.bool_)
+    for p in range(need_a.size):
+        used[need_a[p]] = True
+    ends2 = ends[used].copy()
+    out2 = np.empty((ends2.size, extra.size))
+    m1b = np.empty((ends2.size, extra.size))
+    m2b = np.empty((ends2.size, extra.size))
+    rect_costs(values, pcv, pq1, pq2, group_end, extra, ends2, sizes, s, world, alpha, beta,
+               gamma, pascal, out2, m1b, m2b)
+    work[0] += ends2.size * extra.size
+    for b in range(ends2.size):
+        e = ends2[b]
+        for q in range(extra.size):
+            i = extra[q]
+            if win_lo[e] <= i <= win_hi[e]:
+                _improve(e, i, ys[i] + out2[b, q], best, barg)
+
+
+@njit(cache=True, nogil=True)
+def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta,
+                  gamma, pad_code, lf_hi, lf_lo, P, cells, A, A2, U, U2, split, Mm, Um, R, bwd,
+                  ubs, ks, win_lo, win_hi, pascal, work):
+    """Layer t of the exact DP: F[t, j] (and arg[t, j], its smallest best start) for every end
+    j that a cover of k in ``ks`` buckets costing at most ubs[k] may pass at layer t; inf (and
+    -1) for the others. F[t, 0] = 0: covers of fewer buckets carry over. ``work``: [spent,
+    limit] in units of about a priced bucket; past the limit the layer stops (then its F is
+    incomplete: the caller knows by work[0] > work[1])."""
+    g = P.size - 1
+    nc = cells.size
+    inf = np.inf
+    xs = P
+    ys = F[t - 1]
+    F[t, 0] = 0.0
+    cell = np.zeros(g + 1, np.int64)
+    for c in range(1, nc):
+        cell[cells[c]:] = c
+    cell_end = np.empty(nc, np.int64)
+    for c in range(nc):
+        cell_end[c] = cells[c + 1] - 1 if c + 1 < nc else g
+    big = np.empty(g + 1, np.int64)  # starts i <= big[j] make buckets of >= split[j] samples
+    for j in range(g + 1):
+        big[j] = np.searchsorted(P, P[j] - split[j], side="right") - 1
+    stk = np.empty(g + 1, np.int64)
+    hn = np.zeros(nc, np.int64)
+    stk2 = np.empty(g + 1, np.int64)
+    hn2 = np.zeros(nc, np.int64)
+    ptr = np.zeros(nc, np.int64)
+    ptr2 = np.zeros(nc, np.int64)
+    mstk = np.empty(g + 1, np.int64)
+    ym = np.empty(g + 1)
+    for i in range(g + 1):
+        ym[i] = ys[i] + R[i]
+    cap = np.full(g + 1, -inf)
+    tang = np.full(g + 1, -1, np.int64)
+    best = np.full(g + 1, inf)
+    barg = np.full(g + 1, -1, np.int64)
+    mark = np.full(g + 1, -1, np.int64)
+    cand = np.empty(g + 1, np.int64)
+    block = np.empty(BLOCK, np.int64)
+    refs = np.empty(2 * LADDER + 8, np.int64)
+    rm1 = np.empty(2 * LADDER + 8)
+    rm2 = np.empty(2 * LADDER + 8)
+    scratch = step_scratch()
+    mh = 0
+    nxt = 0
+    nxt_big = 0
+    nb = 0
+    bsz = -1
+    blo = g
+    bhi = -1
+    for j in range(1, g + 2):
+        if work[0] > work[1]:
+            return
+        alive = False
+        sweep = False
+        flush = j == g + 1
+        if not flush:
+            cj = -inf
+            for kk in range(ks.size):
+                k = ks[kk]
+                if k >= t and bwd[k - t, j] < inf:
+                    v = ubs[kk] * (1.0 + 1e-9) + 1e-300 - bwd[k - t, j]
+                    if v > cj:
+                        cj = v
+            cap[j] = cj
+            top = min(win_hi[j], j - 1)
+            while nxt <= top:  # every start up to top: the mean hull and the fewest-rows hulls
+                if ys[nxt] < inf:
+                    mh = hull_add(mstk, 0, mh, xs, ym, nxt)
+                    c = cell[nxt]
+                    hn2[c] = hull_add(stk2, cells[c], hn2[c], xs, ys, nxt)
+                nxt += 1
+            while nxt_big <= min(big[j], top):  # the big buckets' starts: full-steps hulls
+                if ys[nxt_big] < inf:
+                    c = cell[nxt_big]
+                    hn[c] = hull_add(stk, cells[c], hn[c], xs, ys, nxt_big)
+                nxt_big += 1
+            if cj > -inf and mh > 0 and win_lo[j] <= top:
+                vm, _ = hull_min(mstk, 0, mh, xs, ym, Um[j])
+                if Mm[j] + vm <= cj:
+                    lb_a = inf  # the full-steps bound over the big buckets
+                    at_a = -1
+                    for c in range(nc):
+                        if cells[c] > top:
+                            break
+                        if hn[c] == 0 or cell_end[c] < win_lo[j]:
+                            continue
+                        v, tv = hull_walk(stk, cells[c], hn[c], xs, ys, U[c, j], ptr[c])
+                        ptr[c] = tv
+                        if A[c, j] + v < lb_a:
+                            lb_a = A[c, j] + v
+                            at_a = stk[cells[c] + tv]
+                    lb_f = inf  # the fewest-rows bound over every start
+                    at_f = -1
+                    for c in range(nc):
+                        if cells[c] > top:
+                            break
+                        if hn2[c] == 0 or cell_end[c] < win_lo[j]:
+                            continue
+                        v, tv = hull_walk(stk2, cells[c], hn2[c], xs, ys, U2[c, j], ptr2[c])
+                        ptr2[c] = tv
+                        if A2[c, j] + v < lb_f:
+                            lb_f = A2[c, j] + v
+                            at_f = stk2[cells[c] + tv]
+                    if big[j] < top or at_a < 0:  # small buckets: only the fewest-rows bound
+                        lb = lb_f
+                        at = at_f
+                    else:
+                        lb = max(lb_a, lb_f)
+                        at = at_a
+                    if at >= 0 and max(lb, Mm[j] + vm) <= cj:
+                        alive = True
+                        tang[j] = min(max(at, win_lo[j]), top)
+            sweep = pad_code == 1 and world * sizes[j] <= SWEEP_MAX
+            if alive and nb > 0 and (
+                    not sweep or sizes[j] != bsz or nb == BLOCK
+                    or max(bhi, tang[j] + MARGIN) - min(blo, tang[j] - MARGIN) > WIDTH):
+                flush = True
+        if flush and nb > 0:
+            _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn, stk2,
+                         hn2, big, A, A2, U, U2, Mm, Um, R, cap, best, barg, mark, cand, values,
+                         pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta, gamma,
+                         pad_code, lf_hi, lf_lo, win_lo, win_hi, pascal, t, g, scratch, work)
+            for a in range(nb):
+                e = block[a]
+                if best[e] <= cap[e]:
+                    F[t, e] = best[e]
+                    arg[t, e] = barg[e]
+            nb = 0
+        if not alive:
+            continue
+        if not sweep:
+            _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U,
+                         U2, Mm, Um, R, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2,
+                         group_end, edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi,
+                         lf_lo, win_lo, win_hi, t * (g + 1) + j, scratch, refs, rm1, rm2, work)
+            if best[j] <= cap[j]:
+                F[t, j] = best[j]
+                arg[t, j] = barg[j]
+            continue
+        if nb == 0:
+            bsz = sizes[j]
+            blo = tang[j] - MARGIN
+            bhi = tang[j] + MARGIN
+        else:
+            blo = min(blo, tang[j] - MARGIN)
+            bhi = max(bhi, tang[j] + MARGIN)
+        block[nb] = j
+        nb += 1
+
+
+@njit(cache=True, nogil=True)
+def relaxed_backward(Ax, Ux, cells, Mm, Um, R, P, kmax):
+    """bwd[s, i] <= the cost of every cover of groups i+1..g by at most s buckets (no share
+    windows): the larger of two relaxed DPs' minima per layer, with the fewest-rows rows Ax, Ux
+    (Ux non-decreasing in j) and the mean rows."""
+    g = P.size - 1
+    nc = cells.size
+    inf = np.inf
+    bwd = np.full((kmax + 1, g + 1), inf)
+    bwd[:, g] = 0.0
+    cell = np.zeros(g + 1, np.int64)
+    for c in range(1, nc):
+        cell[cells[c]:] = c
+    stk = np.empty((kmax, g + 2), np.int64)
+    sh = np.zeros(kmax, np.int64)
+    ys = np.empty((kmax, g + 1))
+    mstk = np.empty((kmax, g + 2), np.int64)
+    msh = np.zeros(kmax, np.int64)
+    mys = np.empty((kmax, g + 1))
+    cur = -1
+    for i in range(g - 1, -1, -1):
+        c = cell[i]
+        j = i + 1
+        for q in range(kmax):
+            mys[q, j] = Mm[j] + bwd[q, j]
+            if mys[q, j] < inf:
+                msh[q] = hull_push_left(mstk[q], msh[q], Um, mys[q], j)
+        if c != cur:  # a new cell: its hulls over every end after i
+            cur = c
+            for q in range(kmax):
+                sh[q] = 0
+                for jj in range(g, i, -1):
+                    ys[q, jj] = Ax[c, jj] + bwd[q, jj]
+                    if ys[q, jj] < inf:
+                        sh[q] = hull_push_left(stk[q], sh[q], Ux[c], ys[q], jj)
+        else:
+            for q in range(kmax):
+                ys[q, j] = Ax[c, j] + bwd[q, j]
+                if ys[q, j] < inf:
+                    sh[q] = hull_push_left(stk[q], sh[q], Ux[c], ys[q], j)
+        x = P[i]
+        for s in range(1, kmax + 1):
+            q = s - 1
+            if sh[q] == 0 or msh[q] == 0:
+                continue
+            v = max(hull_min_left(stk[q], sh[q], Ux[c], ys[q], x),
+                    hull_min_left(mstk[q], msh[q], Um, mys[q], x))
+            bwd[s, i] = v + R[i]
+    return bwd

@@ -1,0 +1,123 @@
+"""Lower convex hulls of DP points, for the certified DP's bound queries (numba kernels).
+
+Points are (x, y) pairs held by index in arrays ``xs``, ``ys``. A hull kept left to right in
+``stk[off:off + cnt]`` takes points of increasing x (:func:`hull_add`); :func:`hull_min` and
+:func:`hull_walk` return the minimum of y - u x over it (the tangent of slope u), and
+:func:`hull_value` the hull's height at any x between two vertices. A hull kept right to left
+(``stk[0]`` the rightmost) takes points of decreasing x (:func:`hull_push_left`), and
+:func:`hull_min_left` queries it.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+
+@njit(cache=True, inline="always")
+def hull_add(stk, off, cnt, xs, ys, p):
+    """Append point ``p`` (x at or right of every point so far); returns the new count."""
+    while cnt >= 2:
+        a = stk[off + cnt - 2]
+        b = stk[off + cnt - 1]
+        if (ys[b] - ys[a]) * (xs[p] - xs[a]) >= (ys[p] - ys[a]) * (xs[b] - xs[a]):
+            cnt -= 1
+        else:
+            break
+    stk[off + cnt] = p
+    return cnt + 1
+
+
+@njit(cache=True, inline="always")
+def hull_min(stk, off, cnt, xs, ys, u):
+    """(min of y - u x over the hull, the vertex index where it is reached), by bisection."""
+    lo = 0
+    hi = cnt - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        a = stk[off + mid]
+        b = stk[off + mid + 1]
+        if ys[b] - u * xs[b] < ys[a] - u * xs[a]:
+            lo = mid + 1
+        else:
+            hi = mid
+    p = stk[off + lo]
+    return ys[p] - u * xs[p], lo
+
+
+@njit(cache=True, inline="always")
+def hull_walk(stk, off, cnt, xs, ys, u, p):
+    """:func:`hull_min` from the vertex index ``p`` (clamped), walking to the lower neighbour:
+    the slopes of consecutive queries are close, so it takes few steps."""
+    if p >= cnt:
+        p = cnt - 1
+    if p < 0:
+        p = 0
+    a = stk[off + p]
+    va = ys[a] - u * xs[a]
+    while p + 1 < cnt:
+        b = stk[off + p + 1]
+        vb = ys[b] - u * xs[b]
+        if vb < va:
+            p += 1
+            va = vb
+        else:
+            break
+    while p > 0:
+        b = stk[off + p - 1]
+        vb = ys[b] - u * xs[b]
+        if vb <= va:
+            p -= 1
+            va = vb
+        else:
+            break
+    return va, p
+
+
+@njit(cache=True, inline="always")
+def hull_value(stk, off, xs, ys, t, x):
+    """The hull's height at ``x`` on its segment from vertex index t to t + 1."""
+    a = stk[off + t]
+    b = stk[off + t + 1]
+    if xs[b] > xs[a]:
+        return ys[a] + (ys[b] - ys[a]) * (x - xs[a]) / (xs[b] - xs[a])
+    return min(ys[a], ys[b])
+
+
+@njit(cache=True, inline="always")
+def hull_push_left(stk, cnt, xs, ys, p):
+    """Add point ``p`` left of (or at the x of) every point of a hull kept right to left;
+    returns the new count (a point above another of its x is no vertex)."""
+    xp = xs[p]
+    yp = ys[p]
+    while cnt >= 1:
+        a = stk[cnt - 1]
+        if xs[a] == xp:
+            if yp <= ys[a]:
+                cnt -= 1
+                continue
+            return cnt
+        if cnt >= 2:
+            b = stk[cnt - 2]
+            if (ys[a] - yp) * (xs[b] - xp) >= (ys[b] - yp) * (xs[a] - xp):
+                cnt -= 1
+                continue
+        break
+    stk[cnt] = p
+    return cnt + 1
+
+
+@njit(cache=True, inline="always")
+def hull_min_left(stk, cnt, xs, ys, x):
+    """The minimum of y - x X over a hull kept right to left."""
+    lo = 0
+    hi = cnt - 1  # index from the left
+    while lo < hi:
+        mid = (lo + hi) // 2
+        a = stk[cnt - 1 - mid]
+        b = stk[cnt - 2 - mid]
+        if ys[b] - x * xs[b] < ys[a] - x * xs[a]:
+            lo = mid + 1
+        else:
+            hi = mid
+    a = stk[cnt - 1 - lo]
+    return ys[a] - x * xs[a]

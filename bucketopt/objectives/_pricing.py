@@ -1,0 +1,261 @@
+"""Exact costs of buckets for the certified DP (numba kernels): expected seconds under the step
+model of :mod:`bucketopt._time_kernels` (which the padding objective also takes, with
+alpha = 0, beta = 1, gamma = 0 and one rank: then seconds are padded plus real tokens).
+
+A bucket (i, j] of candidate groups: the samples of groups i+1..j, its edge the edge of group j,
+``size_full`` rows a batch. Two ways to price:
+
+- :func:`pair_cost`: one bucket by walks over its lengths (:func:`walk_moments_capped`), or
+  exactly in O(1) with edge padding; stops early once the bucket is proven to cost more than a
+  cap.
+- :func:`rect_costs`: a rectangle of buckets, every start of a decreasing list with every end of
+  an increasing list, by sweeps over scaled binomial sums (the technique of
+  :mod:`bucketopt._batch_sweep`, kept for E[M] and E[M^2]): one sweep down from the first end
+  keeps each start's sums u[m] = sum_v gap_v C(c_v, m) m! / N^m for every draw count m <= s,
+  and each later end only rescales them and adds the lengths that join at the top. Every step
+  type of the bucket then reads E[max of its rows] exactly: O(s) a bucket, against a walk of
+  the whole bucket for each of its step types.
+
+:func:`tilde` bounds a bucket from below from the moments of a larger bucket with the same end
+(removing shorter samples never shortens the expected maximum), the step types exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .._batch_sweep import _grow
+from .._time_kernels import MAX_STEP_TYPES, bucket_steps, walk_moments_capped
+
+# The largest draw count priced by sweeps (the Pascal table's size, bucketopt._batch_sweep).
+SWEEP_MAX = 256
+
+
+@njit(cache=True)
+def step_scratch():
+    """Scratch arrays of :func:`bucket_steps` (types, then classes and heap)."""
+    return (np.empty(MAX_STEP_TYPES, np.int64), np.empty(MAX_STEP_TYPES, np.int64),
+            np.empty(MAX_STEP_TYPES, np.int64), np.zeros(2 * MAX_STEP_TYPES, np.int64),
+            np.zeros(2 * MAX_STEP_TYPES, np.int64), np.zeros(2 * MAX_STEP_TYPES, np.int64),
+            np.zeros(2 * MAX_STEP_TYPES, np.int64))
+
+
+@njit(cache=True)
+def _enter(u1, u2, s, xs1, g1, g2, inv_n, n_in):
+    # the lengths that enter (x + 1 in xs1, gaps in x and x^2 in g1, g2; both overwritten): add
+    # gap x (x - 1) .. (x - m + 1) / N^m to u[m], m = 0..s (all terms >= 0)
+    acc1 = 0.0
+    acc2 = 0.0
+    for t in range(n_in):
+        acc1 += g1[t]
+        acc2 += g2[t]
+    u1[0] += acc1
+    u2[0] += acc2
+    for m in range(1, s + 1):
+        acc1 = 0.0
+        acc2 = 0.0
+        fm = float(m)
+        for t in range(n_in):
+            f = (xs1[t] - fm) * inv_n
+            g1[t] *= f
+            g2[t] *= f
+            acc1 += g1[t]
+            acc2 += g2[t]
+        u1[m] += acc1
+        u2[m] += acc2
+
+
+@njit(cache=True)
+def _sums_cost(u1, u2, n, size, top, mean1, mean2, world, alpha, beta, gamma, norm, scratch):
+    # the bucket's seconds from its scaled sums, with each step type's E[max of its rows]
+    tw, tr, tm, c1, c2, c3, c4 = scratch
+    nt = bucket_steps(n, size, world, tw, tr, tm, c1, c2, c3, c4)
+    rmax = 0
+    for q in range(nt):
+        if tr[q] < n and tr[q] > rmax:
+            rmax = tr[q]
+    fn = float(n)
+    inv = 1.0 / fn
+    f = 1.0
+    norm[0] = 1.0
+    for m in range(1, rmax + 1):  # C(n, m) m! / n^m
+        f *= (fn - m + 1.0) * inv
+        norm[m] = f
+    cost = 0.0
+    for q in range(nt):
+        r = tr[q]
+        if r >= n:
+            a1 = top
+            a2 = top * top
+        elif r == 1:
+            a1 = mean1
+            a2 = mean2
+        else:
+            a1 = top - u1[r] / norm[r]
+            a2 = top * top - u2[r] / norm[r]
+        cost += tm[q] * (alpha + tw[q] * (beta * a1 + gamma * a2))
+    return cost
+
+
+@njit(cache=True)
+def _stage(xs1, g1, g2, values, pcv, base, lo, hi):
+    # the lengths values[lo:hi] as they enter a bucket whose samples start at pcv index base
+    k = 0
+    for t in range(lo, hi):
+        xs1[k] = pcv[t + 1] - base + 1.0
+        x = float(values[t])
+        x2 = float(values[t + 1])
+        g1[k] = x2 - x
+        g2[k] = x2 * x2 - x * x
+        k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
+               gamma, pascal, out, main1, main2):
+    """out[a, q] = seconds of the bucket (starts[q], ends[a]] of groups (``starts`` decreasing,
+    ``ends`` increasing, every start below every end, every step at most ``s`` <= SWEEP_MAX
+    rows); main1 / main2: E[M] and E[M^2] of its full steps' rows (world x batch size)."""
+    nq = starts.size
+    st1 = np.zeros((nq, s + 1))
+    st2 = np.zeros((nq, s + 1))
+    hi0 = group_end[ends[0]]
+    top_v = hi0 - 1
+    room = group_end[ends[ends.size - 1]] + 1
+    xs1 = np.empty(room)
+    g1 = np.empty(room)
+    g2 = np.empty(room)
+    scratch_s = np.empty(s + 1)
+    norm = np.empty(s + 1)
+    scratch = step_scratch()
+    u1 = np.zeros(s + 1)
+    u2 = np.zeros(s + 1)
+    lo = top_v  # values[lo:hi0]: the top alone, no term yet
+    n = pcv[hi0] - pcv[lo]
+    for q in range(nq):  # the first end: one sweep down over the starts
+        new_lo = group_end[starts[q]]
+        if new_lo < lo:
+            new_n = pcv[hi0] - pcv[new_lo]
+            if lo < top_v:
+                _grow(u1, n, new_n, s, pascal, scratch_s)
+                _grow(u2, n, new_n, s, pascal, scratch_s)
+            k = _stage(xs1, g1, g2, values, pcv, pcv[new_lo], new_lo, lo)
+            _enter(u1, u2, s, xs1, g1, g2, 1.0 / new_n, k)
+            lo = new_lo
+            n = new_n
+        st1[q, :] = u1
+        st2[q, :] = u2
+    old_hi = hi0
+    for a in range(ends.size):
+        hi = group_end[ends[a]]
+        top = float(values[hi - 1])
+        size_full = sizes[ends[a]]
+        for q in range(nq):
+            lo = group_end[starts[q]]
+            base = pcv[lo]
+            nn = pcv[hi] - base
+            v1 = st1[q]
+            v2 = st2[q]
+            if a > 0:  # rescale to the larger bucket, then the lengths that join at the top
+                ratio = float(pcv[old_hi] - base) / nn
+                f = 1.0
+                for m in range(1, s + 1):
+                    f *= ratio
+                    v1[m] *= f
+                    v2[m] *= f
+                k = _stage(xs1, g1, g2, values, pcv, base, old_hi - 1, hi - 1)
+                _enter(v1, v2, s, xs1, g1, g2, 1.0 / nn, k)
+            size = min(size_full, nn)
+            out[a, q] = _sums_cost(v1, v2, nn, size, top, (pq1[hi] - pq1[lo]) / nn,
+                                   (pq2[hi] - pq2[lo]) / nn, world, alpha, beta, gamma, norm,
+                                   scratch)
+            full = world * size
+            if full >= nn:
+                main1[a, q] = top
+                main2[a, q] = top * top
+            else:
+                fn = float(nn)
+                f = 1.0
+                for m in range(1, full + 1):
+                    f *= (fn - m + 1.0) / fn
+                main1[a, q] = top - v1[full] / f
+                main2[a, q] = top * top - v2[full] / f
+        old_hi = hi
+
+
+@njit(cache=True)
+def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, alpha, beta,
+              gamma, pad_code, lf_hi, lf_lo, cap, scratch):
+    """(seconds of the bucket (i, j], exact): by walks (dynamic padding, stopped once the cost
+    is proven above ``cap``: then it is a lower bound above the cap and exact is False) or in
+    O(1) (edge padding)."""
+    tw, tr, tm, c1, c2, c3, c4 = scratch
+    lo = group_end[i]
+    hi = group_end[j]
+    n = pcv[hi] - pcv[lo]
+    size = min(size_full, n)
+    nt = bucket_steps(n, size, world, tw, tr, tm, c1, c2, c3, c4)
+    top = float(values[hi - 1])
+    if pad_code == 0:
+        e = float(edges[j])
+        cost = 0.0
+        for q in range(nt):
+            cost += tm[q] * (alpha + tw[q] * (beta * e + gamma * e * e))
+        return cost, True
+    mean1 = (pq1[hi] - pq1[lo]) / n
+    mean2 = (pq2[hi] - pq2[lo]) / n
+    cost = 0.0
+    for q in range(nt):  # every type at its lower bound: the mean, or the top for all rows
+        if tr[q] >= n:
+            cost += tm[q] * (alpha + tw[q] * (beta * top + gamma * top * top))
+        else:
+            cost += tm[q] * (alpha + tw[q] * (beta * mean1 + gamma * mean2))
+    if cost > cap:
+        return cost, False
+    for q in range(nt):
+        r = tr[q]
+        if r >= n or r == 1:
+            continue
+        part = tm[q] * (alpha + tw[q] * (beta * mean1 + gamma * mean2))
+        wm = tm[q] * tw[q]
+        slack = cap - (cost - part) - tm[q] * alpha
+        m1, m2, ok = walk_moments_capped(values, pcv, lo, hi, r, lf_hi, lf_lo, wm * beta,
+                                         wm * gamma, slack)
+        cost += tm[q] * (alpha + tw[q] * (beta * m1 + gamma * m2)) - part
+        if not ok:
+            return cost, False
+    return cost, True
+
+
+@njit(cache=True)
+def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta, gamma, m1, m2,
+          scratch):
+    """A lower bound of the seconds of (i, j]: the step types exact, the full steps' E[M] at
+    least (m1, m2) (the moments of a bucket with the same end and more, shorter samples), the
+    other rows at least the bucket's mean."""
+    tw, tr, tm, c1, c2, c3, c4 = scratch
+    lo = group_end[i]
+    hi = group_end[j]
+    n = pcv[hi] - pcv[lo]
+    size = min(size_full, n)
+    nt = bucket_steps(n, size, world, tw, tr, tm, c1, c2, c3, c4)
+    top = float(values[hi - 1])
+    mean1 = (pq1[hi] - pq1[lo]) / n
+    mean2 = (pq2[hi] - pq2[lo]) / n
+    full = world * size
+    out = 0.0
+    for q in range(nt):
+        r = tr[q]
+        if r >= n:
+            a1 = top
+            a2 = top * top
+        elif r == full:
+            a1 = max(m1, mean1)
+            a2 = max(m2, mean2)
+        else:
+            a1 = mean1
+            a2 = mean2
+        out += tm[q] * (alpha + tw[q] * (beta * a1 + gamma * a2))
+    return out

@@ -1,0 +1,295 @@
+"""The certified DP: bounds rule buckets out, the exact DP prices every bucket they leave, and
+every optimum comes with its proof (docs/method.md, "The algorithm: a certified DP").
+
+An objective offers, for cells of starts (``cells[c] <= i``), line-form lower bounds of every
+bucket (i, j] of candidate groups (``rows(cells)``, :class:`Rows`) and the arrays its exact
+costs need (``pricing()``). Then:
+
+1. A relaxed DP over the bounds alone (:func:`._bound_kernels.relaxed_layers`, and
+   :func:`._certified_kernels.relaxed_backward`) bounds from below the cost of every cover of
+   groups i+1..g by at most s buckets (``bwd``), and its best chain, priced exactly, bounds the
+   optimum from above (as does the objective's seed chain).
+2. The exact DP runs layer by layer (:func:`._certified_kernels.forward_layer`): an end j is
+   kept at layer t only when some start's bound plus bwd keeps a cover within the upper bound,
+   and a start only when its bound beats the best cost found for j. Every bucket it leaves out
+   is proven no better, so F_k(g) is the optimum over every boundary set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+# Cells of starts with their own bounds: this far (share of the samples) below every boundary of
+# the seed chains, and at most MAX_CELLS of them.
+CELL_SHIFTS = np.array([0.0, 0.002, 0.01, 0.04])
+MAX_CELLS = 64
+# Rounding: upper bounds are widened and lower bounds lowered by this much (relative).
+ROUNDING = 1e-9
+# The default DP stops past this much work (units of about one bucket priced by a sweep, some
+# 0.5-1 us each on the 2-core development machine): it then returns its best cover with the gap
+# the bounds prove. exact=True has no limit.
+WORK_LIMIT = 30_000_000
+
+
+@dataclass(frozen=True)
+class Optimality:
+    """What is proven about a solution's value: ``lower_bound <= optimum <= value``.
+
+    Every objective here (padded tokens, seconds) is at least 0, so a lower bound below 0 is
+    reported as 0; with a bound of 0 and a positive value no relative gap is proven, and
+    ``to_dict`` says ``"gap": null`` (JSON has no infinity)."""
+
+    exact: bool
+    lower_bound: float
+    value: float
+
+    @property
+    def bound(self) -> float:
+        return max(float(self.lower_bound), 0.0)
+
+    @property
+    def gap(self) -> float:
+        if self.exact:
+            return 0.0
+        if self.bound > 0:
+            return max(self.value / self.bound - 1.0, 0.0)
+        return 0.0 if self.value <= 0 else float("inf")
+
+    def to_dict(self) -> dict:
+        gap = self.gap
+        return {"exact": bool(self.exact), "lower_bound": self.bound,
+                "gap": float(gap) if np.isfinite(gap) else None}
+
+
+def exact_value(value) -> Optimality:
+    return Optimality(True, float(value), float(value))
+
+
+def _chain(arg, k, g):
+    """Group ends of the relaxation's best cover of 1..g by at most k buckets."""
+    ends = []
+    j = g
+    t = k
+    while j > 0:
+        ends.append(j)
+        j = int(arg[t, j])
+        t -= 1
+        if j < 0:
+            return None
+    return ends[::-1]
+
+
+def _lower(x) -> float:
+    return float(x - ROUNDING * abs(x))
+
+
+class Rows(NamedTuple):
+    """Line-form lower bounds of the buckets (i, j] whose start lies in cell c:
+    the full-steps bound A[c, j] - U[c, j] P[i] for buckets of at least split[j] samples, the
+    fewest-rows bound A2[c, j] - U2[c, j] P[i] for every bucket, and the mean bound
+    Mm[j] - Um[j] P[i] + R[i] (no padding) for every bucket (docs/method.md)."""
+
+    A: np.ndarray
+    U: np.ndarray
+    A2: np.ndarray
+    U2: np.ndarray
+    split: np.ndarray
+    Mm: np.ndarray
+    Um: np.ndarray
+    R: np.ndarray
+
+
+def _monotone(A, U, P):
+    # the same bound with every slope lowered to the least slope at or after its end (valid:
+    # P[j] - P[i] >= 0), so that the slopes of the backward hulls never fall
+    Ut = np.minimum.accumulate(U[:, ::-1], axis=1)[:, ::-1]
+    return np.ascontiguousarray(A - (U - Ut) * P[None, :]), np.ascontiguousarray(Ut)
+
+
+def certified_layers(obj, kmax, ks=None, *, exact=False):
+    """(opt, best, certificates) for the fitted objective ``obj``, with the contract of
+    ``Objective.layers``: ``opt[k-1, j]`` the smallest best start of the last bucket of the best
+    cover of groups 1..j by at most k buckets, ``best[k-1]`` the optimum for j = g (inf when
+    infeasible, nan for layers outside ``ks``), ``certificates[k]`` its :class:`Optimality`:
+    exact (the DP over every bucket the bounds leave is a proof), unless the DP would pass
+    WORK_LIMIT (not with ``exact``): then every k takes the best cover the bounds found, with the
+    gap they prove."""
+    from ._bound_kernels import relaxed_layers
+    from ._certified_kernels import forward_layer, relaxed_backward
+
+    groups = obj.groups
+    g = groups.g
+    ks = sorted({min(int(k), kmax) for k in (ks if ks is not None else range(1, kmax + 1))})
+    P = groups.prefix_count.astype(np.float64)
+    win_lo = np.ascontiguousarray(obj.win_lo, dtype=np.int64)
+    win_hi = np.ascontiguousarray(obj.win_hi, dtype=np.int64)
+    windowed = bool(np.any(win_lo[1:] > 0) or np.any(win_hi[1:] < np.arange(g)))
+    seeds = obj.seed_chains(kmax, ks)
+    cells = _cells(P, [0], seeds.values(), g) if obj.relaxation_cells else np.zeros(1, np.int64)
+    rel = _relaxation(obj, cells)
+    fwd, arg, bwd = relaxed_layers(*rel[:5], P, rel.cells, win_lo, win_hi, kmax, True)
+    rows = obj.rows(rel.cells)
+    if not windowed:
+        Ax, Ux = _monotone(rows.A2, rows.U2, P)
+        bwd = np.maximum(bwd, relaxed_backward(Ax, Ux, rel.cells, rows.Mm, rows.Um, rows.R, P,
+                                               kmax))
+    feasible = [k for k in ks if np.isfinite(fwd[k, g])]
+    chains = {}
+    upper = {}
+    for k in feasible:
+        for chain in (_chain(arg, k, g), seeds.get(k)):
+            if chain:
+                value = float(obj.cost(groups.edges[chain]))
+                if value < upper.get(k, np.inf):
+                    chains[k], upper[k] = list(chain), value
+    F = np.full((kmax + 1, g + 1), np.inf)
+    F[0, 0] = 0.0
+    start = np.full((kmax + 1, g + 1), -1, dtype=np.int64)
+    best = np.full(kmax, np.nan)
+    for k in ks:
+        best[k - 1] = np.inf
+    work = np.array([0, 2**62 if exact else WORK_LIMIT], dtype=np.int64)
+    if feasible:
+        run = obj.pricing()
+        ks_arr = np.asarray(feasible, dtype=np.int64)
+        ub = np.asarray([upper.get(k, np.inf) for k in feasible], dtype=np.float64)
+        split = np.ascontiguousarray(rows.split, dtype=np.float64)
+        from .._batch_sweep import pascal_table
+
+        pascal = pascal_table()
+
+        def layers():
+            for t in range(1, max(feasible) + 1):
+                forward_layer(t, F, start, *run, P, rel.cells, rows.A, rows.A2, rows.U, rows.U2,
+                              split, rows.Mm, rows.Um, rows.R, bwd, ub, ks_arr, win_lo, win_hi,
+                              pascal, work)
+                if work[0] > work[1]:
+                    return
+
+        in_worker(layers)
+    certs = {}
+    if work[0] <= work[1]:
+        for k in feasible:
+            best[k - 1] = F[k, g]
+            certs[k] = exact_value(F[k, g])
+        return start[1:].astype(np.int32), best, certs
+    # past the work limit: the best covers found, with the gaps the bounds prove
+    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
+    written = _write(opt, chains, g)
+    for k in feasible:
+        if k in written:
+            best[k - 1] = upper[k]
+            certs[k] = Optimality(False, min(_lower(fwd[k, g]), upper[k]), upper[k])
+        else:  # no cover of its own fits the table: nothing is claimed
+            certs[k] = Optimality(False, _lower(fwd[k, g]), float("inf"))
+    return opt, best, certs
+
+
+def _write(opt_out, tables, g):
+    """Write every k's cover (group ends) into ``opt_out`` so that backtracking layer k gives
+    it; a cover that would break one written before is left out (then k is not returned)."""
+    from ..groups import backtrack
+
+    written = {}
+    for k in sorted(tables, reverse=True):
+        ends = list(tables[k])
+        trial = opt_out.copy()
+        starts = [0, *ends[:-1]]
+        for t in range(len(ends)):
+            trial[k - len(ends) + t, ends[t]] = starts[t]
+        if backtrack(trial, k, g) == ends and all(
+                backtrack(trial, other, g) == e for other, e in written.items()):
+            opt_out[:] = trial
+            written[k] = ends
+    return written
+
+
+def in_worker(fn):
+    """Run ``fn`` (long numba calls that release the GIL) on a worker thread and wait for it in
+    short slices, so that Ctrl-C reaches the main thread at once (a signal handler runs only
+    between bytecodes of the main thread); its exception is raised here."""
+    import threading
+
+    failure = []
+
+    def target():
+        try:
+            fn()
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if failure:
+        raise failure[0]
+
+
+def relaxed_bounds(obj, kmax, chains, values):
+    """Certificates for covers found by a search that is not a proof: the relaxation, with cells
+    of starts below every boundary of ``chains`` (k -> group ends), bounds each optimum from
+    below; ``values``: k -> the cost of that k's cover."""
+    from ._bound_kernels import relaxed_layers
+
+    groups = obj.groups
+    g = groups.g
+    P = groups.prefix_count.astype(np.float64)
+    rel = _relaxation(obj, _cells(P, [0], chains.values(), g))
+    fwd, _, _ = relaxed_layers(*rel[:5], P, rel.cells, np.ascontiguousarray(obj.win_lo, np.int64),
+                               np.ascontiguousarray(obj.win_hi, np.int64), kmax, False)
+    out = {}
+    for k, value in values.items():
+        lower = min(_lower(fwd[k, g]), float(value))
+        out[k] = Optimality(False, lower, float(value))
+    return out
+
+
+class Relaxation(NamedTuple):
+    """l(i, j) = A[c, j] - U[c, j] P[i] + R[i] for starts i in cell c (cells[c] <= i <
+    cells[c + 1]) of buckets with at least split[j] samples; A2 in place of A for smaller ones."""
+
+    A: np.ndarray
+    A2: np.ndarray
+    split: np.ndarray
+    U: np.ndarray
+    R: np.ndarray
+    cells: np.ndarray
+
+
+def _relaxation(obj, cells) -> Relaxation:
+    """The objective's relaxation (``obj.relaxation(cells)``: (A, U, R) or (A, U, R, A2,
+    split)) as contiguous arrays; an objective with one row uses cell 0 alone."""
+    parts = obj.relaxation(cells)
+    A, U, R = (np.ascontiguousarray(x, dtype=np.float64) for x in parts[:3])
+    if len(parts) > 3:
+        A2, split = np.ascontiguousarray(parts[3], np.float64), np.asarray(parts[4], np.float64)
+    else:
+        A2, split = A, np.zeros(A.shape[1])
+    cells = np.asarray(cells[:A.shape[0]], dtype=np.int64)
+    return Relaxation(A, A2, np.ascontiguousarray(split), U, R, cells)
+
+
+def _cells(P, cells, chains, g):
+    """Cells of starts: ``cells`` and, below every boundary of every chain, CELL_SHIFTS of the
+    samples; at most MAX_CELLS (the new chains' cells kept first), 0 always first."""
+    n = P[-1]
+    marks = [0]
+    for ends in chains:
+        for j in list(ends)[:-1]:
+            marks.extend(np.searchsorted(P, P[j] - CELL_SHIFTS * n, side="right") - 1)
+    new = np.unique(np.clip(marks, 0, g - 1)).astype(np.int64)
+    old = np.setdiff1d(np.asarray(cells, dtype=np.int64), new)
+    room = MAX_CELLS - new.size
+    if room <= 0:
+        pick = np.linspace(0, new.size - 1, MAX_CELLS).astype(np.int64)
+        return np.unique(np.r_[0, new[pick]])
+    if old.size > room:
+        old = old[np.linspace(0, old.size - 1, room).astype(np.int64)]
+    return np.unique(np.r_[new, old])
+
+
+exact = exact_value  # the name the objectives import
