@@ -174,8 +174,9 @@ class _Run:
         if (obj.pad == "edge" and obj.name == "padding"
                 and sol.padded_tokens != self.best[layer - 1]):
             raise AssertionError("DP optimum and evaluated padding disagree")
-        cert = obj.optimality(layer, float(self.best[layer - 1]))
-        sol = dataclasses.replace(sol, certificate=cert)
+        sol = obj.finish(dataclasses.replace(
+            sol, certificate=obj.optimality(layer, float(self.best[layer - 1]))))
+        cert = sol.certificate
         if not callable(cert) and not cert.exact and cert.gap > GAP_NOTE and obj.name == "time":
             if self.sync_buckets is True or self.cost_model.world_size == 1:
                 note = (f"the certified DP stopped at its work limit: these boundaries are proven "
@@ -187,7 +188,6 @@ class _Run:
                         f"proven within {cert.gap:.2e} of the optimum (sync_buckets=True is "
                         "solved exactly).")
             sol = dataclasses.replace(sol, warnings=(*sol.warnings, note))
-        sol = obj.finish(sol)
         if self.cost_model is not None:
             from .cost.costmodel import annotate
 

@@ -146,3 +146,30 @@ def test_certified_dp_equals_the_textbook_dp(seed, world, align, pad):
     want = _textbook_time_dp(TimeArrays(hist, pad), groups, budget, model, world, kmax)
     np.testing.assert_allclose(best, want, rtol=1e-9)
     assert all(c.exact for c in obj.certificates.values())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 12), min_size=2, max_size=7), st.integers(2, 3),
+       st.integers(12, 40), coefficients, st.sampled_from([2, 3]),
+       st.sampled_from(["batch", "edge"]))
+def test_unsynced_time_certificate_bounds_every_boundary_set(lengths, k, budget, coeffs, world,
+                                                             pad):
+    # ranks holding different buckets: the boundaries are polished, not proven, but the lower
+    # bound (the GPU-seconds DP / G) must stay below the epoch time of every boundary set
+    import itertools
+
+    profile = dict(alpha=coeffs[0], beta=coeffs[1], gamma=coeffs[2], token_budget=budget)
+    kw = dict(token_budget=budget, pad=pad, profile=profile, world_size=world,
+              sync_buckets=False)
+    sol = bucketopt.solve(lengths, k, objective="time", **kw)
+    cert = sol.optimality
+    assert not cert["exact"]
+    seconds = sol.extra["epoch_hours"] * 3600
+    assert cert["lower_bound"] <= seconds * (1 + 1e-9)
+    values = sorted(set(lengths))
+    for r in range(min(k, len(values))):
+        for inner in itertools.combinations(values[:-1], r):
+            other = bucketopt.evaluate(lengths, (*inner, values[-1]), **kw)
+            assert cert["lower_bound"] <= other.extra["epoch_hours"] * 3600 * (1 + 1e-9)
+    if cert["gap"] is not None:  # the gap is measured from the returned boundaries' time
+        assert cert["lower_bound"] * (1 + cert["gap"]) == pytest.approx(seconds, rel=1e-9)

@@ -13,6 +13,8 @@ epoch time of a random batch order.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..errors import BucketoptError
@@ -202,7 +204,7 @@ def refine_time(solution, groups, cost_model):
     bounds. The result is never slower than the DP's; it is a local optimum of the full
     objective, not a proven global one.
     """
-    if cost_model.world_size == 1 or len(solution.boundaries) < 2:
+    if cost_model.world_size == 1:
         return solution
     from ..cost.costmodel import _seconds_from_atoms, bucket_time_atoms
     from ..groups import share_count_bounds
@@ -266,9 +268,17 @@ def refine_time(solution, groups, cost_model):
                                               min(high, centre + stride) + 1), best)
             improved |= best[0] < current[0]
     ends = best[1]
+    cert = solution.certificate
+    if cert is not None and not callable(cert):
+        # the DP's bound (the summed GPU-seconds / G) stays a bound of the epoch with its waits;
+        # the value is the polished boundaries' epoch time
+        from .certified import Optimality
+
+        cert = Optimality(False, cert.lower_bound, best[0])
     if [int(b) for b in candidates[np.asarray(ends) - 1]] == list(solution.boundaries):
-        return solution
-    return make_solution(hist, candidates[np.asarray(ends) - 1],
-                         token_budget=solution.token_budget, pad=solution.pad, k=solution.k,
-                         align=solution.align, min_share=solution.min_share,
-                         max_share=solution.max_share, objective=solution.objective)
+        return dataclasses.replace(solution, certificate=cert)
+    refined = make_solution(hist, candidates[np.asarray(ends) - 1],
+                            token_budget=solution.token_budget, pad=solution.pad, k=solution.k,
+                            align=solution.align, min_share=solution.min_share,
+                            max_share=solution.max_share, objective=solution.objective)
+    return dataclasses.replace(refined, certificate=cert, warnings=solution.warnings)
