@@ -174,8 +174,11 @@ class _Run:
         if (obj.pad == "edge" and obj.name == "padding"
                 and sol.padded_tokens != self.best[layer - 1]):
             raise AssertionError("DP optimum and evaluated padding disagree")
-        sol = obj.finish(dataclasses.replace(
-            sol, certificate=obj.optimality(layer, float(self.best[layer - 1]))))
+        from .progress import Stage
+
+        with Stage(f"finishing k={k} ({obj.describe()})"):  # e.g. polishing unsynced waits
+            sol = obj.finish(dataclasses.replace(
+                sol, certificate=obj.optimality(layer, float(self.best[layer - 1]))))
         cert = sol.certificate
         if not callable(cert) and not cert.exact and cert.gap > GAP_NOTE and obj.name == "time":
             if self.sync_buckets is True or self.cost_model.world_size == 1:
