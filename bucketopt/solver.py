@@ -297,8 +297,9 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_shar
         ceil(len / max_length) chunks.
     exact : bool
         Prove the optimum whatever it costs: ``pad="batch"`` with the padding objective runs
-        the DP over every pair of candidate edges (slow: minutes on large inputs) instead of its
-        grid search. The time objective is always proven exact (docs/method.md).
+        the certified DP (the time objective's, one token one second: seconds on the embedded
+        example, minutes on large heavy-tailed inputs) instead of its grid search; the time
+        objective runs its certified DP past its work limit (docs/method.md).
 
     Returns
     -------

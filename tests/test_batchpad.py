@@ -63,13 +63,14 @@ def test_expected_padding_large_bucket_to_1e9(size):
 
 @SETTINGS
 @given(small_lengths, st.integers(1, 3), st.integers(40, 200),
-       st.sampled_from([(0.0, 1.0), (0.2, 1.0), (0.0, 0.6), (0.25, 0.75)]))
-def test_dp_equals_brute_force(lengths, k, budget, shares):
+       st.sampled_from([(0.0, 1.0), (0.2, 1.0), (0.0, 0.6), (0.25, 0.75)]), st.booleans())
+def test_dp_equals_brute_force(lengths, k, budget, shares, exact):
+    # exact=True: the certified DP (the time objective's engine, one token one second)
     min_share, max_share = shares
     best = naive.brute_force_batch(lengths, k, budget, min_share=min_share, max_share=max_share)
     try:
         sol = bucketopt.solve(lengths, k, token_budget=budget, pad="batch", min_share=min_share,
-                              max_share=max_share)
+                              max_share=max_share, exact=exact)
     except BucketoptError as exc:
         assert "infeasible" in str(exc)
         assert best is None
@@ -81,6 +82,9 @@ def test_dp_equals_brute_force(lengths, k, budget, shares):
     assert naive.shares_ok(lengths, sol.boundaries, min_share, max_share)
     assert list(sol.counts) == naive.bucket_counts(lengths, sol.boundaries)
     assert sol.batch_sizes == tuple(budget // b for b in sol.boundaries)
+    cert = sol.optimality
+    assert cert["exact"] and cert["gap"] == 0.0
+    assert cert["lower_bound"] <= float(best[0]) * (1 + 1e-9) + 1e-9
 
 
 @SETTINGS
@@ -492,3 +496,18 @@ def test_buckets_of_batch_size_one_cost_nothing_and_the_default_finds_them(seed)
         assert sol.padded_tokens == 0.0, (k, sol.boundaries)
         again = bucketopt.evaluate(xs, sol.boundaries, token_budget=budget, pad="batch")
         assert again.padded_tokens == 0.0
+
+
+@pytest.mark.parametrize("kind", [0, 2])
+def test_exact_equals_the_dp_over_every_pair(kind):
+    # exact=True runs the certified DP; "all" is the DP over every pair of candidate edges
+    xs, budget = _generated(kind)
+    hist = Histogram.from_lengths(xs)
+    groups = make_groups(hist, 1)
+    lo, hi = share_windows(groups, 0.0, 1.0)
+    _, best_all = batch_layers(groups, 4, token_budget=budget, win_lo=lo, win_hi=hi,
+                               candidates="all")
+    for k in (1, 2, 4):
+        sol = bucketopt.solve(hist, k, token_budget=budget, pad="batch", exact=True)
+        assert sol.optimality["exact"]
+        assert rel(sol.padded_tokens, best_all[k - 1]) < 1e-9, k

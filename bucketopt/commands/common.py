@@ -51,8 +51,8 @@ def add_solver_args(parser, *, k_required: bool = True) -> None:
     parser.add_argument("--epochs", type=_count, default=None, metavar="E",
                         help="epochs for the ETA (with --profile; default 1)")
     parser.add_argument("--exact", action="store_true",
-                        help="prove the optimum whatever it costs (where the certified search "
-                             "stops with a gap, the DP over every pair of lengths runs)")
+                        help="prove the optimum whatever it costs (the certified DP runs to the "
+                             "end; --pad batch padding: instead of its grid search)")
 
 
 def add_output_args(parser) -> None:
