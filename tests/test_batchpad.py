@@ -511,3 +511,20 @@ def test_exact_equals_the_dp_over_every_pair(kind):
         sol = bucketopt.solve(hist, k, token_budget=budget, pad="batch", exact=True)
         assert sol.optimality["exact"]
         assert rel(sol.padded_tokens, best_all[k - 1]) < 1e-9, k
+
+
+def test_default_certificate_covers_its_distance_to_the_exact_optimum():
+    # a source-code-like tail above EXACT_CANDIDATES distinct lengths: the grid search's
+    # certified gap covers its distance to the every-length optimum (exact=True)
+    rng = np.random.default_rng(7)
+    xs = np.clip(np.rint(rng.lognormal(6.0, 1.6, 20_000)), 5, 4096).astype(np.int64)
+    assert np.unique(xs).size > 2 * EXACT_CANDIDATES
+    for k in (3, 6):
+        fast = bucketopt.solve(xs, k, token_budget=32_768, pad="batch")
+        proof = bucketopt.solve(xs, k, token_budget=32_768, pad="batch", exact=True)
+        cert = fast.optimality
+        assert proof.optimality["exact"]
+        assert cert["lower_bound"] <= proof.padded_tokens * (1 + 1e-9)
+        assert proof.padded_tokens <= fast.padded_tokens * (1 + 1e-9)
+        if not cert["exact"]:
+            assert fast.padded_tokens <= cert["lower_bound"] * (1 + cert["gap"]) * (1 + 1e-9)
