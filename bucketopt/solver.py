@@ -2,7 +2,7 @@
 
 The solver knows no cost: it validates, builds the candidate edges (:mod:`bucketopt.groups`),
 hands them to the objective (:mod:`bucketopt.objectives`: ``candidates``, ``fit``, ``layers``),
-backtracks every requested k and lets the objective ``finish`` the solution.
+backtracks every requested k and lets the objective ``refine`` the boundaries.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from .groups import (  # noqa: F401  (Groups, make_groups, share_windows: public
     share_count_bounds,
     share_windows,
 )
-from .objectives import NAMES as OBJECTIVE_NAMES
-from .objectives import Objective, make_objective
+from .objectives import Objective, make_objective, registration
+from .objectives import names as objective_names
 from .solution import (
     PADS,
     Solution,
@@ -36,11 +36,8 @@ from .solution import (
     with_notes,
 )
 
-OBJECTIVES = OBJECTIVE_NAMES  # the registry's names
 # Backtracking keeps one int32 start index per (k, group): refuse beyond this many entries (600 MB).
 MAX_BACKTRACK_ENTRIES = 150_000_000
-# A time solution whose proven gap exceeds this carries a warning (Solution.optimality has it).
-GAP_NOTE = 1e-6
 # sweep() refuses more k values than this (the CLI's -k A:B spans at most as many).
 MAX_SWEEP_KS = 4097
 
@@ -97,9 +94,9 @@ def check_objective(objective, profile) -> str:
     """``None`` means time when a profile is given, padding otherwise."""
     if objective is None:
         return "time" if profile is not None else "padding"
-    if objective not in OBJECTIVES:
+    if objective not in objective_names():
         raise BucketoptError(
-            f"`objective` must be one of {', '.join(OBJECTIVES)}; got {objective!r}.")
+            f"`objective` must be one of {', '.join(objective_names())}; got {objective!r}.")
     return objective
 
 
@@ -171,25 +168,19 @@ class _Run:
         obj = self.objective
         sol = make_solution(self.hist, edges, token_budget=obj.token_budget, pad=obj.pad, k=k,
                             objective=obj.name, **self.meta)
-        if (obj.pad == "edge" and obj.name == "padding"
-                and sol.padded_tokens != self.best[layer - 1]):
-            raise AssertionError("DP optimum and evaluated padding disagree")
+        obj.verify(sol, self.best[layer - 1])
         cert = obj.optimality(layer, float(self.best[layer - 1]))
         sol = dataclasses.replace(sol, certificate=cert)
-        if not callable(cert) and not cert.exact and cert.gap > GAP_NOTE and obj.name == "time":
-            if self.sync_buckets is True or self.cost_model.world_size == 1:
-                note = (f"the certified DP stopped at its work limit: these boundaries are proven "
-                        f"within {cert.gap:.2e} of the optimum; exact=True (--exact) runs it to "
-                        "the end, which can take minutes on inputs this large.")
-            else:
-                note = ("ranks that do not share a bucket at each step wait for each other in a "
-                        "way no sum over buckets captures: these boundaries are a local optimum, "
-                        f"proven within {cert.gap:.2e} of the optimum (sync_buckets=True is "
-                        "solved exactly).")
-            sol = dataclasses.replace(sol, warnings=(*sol.warnings, note))
-        sol = obj.finish(sol)
+        notes = () if callable(cert) else obj.notes(cert)
+        if notes:
+            sol = dataclasses.replace(sol, warnings=(*sol.warnings, *notes))
+        refined = obj.refine(sol)
+        if refined is not None:
+            sol = make_solution(self.hist, refined, token_budget=sol.token_budget, pad=sol.pad,
+                                k=sol.k, align=sol.align, min_share=sol.min_share,
+                                max_share=sol.max_share, objective=sol.objective)
         if self.cost_model is not None:
-            from .cost.costmodel import annotate
+            from .cost.intervals import annotate
 
             sol = annotate(sol, self.hist, self.cost_model, sync_buckets=self.sync_buckets)
         return with_notes(sol, self.overflow)
@@ -207,9 +198,9 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
     if pad not in PADS:
         raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {pad!r}.")
     objective = check_objective(objective, profile)
-    if objective == "time" and min_fill > 0:
-        raise BucketoptError('`min_fill` applies to objective="padding" (the time objective '
-                             "already pays for every step).")
+    check = registration(objective, pad).check
+    if check is not None:  # the objective's own preconditions on the options
+        check(pad=pad, min_fill=min_fill, sync_buckets=sync_buckets)
     hist, overflow_report = apply_overflow(as_histogram(lengths), max_length, overflow)
     token_budget = check_token_budget(token_budget, hist)
     cost_model = None
@@ -428,7 +419,7 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
     if criterion is None:
         criterion = "throughput" if run.cost_model is not None else "padding"
     k_rec, reason = recommend_k(feasible, solutions, tolerance, criterion=criterion)
-    if getattr(run.objective, "sweep_rows_on_grid", False):
+    if not run.objective.sweep_rows_are_solves(run.kmax_eff, ks):
         # pad="batch" on many lengths: every row comes from one DP over the candidate grid; the
         # recommended k is the one solve() gives (grid optimum refined, docs/dynamic_padding.md).
         import dataclasses
@@ -466,7 +457,7 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None
         cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
     sol = make_solution(hist, edges, token_budget=token_budget, pad=pad)
     if cost_model is not None:
-        from .cost.costmodel import annotate
+        from .cost.intervals import annotate
 
         sol = annotate(sol, hist, cost_model.with_epochs(epochs), sync_buckets=sync_buckets)
     return with_notes(sol, overflow_report)

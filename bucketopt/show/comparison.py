@@ -1,6 +1,7 @@
 """compare(): batching strategies side by side on one dataset (``bucketopt compare``).
 
-Every strategy gets one row, a plain dict built by :func:`strategy_row` from its boundaries (if
+Every strategy gets one row, a plain dict built by :func:`~bucketopt.show.rows.strategy_row` from
+its boundaries (if
 any), its analytic expectation (if one exists) and its simulated epochs; extend a row there (or
 from ``Comparison.epochs``, which keeps the simulated :class:`~bucketopt.training.epoch.Epoch`
 objects).
@@ -17,6 +18,7 @@ from ..errors import BucketoptError
 from ..heuristics import RULES, rule_of_thumb
 from ..solution import check_token_budget
 from ..training.simulate import simulate
+from .rows import strategy_row
 
 MAX_SIMULATIONS = 1000
 # Above this many samples the simulated epochs run on a seeded uniform subsample of this size
@@ -121,43 +123,6 @@ class _Stages:
         if self.bar.total:
             self.bar.done = self.bar.total
         self.bar.close()
-
-
-def strategy_row(name: str, kind: str, epochs, *, boundaries=None, analytic=None,
-                 scale=None) -> dict:
-    """One row: ``padding_fraction`` is the analytic expectation where it exists, else the mean
-    of the simulated epochs; both are kept (``padding_fraction_analytic`` is None without one).
-
-    ``scale``: ``(simulated_samples, real_tokens)`` when ``epochs`` were simulated on a
-    subsample of that many samples of a dataset of ``real_tokens`` tokens: token and batch
-    totals are scaled by the ratio of real tokens (shares and rates are kept as they are)."""
-    fractions = [e.padding_fraction for e in epochs]
-    simulated = float(np.mean(fractions))
-    real = int(epochs[0].total_real_tokens)
-    padded = float(np.mean([e.padded_tokens for e in epochs]))
-    batches = float(np.mean([e.n_batches for e in epochs]))
-    if scale is not None:
-        simulated_samples, full_real = scale
-        padded *= full_real / real
-        batches *= full_real / real
-        real = int(full_real)
-    row = {
-        "kind": kind,
-        "boundaries": None if boundaries is None else [int(b) for b in boundaries],
-        "padding_fraction": simulated if analytic is None else float(analytic.padding_fraction),
-        "padding_fraction_analytic": None if analytic is None
-        else float(analytic.padding_fraction),
-        "padding_fraction_simulated": simulated,
-        "padded_tokens_simulated": padded,
-        "real_tokens": real,
-        "batches": batches,
-    }
-    if scale is not None:
-        row.update(simulated_samples=simulated_samples, scaled=True)
-    if analytic is not None:
-        row["padded_tokens_analytic"] = float(analytic.padded_tokens)
-        row["batch_sizes"] = None if analytic.batch_sizes is None else list(analytic.batch_sizes)
-    return row
 
 
 def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1, rules=RULES,
@@ -344,8 +309,8 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
                                          row["world_size"]))
     timing = {}
     if cost_model is not None:
-        from ..cost.costmodel import annotate, timing_fields
-        from ..cost.intervals import epochs_intervals
+        from ..cost.costmodel import timing_fields
+        from ..cost.intervals import annotate, epochs_intervals
 
         stages("timing")
         for name, eps in epochs.items():

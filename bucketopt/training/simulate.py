@@ -299,7 +299,7 @@ def _bucketed(lengths, boundaries, token_budget, rng, packing):
 
 
 def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:
-    from .._kernels import best_fit_decreasing
+    from ._sim_kernels import best_fit_decreasing
 
     lengths = validate_lengths(lengths)
     token_budget = check_token_budget(token_budget)

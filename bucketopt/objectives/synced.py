@@ -1,0 +1,180 @@
+"""Expected seconds of a bucketed epoch step by step, as the sampler runs it (world ranks).
+
+The arrays the time kernels need are built here once per histogram (:class:`TimeArrays`), and
+:func:`bucket_seconds` re-scores any boundaries with the same step model as the time DP
+(``bucketopt.objectives._time_kernels``; docs/method.md): with ``world`` = 1 the summed
+micro-batch time, with ``world`` = G > 1 and buckets synced across ranks, each bucket's
+micro-steps, each as long as the slowest of its G batches.
+
+The batches of all buckets in random order (``sync_buckets`` False) have a closed form too:
+:func:`batch_time_atoms` (the law of one micro-batch's time) and :func:`analytic_epoch_seconds`
+(the expected slowest of G batches drawn from it, step by step).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..data.histogram import Histogram
+
+PAD_CODES = {"edge": 0, "batch": 1}
+# Draw counts up to S0_CAP keep running order-statistic sums in the time DP; fewer when the sums
+# could overflow float64 (C(n, S) x length^2 x distinct lengths must stay below 1e290).
+S0_CAP = 64
+
+
+class TimeArrays:
+    """Prefix sums over a histogram's distinct lengths and, for dynamic padding, log(a!)."""
+
+    def __init__(self, hist: Histogram, pad: str):
+        from .batchpad import log_factorials
+
+        self.hist = hist
+        self.values = hist.values
+        counts = hist.counts.astype(np.float64)
+        x = hist.values.astype(np.float64)
+        self.pcv = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
+        self.pq1 = np.r_[0.0, np.cumsum(counts * x)]
+        self.pq2 = np.r_[0.0, np.cumsum(counts * x * x)]
+        self.pad_code = PAD_CODES[pad]
+        if self.pad_code == 1:
+            self.lf_hi, self.lf_lo = log_factorials(hist.n)
+        else:
+            self.lf_hi = self.lf_lo = np.zeros(1)
+        self.s0 = running_draws(hist)
+
+
+def running_draws(hist: Histogram) -> int:
+    """The largest draw count whose running sums cannot overflow (see S0_CAP)."""
+    n = max(hist.n, 2)
+    scale = 2 * math.log10(float(hist.max_length) + 1) + math.log10(hist.m + 1)
+    s0 = 1
+    for s in range(2, S0_CAP + 1):
+        log_binom = (math.lgamma(n + 1) - math.lgamma(s + 1) - math.lgamma(n - s + 1)
+                     if s <= n else 0.0) / math.log(10)
+        if log_binom + scale > 290:
+            break
+        s0 = s
+    return s0
+
+
+def bucket_features(arrays: TimeArrays, edges, token_budget, world: int) -> np.ndarray:
+    """(buckets, 3): steps, sum of w E[M] and sum of w E[M^2] over each bucket's steps with
+    ``world`` ranks (buckets synced across them); seconds are linear in them (see
+    :func:`bucket_seconds`)."""
+    from ._time_kernels import bucket_features as kernel
+
+    edges = np.asarray(edges, dtype=np.int64)
+    cut = np.searchsorted(arrays.values, edges, side="right")
+    out = np.zeros((edges.size, 3))
+    lo = 0
+    for k, hi in enumerate(cut):
+        hi = int(hi)
+        if hi > lo:
+            out[k] = kernel(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, lo, hi,
+                            int(edges[k]), int(token_budget), int(world), arrays.pad_code,
+                            arrays.lf_hi, arrays.lf_lo)
+        lo = max(lo, hi)
+    return out
+
+
+def bucket_seconds(arrays: TimeArrays, edges, token_budget, cost_model, world: int) -> np.ndarray:
+    """Expected seconds of every bucket of ``edges`` under ``cost_model`` over ``world`` ranks.
+
+    The sum is the epoch time with buckets synced across ``world`` ranks (``world`` = 1: the
+    summed micro-batch time).
+    """
+    m = cost_model
+    return bucket_features(arrays, edges, token_budget, world) @ np.array([m.alpha, m.beta,
+                                                                          m.gamma])
+
+
+def synced_features(hist: Histogram, edges, token_budget, pad: str, world: int) -> np.ndarray:
+    """Epoch seconds per unit of alpha, beta and gamma (the step model is linear in them): the
+    synced epoch time under (alpha, beta, gamma) is ``features @ (alpha, beta, gamma)``."""
+    return bucket_features(TimeArrays(hist, pad), edges, token_budget, world).sum(axis=0)
+
+
+def _max_distribution(values, counts, draws):
+    """P(longest of ``draws`` samples without replacement = each value) for one bucket."""
+    from scipy.special import gammaln
+
+    total = int(counts.sum())
+    below = np.cumsum(counts)
+    log_cdf = np.full(values.size, -np.inf)
+    ok = below >= draws
+    log_cdf[ok] = (gammaln(below[ok] + 1) - gammaln(below[ok] - draws + 1)
+                   - gammaln(total + 1) + gammaln(total - draws + 1))
+    cdf = np.exp(log_cdf)
+    return np.diff(np.r_[0.0, cdf])
+
+
+def batch_time_atoms(hist, boundaries, token_budget, pad, cost_model):
+    """The distribution of micro-batch times of a bucketed epoch: (times, batch counts).
+
+    Bucket k with N samples yields q = N // B_k batches of B_k rows and one of r = N mod B_k.
+    ``pad="edge"``: rows are padded to the edge, every full batch costs the same.
+    ``pad="batch"``: rows are padded to the batch's longest member, whose law is the maximum of
+    draws without replacement from the bucket.
+    """
+    edges = np.asarray(boundaries, dtype=np.int64)
+    which = np.searchsorted(edges, hist.values, side="left")
+    parts = [bucket_time_atoms(hist.values[which == k], hist.counts[which == k], int(edge),
+                               token_budget, pad, cost_model) for k, edge in enumerate(edges)]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def bucket_time_atoms(values, counts, edge, token_budget, pad, cost_model):
+    """(times, batch counts) of one bucket's micro-batches (see :func:`batch_time_atoms`)."""
+    n = int(counts.sum())
+    if n == 0:
+        return np.empty(0), np.empty(0)
+    size = min(token_budget // edge, n)
+    q, r = divmod(n, size)
+    times, weights = [], []
+    for rows, batches in ((size, q), (r, 1)):
+        if rows == 0 or batches == 0:
+            continue
+        if pad == "edge":
+            times.append(np.atleast_1d(cost_model.micro_batch_time(rows, edge)))
+            weights.append(np.array([float(batches)]))
+        else:
+            times.append(cost_model.micro_batch_time(rows, values))
+            weights.append(batches * _max_distribution(values, counts, rows))
+    return np.concatenate(times), np.concatenate(weights)
+
+
+def expected_step_max(times, weights, draws):
+    """E[slowest of ``draws`` micro-batches] drawn independently from (times, weights).
+
+    ``draws`` may be a sequence: one expectation per entry, from one sort.
+    """
+    order = np.argsort(times, kind="stable")  # timsort: merges the buckets' sorted runs fast
+    t, w = times[order], weights[order]
+    cdf = np.cumsum(w) / w.sum()
+    cdf[-1] = 1.0
+    cdf[cdf < 1e-30] = 0.0  # powers of tiny values would be subnormal: slow, and irrelevant
+    # (t * p).sum(), not np.dot: a threaded BLAS call costs milliseconds on a busy machine.
+    out = [float((t * np.diff(cdf ** d, prepend=0.0)).sum()) for d in np.atleast_1d(draws)]
+    return out if np.ndim(draws) else out[0]
+
+
+def analytic_epoch_seconds(hist, boundaries, token_budget, pad, cost_model) -> float:
+    """Expected epoch time of a bucketed epoch whose batches run in random order.
+
+    With nb batches over G ranks there are nb // G full steps, each lasting the expected slowest
+    of G batch times (independent draws from the epoch's batch-time distribution), plus one
+    step of the remaining nb mod G batches.
+    """
+    times, weights = batch_time_atoms(hist, boundaries, token_budget, pad, cost_model)
+    return _seconds_from_atoms(times, weights, cost_model.world_size)
+
+
+def _seconds_from_atoms(times, weights, world_size) -> float:
+    n_batches = round(float(weights.sum()))
+    g = world_size
+    full, rest = divmod(n_batches, g)
+    step, last = expected_step_max(times, weights, [g, max(rest, 1)])
+    return full * step + (last if rest else 0.0)
