@@ -42,17 +42,16 @@ NAME_MOVES = {
         "bucketopt.objectives._packed_kernels",
     ("bucketopt.training._packing_kernels", "level_layers_kernel"):
         "bucketopt.objectives._packed_kernels",
-    ("bucketopt.cost.costmodel", "_max_distribution"): "bucketopt.objectives.synced",
-    ("bucketopt.cost.costmodel", "batch_time_atoms"): "bucketopt.objectives.synced",
-    ("bucketopt.cost.costmodel", "bucket_time_atoms"): "bucketopt.objectives.synced",
-    ("bucketopt.cost.costmodel", "expected_step_max"): "bucketopt.objectives.synced",
-    ("bucketopt.cost.costmodel", "analytic_epoch_seconds"): "bucketopt.objectives.synced",
-    ("bucketopt.cost.costmodel", "_seconds_from_atoms"): "bucketopt.objectives.synced",
+    ("bucketopt.cost.costmodel", "_max_distribution"): "bucketopt.objectives.random_order",
+    ("bucketopt.cost.costmodel", "batch_time_atoms"): "bucketopt.objectives.random_order",
+    ("bucketopt.cost.costmodel", "bucket_time_atoms"): "bucketopt.objectives.random_order",
+    ("bucketopt.cost.costmodel", "expected_step_max"): "bucketopt.objectives.random_order",
+    ("bucketopt.cost.costmodel", "analytic_epoch_seconds"): "bucketopt.objectives.random_order",
+    ("bucketopt.cost.costmodel", "_seconds_from_atoms"): "bucketopt.objectives.random_order",
     ("bucketopt.cost.intervals", "parse_uncertainty"): "bucketopt.cost.costmodel",
     ("bucketopt.cost.intervals", "MAX_SETS"): "bucketopt.cost.costmodel",
     ("bucketopt.cost.costmodel", "annotate"): "bucketopt.cost.intervals",
     ("bucketopt.show.comparison", "strategy_row"): "bucketopt.show.rows",
-    ("bucketopt.training._varlen_plan", "VARLEN"): "bucketopt.training.sampler",
 }
 
 TEXT_SUFFIXES = {".py", ".md", ".ipynb", ".toml"}

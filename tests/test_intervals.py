@@ -26,7 +26,7 @@ from bucketopt.cost.intervals import (
     solution_intervals,
 )
 from bucketopt.data.histogram import Histogram
-from bucketopt.objectives.synced import analytic_epoch_seconds
+from bucketopt.objectives.random_order import analytic_epoch_seconds
 
 STORY = "rtx-pro-6000-blackwell"
 

@@ -104,3 +104,57 @@ def test_unregistered_objective_is_refused_by_the_cli(tmp_path, capsys):
     np.save(path, LENGTHS)
     assert main(["solve", "--lens", str(path), "-k", "4", "--objective", "toy"]) == 2
     assert "toy" in capsys.readouterr().err
+
+
+# --- a compare strategy registered from outside the package ----------------------------------
+
+
+@pytest.fixture
+def toy_strategy():
+    from bucketopt.training import strategies as registry
+
+    saved = dict(registry._STRATEGIES)
+
+    def one_bucket(context):
+        edge = [int(context.hist.values[-1])]
+        return [registry.Row("one-bucket", "toy", context.simulate(
+            "bucketed", boundaries=edge, packing="fixed", pad=context.pad), edge)]
+
+    registry.register_strategy("one-bucket", "after", one_bucket)
+    yield
+    registry._STRATEGIES.clear()
+    registry._STRATEGIES.update(saved)
+
+
+def test_toy_strategy_through_compare(toy_strategy):
+    c = bucketopt.compare(LENGTHS, 3, token_budget=4096, seed=2, profile="rtx-pro-6000-blackwell",
+                          world_size=2)
+    row = c.strategies["one-bucket"]
+    expected = bucketopt.simulate(LENGTHS, "bucketed", boundaries=[int(LENGTHS.max())],
+                                  token_budget=4096, seed=2, epoch=0, packing="fixed",
+                                  pad="batch")
+    assert row["kind"] == "toy"
+    assert row["boundaries"] == [int(LENGTHS.max())]
+    assert row["padding_fraction_simulated"] == pytest.approx(expected.padding_fraction)
+    assert row["ktok_per_s"] > 0  # timed like every other row
+    names = list(c.strategies)
+    assert names.index("bucketed") < names.index("one-bucket") < names.index("packed")
+
+
+def test_toy_strategy_through_the_cli(toy_strategy, tmp_path, capsys):
+    path = tmp_path / "lengths.npy"
+    np.save(path, LENGTHS)
+    assert main(["compare", "--lens", str(path), "-k", "3", "--token-budget", "4096", "--json",
+                 "-q", "--no-diversity"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["strategies"]["one-bucket"]["kind"] == "toy"
+
+
+def test_compare_rows_come_from_the_registry():
+    from bucketopt.training.strategies import strategies
+
+    c = bucketopt.compare(LENGTHS, 3, token_budget=4096, rules=(), diversity=False)
+    registered = [s.name for s in strategies()]
+    assert "one-bucket" not in c.strategies
+    assert [n for n in c.strategies if n in registered] == ["sorted", "shuffle", "bucketed",
+                                                            "edge_optimal"]

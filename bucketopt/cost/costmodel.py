@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BucketoptError
-from ..objectives.synced import (  # noqa: F401  (the analytic epoch time: public here too)
+from ..objectives.random_order import (  # noqa: F401  (the analytic epoch time: public here too)
     analytic_epoch_seconds,
     batch_time_atoms,
     bucket_time_atoms,

@@ -19,7 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import BucketoptError
-from ..objectives.synced import analytic_epoch_seconds
+from ..objectives.random_order import analytic_epoch_seconds
 from .costmodel import (  # noqa: F401  (parse_uncertainty, MAX_SETS: public here too)
     MAX_SETS,
     SECONDS_PER_DAY,
@@ -95,7 +95,7 @@ def prediction_intervals(seconds_of, profile, *, real_tokens: int, world_size=No
 def _atom_features(hist, boundaries, token_budget, pad):
     """Batch-time atoms of a bucketed epoch as features [1, sL, sL^2] (times are linear in the
     coefficients, the atoms' weights do not depend on them)."""
-    from ..objectives.synced import batch_time_atoms
+    from ..objectives.random_order import batch_time_atoms
 
     columns, weights = [], None
     for unit in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)):
@@ -106,7 +106,7 @@ def _atom_features(hist, boundaries, token_budget, pad):
 
 
 def _atoms_seconds(times, weights, world_size) -> float:
-    from ..objectives.synced import expected_step_max
+    from ..objectives.random_order import expected_step_max
 
     n_batches = round(float(weights.sum()))
     full, rest = divmod(n_batches, world_size)

@@ -219,7 +219,7 @@ def refine_time(solution, groups, cost_model):
     if cost_model.world_size == 1 or len(solution.boundaries) < 2:
         return None
     from ..groups import share_count_bounds
-    from .synced import _seconds_from_atoms, bucket_time_atoms
+    from .random_order import _seconds_from_atoms, bucket_time_atoms
 
     hist = groups.hist
     candidates = groups.edges[1:]

@@ -25,8 +25,7 @@ from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries, check_token_budget
 from ._sampler_plan import EpochPlan, build_plan, infeasible
-from ._varlen_plan import build_varlen_plan, most_rows
-from .sampler import VARLEN
+from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
 
 __all__ = ["BucketBatchSampler", "EpochPlan", "TrackedLoader"]
 
