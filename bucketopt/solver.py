@@ -17,7 +17,7 @@ import numpy as np
 from .data.histogram import TOKEN_LIMIT, Histogram, as_histogram
 from .data.overflow import apply_overflow
 from .errors import BucketoptError
-from .groups import (  # noqa: F401  (Groups, make_groups, share_windows: public here too)
+from .groups import (
     INF,
     Groups,
     backtrack,
@@ -186,6 +186,29 @@ class _Run:
         return with_notes(sol, self.overflow)
 
 
+def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budget, min_share,
+               max_share, stage: bool = True):
+    """The DP driver of every objective: its candidates, the share windows, ``fit``, then
+    ``layers`` up to ``kmax``; returns (kmax_eff, opt, best). ``obj.groups`` holds the candidate
+    groups the DP ran on (backtrack over them)."""
+    groups = obj.candidates(groups, token_budget)
+    kmax_eff = min(kmax, groups.g)
+    if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES:
+        raise BucketoptError(
+            f"k={kmax} over {groups.g:,} candidate edges needs "
+            f"{kmax_eff * (groups.g + 1) * 4 / 1e6:,.0f} MB of DP state; use a smaller k or "
+            "align= to merge nearby lengths."
+        )
+    win_lo, win_hi = share_windows(groups, min_share, max_share)
+    obj.fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
+    if not stage:
+        return (kmax_eff, *obj.layers(kmax_eff, ks))
+    from .progress import Stage
+
+    with Stage(f"solving k={kmax} ({obj.describe()})"):
+        return (kmax_eff, *obj.layers(kmax_eff, ks))
+
+
 def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, align, profile,
          world_size, epochs, min_fill=0.0, sync_buckets=True, max_length=None,
          overflow="truncate", exact=False) -> _Run:
@@ -219,20 +242,8 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
         )
     obj = make_objective(objective, pad, cost_model=cost_model, min_fill=min_fill,
                          sync_buckets=sync_buckets, exact=check_exact(exact))
-    groups = obj.candidates(groups, token_budget)
-    kmax_eff = min(kmax, groups.g)
-    if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES:
-        raise BucketoptError(
-            f"k={kmax} over {groups.g:,} candidate edges needs "
-            f"{kmax_eff * (groups.g + 1) * 4 / 1e6:,.0f} MB of DP state; use a smaller k or "
-            "align= to merge nearby lengths."
-        )
-    win_lo, win_hi = share_windows(groups, min_share, max_share)
-    obj.fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
-    from .progress import Stage
-
-    with Stage(f"solving k={kmax} ({obj.describe()})"):
-        opt, best = obj.layers(kmax_eff, ks)
+    kmax_eff, opt, best = run_layers(obj, groups, kmax, ks, token_budget=token_budget,
+                                     min_share=min_share, max_share=max_share)
     meta = dict(align=align, min_share=min_share, max_share=max_share, min_fill=min_fill)
     return _Run(hist, obj, kmax_eff, opt, best, meta, cost_model, overflow_report, sync_buckets)
 

@@ -267,11 +267,11 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         add(row.name, row.kind, eps, row.boundaries, analytic, extra=row.extra)
     simulated("after")
     if diversity:  # bucketopt.training.diversity
-        from ..training.diversity import comparison_diversity
+        from ..training.diversity import row_diversity
 
         edges = rows["bucketed"]["boundaries"]
         stages("diversity")
-        for name, fields in comparison_diversity(
+        for name, fields in row_diversity(
                 sim_lengths, edges, token_budget=token_budget, world_size=ranks,
                 grad_accum=grad_accum, seed=seed,
                 dataset=hist if subsampled else None).items():
