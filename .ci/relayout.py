@@ -9,6 +9,10 @@ Rewrites ``from X import a, b`` (absolute or relative, at any depth, inside func
 imports stay relative, computed from the importing module's package. A name listed in
 NAME_MOVES is split out of its statement into an import from its new module. Code of the names
 in NAME_MOVES is moved by hand; this script only follows the imports.
+
+Renamed in the same change (by hand, not by this script): ``training.simulate.batch_plan`` ->
+``plan_arrays``; ``training.diversity.comparison_diversity`` -> ``row_diversity``; the seam's
+``Objective.finish(solution) -> Solution`` -> ``Objective.refine(solution) -> boundaries | None``.
 """
 
 from __future__ import annotations

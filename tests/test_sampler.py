@@ -471,7 +471,7 @@ def test_simulated_ddp_run_world_size_8():
     assert unsynced.plan().mixed_steps > 0  # without sync_buckets ranks do hold other buckets
 
 
-def test_comparison_diversity_and_sampler_epochs():
+def test_row_diversity_and_sampler_epochs():
     from bucketopt.training.diversity import row_diversity, sampler_epochs
 
     lengths = np.random.default_rng(4).integers(1, 300, 4000)
