@@ -180,3 +180,41 @@ def test_objective_kernels_stay_in_objectives(name):
     importers = {m for m, targets in GRAPH.items() if name in targets}
     assert importers, f"nothing imports {name}"
     assert all(m.startswith("bucketopt.objectives.") for m in importers), importers
+
+
+# Each objective's modules in bucketopt/objectives (docs/layers.md, "One objective, one place"),
+# and the certified DP that the time and dynamic-padding objectives share.
+OBJECTIVE_MODULES = {
+    "edge": {"edge", "_edge_kernels", "_edge_numpy"},
+    "batch": {"batch", "batchpad", "_batch_kernels", "_batch_sweep"},
+    "time": {"time", "synced", "random_order", "_time_kernels"},
+    "packed": {"packed", "_packed_kernels"},
+    "certified": {"certified", "_bound_kernels", "_certified_kernels", "_pricing", "_hulls"},
+}
+# the certified DP prices buckets with the time model's walks and the dynamic-padding sweeps, and
+# the two objectives that run it read its bounds
+SHARED = {"_time_kernels": {"certified"}, "_batch_sweep": {"certified"},
+          "_bound_kernels": {"batch", "time"}}
+
+
+def test_every_objective_module_belongs_to_one_objective():
+    names = {m.rsplit(".", 1)[1] for m in GRAPH if m.startswith("bucketopt.objectives.")}
+    owned = [n for group in OBJECTIVE_MODULES.values() for n in group]
+    assert sorted(owned) == sorted(set(owned))  # one owner each
+    assert names - {"base"} == set(owned)
+
+
+def test_no_objective_imports_another_objectives_private_module():
+    owner = {n: name for name, group in OBJECTIVE_MODULES.items() for n in group}
+    wrong = []
+    for module, targets in sorted(GRAPH.items()):
+        for target in sorted(targets):
+            if not target.startswith("bucketopt.objectives._"):
+                continue
+            private = target.rsplit(".", 1)[1]
+            allowed = {owner[private], *SHARED.get(private, ())}
+            mine = module.rsplit(".", 1)[1] if module.startswith("bucketopt.objectives.") \
+                else None
+            if owner.get(mine) not in allowed:
+                wrong.append(f"{module} imports {target}")
+    assert wrong == []
