@@ -262,7 +262,7 @@ def physics(coef, token_budget):
 
 
 def fast_path_gaps(coef, token_budget):
-    from bucketopt.cost.costmodel import annotate
+    from bucketopt.cost.intervals import annotate
     from bucketopt.data.histogram import Histogram
     from bucketopt.training.simulate import simulate
 

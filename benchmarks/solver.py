@@ -24,8 +24,8 @@ from numba import njit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's bucketopt
 import bucketopt
-from bucketopt._kernels import _edge_layers_dc, edge_layers, edge_layers_quadratic
 from bucketopt.data.histogram import Histogram
+from bucketopt.objectives._edge_kernels import _edge_layers_dc, edge_layers, edge_layers_quadratic
 from bucketopt.solver import make_groups, share_windows
 
 

@@ -55,7 +55,7 @@ def seed_like(*, shuffled: bool = True) -> np.ndarray:
     >>> len(a), int(np.percentile(a, 50)), int(a.max())
     (902087, 1727, 8191)
     """
-    from .data._pchip import pchip  # scipy's PchipInterpolator, bit for bit, without its import
+    from .data.pchip import pchip  # scipy's PchipInterpolator, bit for bit, without its import
 
     ranks, lengths = published_knots(N_SAMPLES)
     out = np.rint(pchip(ranks, lengths, np.arange(N_SAMPLES, dtype=np.float64))).astype(np.int64)

@@ -206,7 +206,7 @@ def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str
     elif pad == "batch":
         if sizes is None:
             raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
-        from .batchpad import expected_padding_and_fill
+        from .objectives.batchpad import expected_padding_and_fill
 
         padded, full = expected_padding_and_fill(hist, edges, sizes)
         fill = full / token_budget

@@ -2,7 +2,7 @@
 
 The solver knows no cost: it validates, builds the candidate edges (:mod:`bucketopt.groups`),
 hands them to the objective (:mod:`bucketopt.objectives`: ``candidates``, ``fit``, ``layers``),
-backtracks every requested k and lets the objective ``finish`` the solution.
+backtracks every requested k and lets the objective ``refine`` the boundaries.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from .data.histogram import TOKEN_LIMIT, Histogram, as_histogram
 from .data.overflow import apply_overflow
 from .errors import BucketoptError
-from .groups import (  # noqa: F401  (Groups, make_groups, share_windows: public here too)
+from .groups import (
     INF,
     Groups,
     backtrack,
@@ -25,8 +25,8 @@ from .groups import (  # noqa: F401  (Groups, make_groups, share_windows: public
     share_count_bounds,
     share_windows,
 )
-from .objectives import NAMES as OBJECTIVE_NAMES
-from .objectives import Objective, make_objective
+from .objectives import Objective, make_objective, registration
+from .objectives import names as objective_names
 from .solution import (
     PADS,
     Solution,
@@ -36,11 +36,8 @@ from .solution import (
     with_notes,
 )
 
-OBJECTIVES = OBJECTIVE_NAMES  # the registry's names
 # Backtracking keeps one int32 start index per (k, group): refuse beyond this many entries (600 MB).
 MAX_BACKTRACK_ENTRIES = 150_000_000
-# A time solution whose proven gap exceeds this carries a warning (Solution.optimality has it).
-GAP_NOTE = 1e-6
 # sweep() refuses more k values than this (the CLI's -k A:B spans at most as many).
 MAX_SWEEP_KS = 4097
 
@@ -97,9 +94,9 @@ def check_objective(objective, profile) -> str:
     """``None`` means time when a profile is given, padding otherwise."""
     if objective is None:
         return "time" if profile is not None else "padding"
-    if objective not in OBJECTIVES:
+    if objective not in objective_names():
         raise BucketoptError(
-            f"`objective` must be one of {', '.join(OBJECTIVES)}; got {objective!r}.")
+            f"`objective` must be one of {', '.join(objective_names())}; got {objective!r}.")
     return objective
 
 
@@ -171,31 +168,53 @@ class _Run:
         obj = self.objective
         sol = make_solution(self.hist, edges, token_budget=obj.token_budget, pad=obj.pad, k=k,
                             objective=obj.name, **self.meta)
-        if (obj.pad == "edge" and obj.name == "padding"
-                and sol.padded_tokens != self.best[layer - 1]):
-            raise AssertionError("DP optimum and evaluated padding disagree")
+        obj.verify(sol, self.best[layer - 1])
+        sol = dataclasses.replace(sol, certificate=obj.optimality(layer,
+                                                                  float(self.best[layer - 1])))
         from .progress import Stage
 
         with Stage(f"finishing k={k} ({obj.describe()})"):  # e.g. polishing unsynced waits
-            sol = obj.finish(dataclasses.replace(
-                sol, certificate=obj.optimality(layer, float(self.best[layer - 1]))))
+            refined = obj.refine(sol)
+        if refined is not None:
+            boundaries, cert = refined
+            if boundaries is not None:
+                sol = make_solution(self.hist, boundaries, token_budget=sol.token_budget,
+                                    pad=sol.pad, k=sol.k, align=sol.align,
+                                    min_share=sol.min_share, max_share=sol.max_share,
+                                    objective=sol.objective)
+            sol = dataclasses.replace(sol, certificate=cert)
         cert = sol.certificate
-        if not callable(cert) and not cert.exact and cert.gap > GAP_NOTE and obj.name == "time":
-            if self.sync_buckets is True or self.cost_model.world_size == 1:
-                note = (f"the certified DP stopped at its work limit: these boundaries are proven "
-                        f"within {cert.gap:.2e} of the optimum; exact=True (--exact) runs it to "
-                        "the end, which can take minutes on inputs this large.")
-            else:
-                note = ("ranks that do not share a bucket at each step wait for each other in a "
-                        "way no sum over buckets captures: these boundaries are a local optimum, "
-                        f"proven within {cert.gap:.2e} of the optimum (sync_buckets=True is "
-                        "solved exactly).")
-            sol = dataclasses.replace(sol, warnings=(*sol.warnings, note))
+        notes = () if callable(cert) else obj.notes(cert)
+        if notes:
+            sol = dataclasses.replace(sol, warnings=(*sol.warnings, *notes))
         if self.cost_model is not None:
-            from .cost.costmodel import annotate
+            from .cost.intervals import annotate
 
             sol = annotate(sol, self.hist, self.cost_model, sync_buckets=self.sync_buckets)
         return with_notes(sol, self.overflow)
+
+
+def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budget, min_share,
+               max_share, stage: bool = True):
+    """The DP driver of every objective: its candidates, the share windows, ``fit``, then
+    ``layers`` up to ``kmax``; returns (kmax_eff, opt, best). ``obj.groups`` holds the candidate
+    groups the DP ran on (backtrack over them)."""
+    groups = obj.candidates(groups, token_budget)
+    kmax_eff = min(kmax, groups.g)
+    if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES:
+        raise BucketoptError(
+            f"k={kmax} over {groups.g:,} candidate edges needs "
+            f"{kmax_eff * (groups.g + 1) * 4 / 1e6:,.0f} MB of DP state; use a smaller k or "
+            "align= to merge nearby lengths."
+        )
+    win_lo, win_hi = share_windows(groups, min_share, max_share)
+    obj.fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
+    if not stage:
+        return (kmax_eff, *obj.layers(kmax_eff, ks))
+    from .progress import Stage
+
+    with Stage(f"solving k={kmax} ({obj.describe()})"):
+        return (kmax_eff, *obj.layers(kmax_eff, ks))
 
 
 def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, align, profile,
@@ -210,9 +229,9 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
     if pad not in PADS:
         raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {pad!r}.")
     objective = check_objective(objective, profile)
-    if objective == "time" and min_fill > 0:
-        raise BucketoptError('`min_fill` applies to objective="padding" (the time objective '
-                             "already pays for every step).")
+    check = registration(objective, pad).check
+    if check is not None:  # the objective's own preconditions on the options
+        check(pad=pad, min_fill=min_fill, sync_buckets=sync_buckets)
     hist, overflow_report = apply_overflow(as_histogram(lengths), max_length, overflow)
     token_budget = check_token_budget(token_budget, hist)
     cost_model = None
@@ -231,20 +250,8 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
         )
     obj = make_objective(objective, pad, cost_model=cost_model, min_fill=min_fill,
                          sync_buckets=sync_buckets, exact=check_exact(exact))
-    groups = obj.candidates(groups, token_budget)
-    kmax_eff = min(kmax, groups.g)
-    if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES:
-        raise BucketoptError(
-            f"k={kmax} over {groups.g:,} candidate edges needs "
-            f"{kmax_eff * (groups.g + 1) * 4 / 1e6:,.0f} MB of DP state; use a smaller k or "
-            "align= to merge nearby lengths."
-        )
-    win_lo, win_hi = share_windows(groups, min_share, max_share)
-    obj.fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
-    from .progress import Stage
-
-    with Stage(f"solving k={kmax} ({obj.describe()})"):
-        opt, best = obj.layers(kmax_eff, ks)
+    kmax_eff, opt, best = run_layers(obj, groups, kmax, ks, token_budget=token_budget,
+                                     min_share=min_share, max_share=max_share)
     meta = dict(align=align, min_share=min_share, max_share=max_share, min_fill=min_fill)
     return _Run(hist, obj, kmax_eff, opt, best, meta, cost_model, overflow_report, sync_buckets)
 
@@ -432,7 +439,7 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
     if criterion is None:
         criterion = "throughput" if run.cost_model is not None else "padding"
     k_rec, reason = recommend_k(feasible, solutions, tolerance, criterion=criterion)
-    if getattr(run.objective, "sweep_rows_on_grid", False):
+    if not run.objective.sweep_rows_are_solves(run.kmax_eff, ks):
         # pad="batch" on many lengths: every row comes from one DP over the candidate grid; the
         # recommended k is the one solve() gives (grid optimum refined, docs/dynamic_padding.md).
         import dataclasses
@@ -470,7 +477,7 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None
         cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
     sol = make_solution(hist, edges, token_budget=token_budget, pad=pad)
     if cost_model is not None:
-        from .cost.costmodel import annotate
+        from .cost.intervals import annotate
 
         sol = annotate(sol, hist, cost_model.with_epochs(epochs), sync_buckets=sync_buckets)
     return with_notes(sol, overflow_report)

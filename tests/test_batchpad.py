@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 
 import bucketopt
 from bucketopt import BucketoptError
-from bucketopt.batchpad import expected_batch_padding, expected_padding_per_bucket
 from bucketopt.data.histogram import Histogram
 from bucketopt.datasets import seed_like
 from bucketopt.groups import backtrack, make_groups, share_windows
 from bucketopt.heuristics import RULES, rule_of_thumb
 from bucketopt.objectives.batch import EXACT_CANDIDATES, batch_layers, candidate_grid
+from bucketopt.objectives.batchpad import expected_batch_padding, expected_padding_per_bucket
 
 from . import naive
 
@@ -254,7 +254,7 @@ def mp():
 @given(st.integers(1, 40_000_000), st.integers(0, 70_000), st.floats(0.0, 1.0),
        st.integers(0, 60))
 def test_log_binom_ratio_against_high_precision(mp, n, s, where, near):
-    from bucketopt._batch_kernels import LOG_ZERO, log_binom_ratio
+    from bucketopt.objectives._batch_kernels import LOG_ZERO, log_binom_ratio
 
     s = min(s, n)
     a = n - near if where < 0.5 else s + int((n - s) * where)
@@ -270,7 +270,7 @@ def test_log_binom_ratio_against_high_precision(mp, n, s, where, near):
 @pytest.mark.parametrize("size", [2, 7, 64, 301])
 def test_expected_padding_above_the_table_to_1e9(size):
     # 3,000,000 samples (above WALK_TABLE_MAX): the walks use Stirling differences, no table.
-    from bucketopt.batchpad import WALK_TABLE_MAX, walk_tables
+    from bucketopt.objectives.batchpad import WALK_TABLE_MAX, walk_tables
 
     rng = np.random.default_rng(size)
     values = np.unique(rng.integers(50, 4000, 120))
@@ -288,8 +288,8 @@ def test_expected_padding_above_the_table_to_1e9(size):
        st.integers(1, 5000))
 def test_table_and_stirling_walks_agree(xs, size, scale):
     # The same bucket costed through the log-factorial table and through Stirling differences.
-    from bucketopt._batch_kernels import batch_bucket_cost, expected_max
-    from bucketopt.batchpad import walk_tables
+    from bucketopt.objectives._batch_kernels import batch_bucket_cost, expected_max
+    from bucketopt.objectives.batchpad import walk_tables
 
     hist = Histogram.from_lengths(xs)
     hist = Histogram(hist.values, hist.counts * scale)
@@ -373,7 +373,7 @@ def _assert_exact(got, hist, lo, hi, size):
 def test_sweep_prices_every_start_exactly(pairs, size, data):
     # One sweep prices the buckets from several starts to one end; each cost is the exact
     # expected dynamic padding (Fraction), whatever the starts (repeated, far apart, adjacent).
-    from bucketopt._batch_sweep import pascal_table, sweep_costs
+    from bucketopt.objectives._batch_sweep import pascal_table, sweep_costs
 
     hist, pc, pt = _histogram_of(pairs)
     hi = data.draw(st.integers(1, hist.m), label="end")
@@ -392,7 +392,7 @@ def test_sweep_prices_every_start_exactly(pairs, size, data):
 def test_window_costs_price_every_pair_exactly(pairs, size, data):
     # A window of ends over a window of starts (one sweep, then each end grows the sums): every
     # pair's cost is the exact expected dynamic padding (Fraction).
-    from bucketopt._batch_sweep import pascal_table, window_costs
+    from bucketopt.objectives._batch_sweep import pascal_table, window_costs
 
     hist, pc, pt = _histogram_of(pairs)
     assume(hist.m >= 2)
@@ -415,9 +415,9 @@ def test_window_costs_price_every_pair_exactly(pairs, size, data):
 def test_sweep_equals_the_walks_on_large_buckets(xs, size, scale):
     # Tens of millions of samples and batch sizes up to a window DP's largest swept one: the sums
     # are kept scaled (no overflow), and the costs agree with the walks' (table or Stirling).
-    from bucketopt._batch_kernels import batch_bucket_cost
-    from bucketopt._batch_sweep import pascal_table, sweep_costs
-    from bucketopt.batchpad import walk_tables
+    from bucketopt.objectives._batch_kernels import batch_bucket_cost
+    from bucketopt.objectives._batch_sweep import pascal_table, sweep_costs
+    from bucketopt.objectives.batchpad import walk_tables
 
     rng = np.random.default_rng(len(xs))
     hist = Histogram.from_lengths(xs)
@@ -438,7 +438,7 @@ def test_sweep_equals_the_walks_on_large_buckets(xs, size, scale):
 def test_the_dp_prices_by_sweeps_and_by_walks_alike(monkeypatch):
     # The same DP with every end priced by walks (the sweep switched off, the kernel run as
     # Python) finds the same chains at the same costs to 1e-12, on the embedded example's grid.
-    from bucketopt import _batch_kernels
+    from bucketopt.objectives import _batch_kernels
     from bucketopt.objectives.batch import _Data
 
     hist = Histogram.from_lengths(seed_like())
@@ -463,8 +463,8 @@ def test_a_walk_cut_at_its_cap_returns_a_bound_above_it():
     # rely on it), else the cost. Near 0 the bound, summed once for the test and once for the
     # result, used to round back to the cap or below (-1.9e-9 for a bucket of 8.4M padded
     # tokens): 40 gamma-shaped buckets of 50 to 30,000 samples, caps 0 and 1e-9 among others.
-    from bucketopt._batch_kernels import batch_bucket_cost
-    from bucketopt.batchpad import walk_tables
+    from bucketopt.objectives._batch_kernels import batch_bucket_cost
+    from bucketopt.objectives.batchpad import walk_tables
 
     rng = np.random.default_rng(0)
     for _ in range(40):

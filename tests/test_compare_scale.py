@@ -1,5 +1,5 @@
 """compare/simulate/diversity at scale: the histogram and array routes against the per-sample
-references (batch_plan's index plans, the list-based metrics, tests/naive.py), and the subsample
+references (plan_arrays' index plans, the list-based metrics, tests/naive.py), and the subsample
 route of compare() against the exact one."""
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from hypothesis import strategies as st
 from bucketopt import BucketoptError, Histogram, simulate
 from bucketopt.show.comparison import _Stages, compare, subsample
 from bucketopt.training.diversity import (
-    comparison_diversity,
     decile_bins,
     decile_cuts,
     epoch_churn,
     measure,
     plan_churn,
+    row_diversity,
     strategy_batches,
 )
 from bucketopt.training.epoch import epoch_from_batches
-from bucketopt.training.simulate import batch_plan, greedy_stream, sorted_batches, sorted_epoch
+from bucketopt.training.simulate import greedy_stream, plan_arrays, sorted_batches, sorted_epoch
 
 from . import naive
 
@@ -43,7 +43,7 @@ def dataset(draw):
 
 def per_sample_epoch(lengths, strategy, budget, boundaries, seed, epoch, packing, pad):
     """The exact per-sample simulation: the index plan, batch by batch."""
-    order, starts, buckets = batch_plan(lengths, strategy, token_budget=budget,
+    order, starts, buckets = plan_arrays(lengths, strategy, token_budget=budget,
                                         boundaries=boundaries, seed=seed, epoch=epoch,
                                         packing=packing)
     return epoch_from_batches(lengths, np.split(order, starts[1:]), strategy=strategy, pad=pad,
@@ -151,14 +151,14 @@ def test_churn_with_a_repeated_index_compares_real_sets():
 def test_array_diversity_equals_the_list_based_metrics(data, world, accum, seed):
     lengths, budget, boundaries = data
     try:
-        got = comparison_diversity(lengths, boundaries, token_budget=budget, world_size=world,
+        got = row_diversity(lengths, boundaries, token_budget=budget, world_size=world,
                                    grad_accum=accum, seed=seed)
     except BucketoptError:  # the sampler refuses this configuration: nothing to compare
         return
     for name in ("sorted", "shuffle", "bucketed", "sampler"):
         if name == "bucketed":
             epochs = [np.split(o, s[1:]) for o, s, _ in (
-                batch_plan(lengths, "bucketed", token_budget=budget, boundaries=boundaries,
+                plan_arrays(lengths, "bucketed", token_budget=budget, boundaries=boundaries,
                            seed=seed, epoch=e) for e in (0, 1))]
         else:
             epochs = [strategy_batches(lengths, "bucketed" if name == "sampler" else name,
@@ -376,7 +376,7 @@ def test_cli_reads_the_histogram_beyond_the_threshold(tmp_path, monkeypatch, cap
 
 
 def _plan_reference(lengths, strategy, budget, boundaries, seed, epoch, packing):
-    """batch_plan written the direct way: argsort, permutation, gathers, a take."""
+    """plan_arrays written the direct way: argsort, permutation, gathers, a take."""
 
     lengths = np.asarray(lengths, dtype=np.int64)
     rng = np.random.default_rng((seed, epoch))
@@ -426,7 +426,7 @@ def test_batch_plan_is_the_direct_plan(data, strategy, packing, chunk, epoch, ta
     simulate_module.CHUNK = chunk
     simulate_module.LUT_MAX = saved[1] if table else 0  # 0: a binary search per sample
     try:
-        got = batch_plan(lengths, strategy, token_budget=budget, boundaries=boundaries, seed=2,
+        got = plan_arrays(lengths, strategy, token_budget=budget, boundaries=boundaries, seed=2,
                          epoch=epoch, packing=packing)
     finally:
         simulate_module.CHUNK, simulate_module.LUT_MAX = saved

@@ -12,13 +12,8 @@ from hypothesis import strategies as st
 
 import bucketopt
 from bucketopt import BucketoptError
-from bucketopt.cost.costmodel import (
-    CostModel,
-    annotate,
-    available_profiles,
-    load_profile,
-    time_epoch,
-)
+from bucketopt.cost.costmodel import CostModel, available_profiles, load_profile, time_epoch
+from bucketopt.cost.intervals import annotate
 from bucketopt.data.histogram import Histogram
 from bucketopt.training.epoch import Epoch, epoch_from_batches
 

@@ -12,15 +12,15 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bucketopt._edge_numpy import edge_layers_numpy
-from bucketopt._kernels import (
+from bucketopt.data.histogram import Histogram
+from bucketopt.groups import make_groups, share_windows
+from bucketopt.objectives._edge_kernels import (
     _edge_layers_dc,
     _hull_applies,
     edge_layers,
     edge_layers_quadratic,
 )
-from bucketopt.data.histogram import Histogram
-from bucketopt.groups import make_groups, share_windows
+from bucketopt.objectives._edge_numpy import edge_layers_numpy
 
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -13,20 +13,20 @@ import bucketopt
 from bucketopt import BucketoptError
 from bucketopt.cost.costmodel import (
     CostModel,
-    analytic_epoch_seconds,
     epoch_time,
     load_profile,
+    parse_uncertainty,
     profile_from_dict,
     time_epoch,
 )
 from bucketopt.cost.intervals import (
     epochs_intervals,
     interval,
-    parse_uncertainty,
     prediction_intervals,
     solution_intervals,
 )
 from bucketopt.data.histogram import Histogram
+from bucketopt.objectives.random_order import analytic_epoch_seconds
 
 STORY = "rtx-pro-6000-blackwell"
 
@@ -189,7 +189,7 @@ def test_story_intervals_contain_the_published_figures(tmp_path, capsys):
     assert low <= 5.1 <= high
     # The analytic fast path (batches of all buckets in random order, as the story's run and
     # compare's simulation) carries the same kind of interval.
-    from bucketopt.cost.costmodel import annotate
+    from bucketopt.cost.intervals import annotate
 
     lengths = seed_like()
     sol = bucketopt.evaluate(lengths, rows["bucketed"]["boundaries"], pad="batch",

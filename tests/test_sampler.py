@@ -471,12 +471,12 @@ def test_simulated_ddp_run_world_size_8():
     assert unsynced.plan().mixed_steps > 0  # without sync_buckets ranks do hold other buckets
 
 
-def test_comparison_diversity_and_sampler_epochs():
-    from bucketopt.training.diversity import comparison_diversity, sampler_epochs
+def test_row_diversity_and_sampler_epochs():
+    from bucketopt.training.diversity import row_diversity, sampler_epochs
 
     lengths = np.random.default_rng(4).integers(1, 300, 4000)
     edges = [50, 120, 200, 299]
-    out = comparison_diversity(lengths, edges, token_budget=1200, world_size=4, grad_accum=2)
+    out = row_diversity(lengths, edges, token_budget=1200, world_size=4, grad_accum=2)
     assert set(out) == {"sorted", "shuffle", "bucketed", "sampler"}
     assert out["sorted"]["epoch_churn"] == 1.0
     for fields in out.values():

@@ -14,7 +14,7 @@ import bucketopt
 from bucketopt import BucketoptError, simulate
 from bucketopt.datasets import seed_like
 from bucketopt.training.epoch import epoch_from_batches
-from bucketopt.training.simulate import batch_plan
+from bucketopt.training.simulate import plan_arrays
 
 from . import naive
 
@@ -41,7 +41,7 @@ def split(order, starts):
 def test_every_sample_once_and_budget_kept(data, strategy, packing, epoch):
     lengths, budget, boundaries = data
     lengths = np.asarray(lengths)
-    order, starts, buckets = batch_plan(lengths, strategy, token_budget=budget,
+    order, starts, buckets = plan_arrays(lengths, strategy, token_budget=budget,
                                         boundaries=boundaries, epoch=epoch, packing=packing)
     assert np.array_equal(np.sort(order), np.arange(lengths.size))
     batches = split(order, starts)
@@ -71,7 +71,7 @@ def test_greedy_rule_matches_the_naive_packer(data, seed):
     lengths, budget, _ = data
     lengths = np.asarray(lengths)
     for strategy in ("sorted", "shuffle"):
-        order, starts, _ = batch_plan(lengths, strategy, token_budget=budget, seed=seed)
+        order, starts, _ = plan_arrays(lengths, strategy, token_budget=budget, seed=seed)
         got = sorted(tuple(sorted(lengths[b].tolist())) for b in split(order, starts))
         if strategy == "sorted":
             # the batches (before their order is shuffled) are naive greedy packing of the sort
@@ -108,13 +108,13 @@ def test_seeds_and_epochs():
     lengths = np.random.default_rng(0).integers(1, 500, size=3_000)
     kw = dict(token_budget=2_000, boundaries=[100, 250, 499])
     for strategy in ("shuffle", "bucketed"):
-        a = batch_plan(lengths, strategy, seed=3, epoch=1, **kw)[0]
-        assert np.array_equal(a, batch_plan(lengths, strategy, seed=3, epoch=1, **kw)[0])
-        assert not np.array_equal(a, batch_plan(lengths, strategy, seed=3, epoch=2, **kw)[0])
-        assert not np.array_equal(a, batch_plan(lengths, strategy, seed=4, epoch=1, **kw)[0])
+        a = plan_arrays(lengths, strategy, seed=3, epoch=1, **kw)[0]
+        assert np.array_equal(a, plan_arrays(lengths, strategy, seed=3, epoch=1, **kw)[0])
+        assert not np.array_equal(a, plan_arrays(lengths, strategy, seed=3, epoch=2, **kw)[0])
+        assert not np.array_equal(a, plan_arrays(lengths, strategy, seed=4, epoch=1, **kw)[0])
     # sorted: the same batches every epoch, in another order
-    s1 = batch_plan(lengths, "sorted", epoch=1, token_budget=2_000)
-    s2 = batch_plan(lengths, "sorted", epoch=2, token_budget=2_000)
+    s1 = plan_arrays(lengths, "sorted", epoch=1, token_budget=2_000)
+    s2 = plan_arrays(lengths, "sorted", epoch=2, token_budget=2_000)
     as_sets = [sorted(map(tuple, (np.sort(b) for b in split(o, st_)))) for o, st_, _ in (s1, s2)]
     assert as_sets[0] == as_sets[1]
 

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 import bucketopt
 from bucketopt import BucketoptError
-from bucketopt._kernels import edge_layers, edge_layers_quadratic
 from bucketopt.data.histogram import Histogram
+from bucketopt.objectives._edge_kernels import edge_layers, edge_layers_quadratic
 from bucketopt.solver import make_groups, share_windows
 
 from . import naive

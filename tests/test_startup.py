@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bucketopt.data._pchip import pchip
+from bucketopt.data.pchip import pchip
 from bucketopt.datasets import N_SAMPLES, published_knots
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,8 +51,8 @@ def test_solve_embedded_loads_neither_numba_nor_scipy():
 def test_numpy_pass_gives_the_kernels_solution(monkeypatch):
     """The same solves through the numpy pass and through the compiled kernel."""
     import bucketopt
-    from bucketopt import _edge_numpy
     from bucketopt.datasets import seed_like
+    from bucketopt.objectives import _edge_numpy
 
     lengths = seed_like()
     for kw in ({}, {"min_share": 0.05, "max_share": 0.4}, {"align": 64}, {"token_budget": 65536}):
@@ -65,9 +65,9 @@ def test_numpy_pass_gives_the_kernels_solution(monkeypatch):
 
 def test_numpy_pass_only_until_the_kernel_is_loaded():
     code = ("import numpy as np\n"
-            "from bucketopt._edge_numpy import use_numpy\n"
+            "from bucketopt.objectives._edge_numpy import use_numpy\n"
             "before = use_numpy(8127, 6), use_numpy(1 << 20, 64)\n"
-            "from bucketopt._kernels import edge_layers\n"
+            "from bucketopt.objectives._edge_kernels import edge_layers\n"
             "z = np.zeros(2, dtype=np.int64)\n"
             "edge_layers(np.arange(2), np.arange(2), np.arange(2), z, z - 1, 1)\n"
             "print(before, use_numpy(8127, 6))\n")

@@ -49,7 +49,7 @@ def test_time_dp_equals_brute_force(lengths, k, budget, coeffs, world, pad, shar
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 400), st.integers(1, 300), st.integers(1, 9))
 def test_step_plan_matches_the_oracle(n, size, world):
-    from bucketopt._time_kernels import MAX_STEP_TYPES, bucket_steps
+    from bucketopt.objectives._time_kernels import MAX_STEP_TYPES, bucket_steps
 
     size = min(size, n)
     w, rows, mult = (np.zeros(MAX_STEP_TYPES, dtype=np.int64) for _ in range(3))
@@ -96,7 +96,7 @@ def test_analytic_synced_time_matches_the_real_sampler(world):
 
 def _textbook_time_dp(arrays, groups, token_budget, model, world, kmax):
     """The O(k g^2) DP with every bucket's cost from its own walks (``bucket_time``)."""
-    from bucketopt._time_kernels import bucket_time
+    from bucketopt.objectives._time_kernels import bucket_time
 
     g = groups.g
     end = np.r_[0, groups.first_value[1:], groups.hist.m]
@@ -126,8 +126,8 @@ def test_certified_dp_equals_the_textbook_dp(seed, world, align, pad):
     # Batch sizes from 1 to thousands (steps priced by sweeps up to 256 rows, by walks above),
     # groups of several lengths (align): the certified DP against the textbook DP whose every
     # bucket is walked on its own, every layer.
+    from bucketopt.objectives.synced import TimeArrays
     from bucketopt.objectives.time import Time
-    from bucketopt.synced import TimeArrays
 
     rng = np.random.default_rng(seed)
     values = np.unique(rng.integers(1, 400, size=int(rng.integers(2, 30))))

@@ -28,7 +28,9 @@ def add_solver_args(parser, *, k_required: bool = True) -> None:
                         help="most padded tokens per micro-batch (gives batch sizes)")
     parser.add_argument("--pad", choices=("edge", "batch"), default="edge",
                         help="edge: pad to the bucket edge; batch: pad to each batch's longest")
-    parser.add_argument("--objective", choices=("padding", "time"), default=None,
+    from ..objectives import names as objective_names
+
+    parser.add_argument("--objective", choices=objective_names(), default=None,
                         help="what to minimise (default: time with --profile, else padding)")
     parser.add_argument("--min-fill", type=_float, default=0.0, metavar="F",
                         help="padding objective: every bucket's batch holds at least F x the "

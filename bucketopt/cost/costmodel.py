@@ -15,10 +15,10 @@ Two ways to evaluate a batching:
 - :func:`time_epoch` on any :class:`~bucketopt.training.epoch.Epoch` (simulated or from a real
 sampler):
   the real batch order, step time = max over ranks, the last partial step included.
-- :func:`annotate` on a :class:`~bucketopt.solution.Solution` (the analytic fast path): the
-  batch-time distribution of the buckets in closed form, and the expected slowest of ``G``
-  batches drawn from it (batches of all buckets in random order, as a shuffled bucketed epoch
-  interleaves them).
+- :func:`bucketopt.cost.intervals.annotate` on a :class:`~bucketopt.solution.Solution` (the
+  analytic fast path): the batch-time distribution of the buckets in closed form
+  (:mod:`bucketopt.objectives.synced`), and the expected slowest of ``G`` batches drawn from it
+  (batches of all buckets in random order, as a shuffled bucketed epoch interleaves them).
 """
 
 from __future__ import annotations
@@ -31,6 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BucketoptError
+from ..objectives.random_order import (  # noqa: F401  (the analytic epoch time: public here too)
+    analytic_epoch_seconds,
+    batch_time_atoms,
+    bucket_time_atoms,
+    expected_step_max,
+)
 
 SECONDS_PER_DAY = 86_400.0
 PROFILE_KEYS = ("name", "description", "alpha", "beta", "gamma", "world_size", "token_budget",
@@ -187,7 +193,6 @@ def profile_from_dict(data, source: str = "profile") -> Profile:
     coeffs = {k: _coefficient(data[k], k, source) for k in ("alpha", "beta", "gamma")}
     if coeffs["alpha"] == coeffs["beta"] == coeffs["gamma"] == 0.0:
         raise BucketoptError(f"{source}: alpha, beta and gamma are all 0.")
-    from .intervals import parse_uncertainty
 
     budget = data.get("token_budget")
     provenance = data.get("provenance", {})
@@ -327,128 +332,6 @@ def throughput(epoch, cost_model: CostModel) -> float:
     return time_epoch(epoch, cost_model).ktok_per_s
 
 
-# --- analytic fast path ----------------------------------------------------------------------
-
-
-def _max_distribution(values, counts, draws):
-    """P(longest of ``draws`` samples without replacement = each value) for one bucket."""
-    from scipy.special import gammaln
-
-    total = int(counts.sum())
-    below = np.cumsum(counts)
-    log_cdf = np.full(values.size, -np.inf)
-    ok = below >= draws
-    log_cdf[ok] = (gammaln(below[ok] + 1) - gammaln(below[ok] - draws + 1)
-                   - gammaln(total + 1) + gammaln(total - draws + 1))
-    cdf = np.exp(log_cdf)
-    return np.diff(np.r_[0.0, cdf])
-
-
-def batch_time_atoms(hist, boundaries, token_budget, pad, cost_model):
-    """The distribution of micro-batch times of a bucketed epoch: (times, batch counts).
-
-    Bucket k with N samples yields q = N // B_k batches of B_k rows and one of r = N mod B_k.
-    ``pad="edge"``: rows are padded to the edge, every full batch costs the same.
-    ``pad="batch"``: rows are padded to the batch's longest member, whose law is the maximum of
-    draws without replacement from the bucket.
-    """
-    edges = np.asarray(boundaries, dtype=np.int64)
-    which = np.searchsorted(edges, hist.values, side="left")
-    parts = [bucket_time_atoms(hist.values[which == k], hist.counts[which == k], int(edge),
-                               token_budget, pad, cost_model) for k, edge in enumerate(edges)]
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-
-def bucket_time_atoms(values, counts, edge, token_budget, pad, cost_model):
-    """(times, batch counts) of one bucket's micro-batches (see :func:`batch_time_atoms`)."""
-    n = int(counts.sum())
-    if n == 0:
-        return np.empty(0), np.empty(0)
-    size = min(token_budget // edge, n)
-    q, r = divmod(n, size)
-    times, weights = [], []
-    for rows, batches in ((size, q), (r, 1)):
-        if rows == 0 or batches == 0:
-            continue
-        if pad == "edge":
-            times.append(np.atleast_1d(cost_model.micro_batch_time(rows, edge)))
-            weights.append(np.array([float(batches)]))
-        else:
-            times.append(cost_model.micro_batch_time(rows, values))
-            weights.append(batches * _max_distribution(values, counts, rows))
-    return np.concatenate(times), np.concatenate(weights)
-
-
-def expected_step_max(times, weights, draws):
-    """E[slowest of ``draws`` micro-batches] drawn independently from (times, weights).
-
-    ``draws`` may be a sequence: one expectation per entry, from one sort.
-    """
-    order = np.argsort(times, kind="stable")  # timsort: merges the buckets' sorted runs fast
-    t, w = times[order], weights[order]
-    cdf = np.cumsum(w) / w.sum()
-    cdf[-1] = 1.0
-    cdf[cdf < 1e-30] = 0.0  # powers of tiny values would be subnormal: slow, and irrelevant
-    # (t * p).sum(), not np.dot: a threaded BLAS call costs milliseconds on a busy machine.
-    out = [float((t * np.diff(cdf ** d, prepend=0.0)).sum()) for d in np.atleast_1d(draws)]
-    return out if np.ndim(draws) else out[0]
-
-
-def analytic_epoch_seconds(hist, boundaries, token_budget, pad, cost_model) -> float:
-    """Expected epoch time of a bucketed epoch whose batches run in random order.
-
-    With nb batches over G ranks there are nb // G full steps, each lasting the expected slowest
-    of G batch times (independent draws from the epoch's batch-time distribution), plus one
-    step of the remaining nb mod G batches.
-    """
-    times, weights = batch_time_atoms(hist, boundaries, token_budget, pad, cost_model)
-    return _seconds_from_atoms(times, weights, cost_model.world_size)
-
-
-def _seconds_from_atoms(times, weights, world_size) -> float:
-    n_batches = round(float(weights.sum()))
-    g = world_size
-    full, rest = divmod(n_batches, g)
-    step, last = expected_step_max(times, weights, [g, max(rest, 1)])
-    return full * step + (last if rest else 0.0)
-
-
-def annotate(solution, hist, cost_model: CostModel, *, sync_buckets=False):
-    """``solution`` with ``ktok_per_s`` and ``eta_days`` from the analytic fast path.
-
-    ``sync_buckets=True``: the ranks take one bucket per micro-step (the sampler's default), and
-    the epoch time is the exact sum over buckets of the time DP (:mod:`bucketopt.synced`).
-    Otherwise the batches of all buckets run in random order (:func:`analytic_epoch_seconds`).
-    With one GPU both are the summed micro-batch time.
-    """
-    if solution.token_budget is None:
-        raise BucketoptError("throughput needs a token_budget (the batch sizes come from it).")
-    extra = dict(solution.extra)
-    if sync_buckets is True:
-        from ..synced import synced_features
-        from .intervals import _sets, from_seconds
-
-        features = synced_features(hist, solution.boundaries, solution.token_budget,
-                                   solution.pad, cost_model.world_size)
-        seconds = float(features @ [cost_model.alpha, cost_model.beta, cost_model.gamma])
-        sets, coverage = _sets(cost_model)
-        intervals = from_seconds([float(features @ c) for c in sets], seconds,
-                                 real_tokens=solution.real_tokens, epochs=cost_model.epochs,
-                                 coverage=coverage)
-    else:
-        from .intervals import solution_intervals
-
-        seconds = analytic_epoch_seconds(hist, solution.boundaries, solution.token_budget,
-                                         solution.pad, cost_model)
-        intervals = solution_intervals(solution, hist, cost_model, seconds)
-    extra.update(profile=cost_model.name, world_size=cost_model.world_size,
-                 epochs=cost_model.epochs, epoch_hours=seconds / 3600.0,
-                 sync_buckets=sync_buckets)
-    extra.update(intervals)
-    return replace(solution, ktok_per_s=solution.real_tokens / seconds / 1e3,
-                   eta_days=cost_model.epochs * seconds / SECONDS_PER_DAY, extra=extra)
-
-
 def timing_fields(epochs, cost_model: CostModel) -> dict:
     """Mean ``ktok_per_s``, ``eta_days`` and ``wait_fraction`` over simulated epochs (a row of
     ``bucketopt compare``)."""
@@ -458,3 +341,47 @@ def timing_fields(epochs, cost_model: CostModel) -> dict:
         "eta_days": float(np.mean([t.eta_days for t in timings])),
         "wait_fraction": float(np.mean([t.wait_fraction for t in timings])),
     }
+
+
+MAX_SETS = 2000  # coefficient sets a profile may carry
+
+
+def parse_uncertainty(value, source: str = "profile") -> dict | None:
+    """Validate a profile's ``uncertainty`` field (None when absent).
+
+    Examples
+    --------
+    >>> parse_uncertainty({"coefficient_sets": [[0.1, 1e-4, 0.0]], "coverage": 1.0})["coverage"]
+    1.0
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BucketoptError(f"`uncertainty` in {source} must be a JSON object; got "
+                             f"{type(value).__name__}.")
+    sets = value.get("coefficient_sets")
+    if not isinstance(sets, (list, tuple)) or not sets:
+        raise BucketoptError(f"`uncertainty.coefficient_sets` in {source} must be a non-empty "
+                             "list of [alpha, beta, gamma].")
+    if len(sets) > MAX_SETS:
+        raise BucketoptError(f"`uncertainty.coefficient_sets` in {source} holds {len(sets):,} "
+                             f"sets; at most {MAX_SETS:,} are allowed.")
+    clean = []
+    for i, entry in enumerate(sets):
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) for v in entry):
+            raise BucketoptError(f"`uncertainty.coefficient_sets[{i}]` in {source} must be "
+                                 f"[alpha, beta, gamma] (3 numbers); got {entry!r:.80}.")
+        entry = [float(v) for v in entry]
+        if not all(math.isfinite(v) and v >= 0 for v in entry) or not any(entry):
+            raise BucketoptError(f"`uncertainty.coefficient_sets[{i}]` in {source} must hold "
+                                 f"finite numbers >= 0, not all 0; got {entry}.")
+        clean.append(entry)
+    coverage = value.get("coverage", 1.0)
+    if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) \
+            or not 0 < coverage <= 1:
+        raise BucketoptError(f"`uncertainty.coverage` in {source} must be a number in (0, 1]; "
+                             f"got {coverage!r}.")
+    out = {key: v for key, v in value.items() if key not in ("coefficient_sets", "coverage")}
+    out.update(coverage=float(coverage), coefficient_sets=clean)
+    return out

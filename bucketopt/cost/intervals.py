@@ -14,62 +14,23 @@ error, and the interval says so by not pretending otherwise (see docs/cost_model
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
 
 from ..errors import BucketoptError
-
-MAX_SETS = 2000  # coefficient sets a profile may carry
-SECONDS_PER_DAY = 86_400.0
-
-
-def parse_uncertainty(value, source: str = "profile") -> dict | None:
-    """Validate a profile's ``uncertainty`` field (None when absent).
-
-    Examples
-    --------
-    >>> parse_uncertainty({"coefficient_sets": [[0.1, 1e-4, 0.0]], "coverage": 1.0})["coverage"]
-    1.0
-    """
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise BucketoptError(f"`uncertainty` in {source} must be a JSON object; got "
-                             f"{type(value).__name__}.")
-    sets = value.get("coefficient_sets")
-    if not isinstance(sets, (list, tuple)) or not sets:
-        raise BucketoptError(f"`uncertainty.coefficient_sets` in {source} must be a non-empty "
-                             "list of [alpha, beta, gamma].")
-    if len(sets) > MAX_SETS:
-        raise BucketoptError(f"`uncertainty.coefficient_sets` in {source} holds {len(sets):,} "
-                             f"sets; at most {MAX_SETS:,} are allowed.")
-    clean = []
-    for i, entry in enumerate(sets):
-        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or any(
-                isinstance(v, bool) or not isinstance(v, (int, float)) for v in entry):
-            raise BucketoptError(f"`uncertainty.coefficient_sets[{i}]` in {source} must be "
-                                 f"[alpha, beta, gamma] (3 numbers); got {entry!r:.80}.")
-        entry = [float(v) for v in entry]
-        if not all(math.isfinite(v) and v >= 0 for v in entry) or not any(entry):
-            raise BucketoptError(f"`uncertainty.coefficient_sets[{i}]` in {source} must hold "
-                                 f"finite numbers >= 0, not all 0; got {entry}.")
-        clean.append(entry)
-    coverage = value.get("coverage", 1.0)
-    if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) \
-            or not 0 < coverage <= 1:
-        raise BucketoptError(f"`uncertainty.coverage` in {source} must be a number in (0, 1]; "
-                             f"got {coverage!r}.")
-    out = {key: v for key, v in value.items() if key not in ("coefficient_sets", "coverage")}
-    out.update(coverage=float(coverage), coefficient_sets=clean)
-    return out
+from ..objectives.random_order import analytic_epoch_seconds
+from .costmodel import (  # noqa: F401  (parse_uncertainty, MAX_SETS: public here too)
+    MAX_SETS,
+    SECONDS_PER_DAY,
+    CostModel,
+    load_profile,
+    parse_uncertainty,
+)
 
 
 def _cost_model(profile, world_size=None, epochs=1):
     """A CostModel from a CostModel, a Profile, a name, a path or a dict."""
-    from .costmodel import CostModel, load_profile
-
     if isinstance(profile, CostModel):
         return profile
     return load_profile(profile).cost_model(world_size=world_size, epochs=epochs)
@@ -134,7 +95,7 @@ def prediction_intervals(seconds_of, profile, *, real_tokens: int, world_size=No
 def _atom_features(hist, boundaries, token_budget, pad):
     """Batch-time atoms of a bucketed epoch as features [1, sL, sL^2] (times are linear in the
     coefficients, the atoms' weights do not depend on them)."""
-    from .costmodel import CostModel, batch_time_atoms
+    from ..objectives.random_order import batch_time_atoms
 
     columns, weights = [], None
     for unit in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)):
@@ -145,7 +106,7 @@ def _atom_features(hist, boundaries, token_budget, pad):
 
 
 def _atoms_seconds(times, weights, world_size) -> float:
-    from .costmodel import expected_step_max
+    from ..objectives.random_order import expected_step_max
 
     n_batches = round(float(weights.sum()))
     full, rest = divmod(n_batches, world_size)
@@ -154,7 +115,7 @@ def _atoms_seconds(times, weights, world_size) -> float:
 
 
 def solution_intervals(solution, hist, cost_model, seconds=None) -> dict:
-    """Intervals of the analytic fast path (:func:`bucketopt.cost.costmodel.annotate`) for
+    """Intervals of the analytic fast path (:func:`bucketopt.cost.intervals.annotate`) for
     ``solution``: its expected epoch time re-evaluated at each coefficient set.
 
     ``seconds`` is the point prediction when the caller already has it.
@@ -212,3 +173,38 @@ def epochs_intervals(epochs, cost_model) -> dict:
                                             coverage),
             "eta_days_interval": interval(np.mean(set_eta, axis=0), np.mean(point_eta),
                                           coverage)}
+
+
+def annotate(solution, hist, cost_model: CostModel, *, sync_buckets=False):
+    """``solution`` with ``ktok_per_s`` and ``eta_days`` from the analytic fast path.
+
+    ``sync_buckets=True``: the ranks take one bucket per micro-step (the sampler's default), and
+    the epoch time is the exact sum over buckets of the time DP
+    (:mod:`bucketopt.objectives.synced`).
+    Otherwise the batches of all buckets run in random order (:func:`analytic_epoch_seconds`).
+    With one GPU both are the summed micro-batch time.
+    """
+    if solution.token_budget is None:
+        raise BucketoptError("throughput needs a token_budget (the batch sizes come from it).")
+    extra = dict(solution.extra)
+    if sync_buckets is True:
+        from ..objectives.synced import synced_features
+
+        features = synced_features(hist, solution.boundaries, solution.token_budget,
+                                   solution.pad, cost_model.world_size)
+        seconds = float(features @ [cost_model.alpha, cost_model.beta, cost_model.gamma])
+        sets, coverage = _sets(cost_model)
+        intervals = from_seconds([float(features @ c) for c in sets], seconds,
+                                 real_tokens=solution.real_tokens, epochs=cost_model.epochs,
+                                 coverage=coverage)
+    else:
+
+        seconds = analytic_epoch_seconds(hist, solution.boundaries, solution.token_budget,
+                                         solution.pad, cost_model)
+        intervals = solution_intervals(solution, hist, cost_model, seconds)
+    extra.update(profile=cost_model.name, world_size=cost_model.world_size,
+                 epochs=cost_model.epochs, epoch_hours=seconds / 3600.0,
+                 sync_buckets=sync_buckets)
+    extra.update(intervals)
+    return replace(solution, ktok_per_s=solution.real_tokens / seconds / 1e3,
+                   eta_days=cost_model.epochs * seconds / SECONDS_PER_DAY, extra=extra)

@@ -96,8 +96,7 @@ def _build_mixin():
 
     from ..data.histogram import validate_lengths
     from ..solution import batch_sizes_for, check_token_budget
-    from ..training._varlen_plan import VARLEN
-    from ..training.sampler import PACKINGS, BucketBatchSampler, _check_int
+    from ..training.sampler import PACKINGS, VARLEN, BucketBatchSampler, _check_int
     from ._schedule import trainer_schedule
     from .accelerate import passthrough
     from .lengths import dataset_lengths

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._time_kernels import _binom_ratio, walk_moments
+from ._time_kernels import _binom_ratio, walk_moments
 
 
 @njit(cache=True)
@@ -459,7 +459,8 @@ def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first)
 
     With D(v) = top - E[M] over the lengths up to v, adding the next length x' (c' samples)
     gives D(v') = (D(v) + x' - x) C(N, s) / C(N + c', s): O(1) a length along a run of ends with
-    one draw count, and a walk (:func:`bucketopt._time_kernels.walk_moments`) where it changes.
+    one draw count, and a walk (:func:`bucketopt.objectives._time_kernels.walk_moments`) where it
+    changes.
     """
     g = group_end.size - 1
     m1 = np.zeros(g + 1)

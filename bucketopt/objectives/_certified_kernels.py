@@ -27,7 +27,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._time_kernels import walk_moments_capped
 from ._hulls import (
     hull_add,
     hull_min,
@@ -37,6 +36,7 @@ from ._hulls import (
     hull_walk,
 )
 from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde
+from ._time_kernels import walk_moments_capped
 
 MARGIN = 4  # starts priced on each side of a block's tangents
 BLOCK = 64  # the most ends of one rectangle

@@ -1,5 +1,5 @@
 """Exact costs of buckets for the certified DP (numba kernels): expected seconds under the step
-model of :mod:`bucketopt._time_kernels` (which the padding objective also takes, with
+model of :mod:`bucketopt.objectives._time_kernels` (which the padding objective also takes, with
 alpha = 0, beta = 1, gamma = 0 and one rank: then seconds are padded plus real tokens).
 
 A bucket (i, j] of candidate groups: the samples of groups i+1..j, its edge the edge of group j,
@@ -10,11 +10,11 @@ A bucket (i, j] of candidate groups: the samples of groups i+1..j, its edge the 
   cap.
 - :func:`rect_costs`: a rectangle of buckets, every start of a decreasing list with every end of
   an increasing list, by sweeps over scaled binomial sums (the technique of
-  :mod:`bucketopt._batch_sweep`, kept for E[M] and E[M^2]): one sweep down from the first end
-  keeps each start's sums u[m] = sum_v gap_v C(c_v, m) m! / N^m for every draw count m <= s,
-  and each later end only rescales them and adds the lengths that join at the top. Every step
-  type of the bucket then reads E[max of its rows] exactly: O(s) a bucket, against a walk of
-  the whole bucket for each of its step types.
+  :mod:`bucketopt.objectives._batch_sweep`, kept for E[M] and E[M^2]): one sweep down from the
+  first end keeps each start's sums u[m] = sum_v gap_v C(c_v, m) m! / N^m for every draw count
+  m <= s, and each later end only rescales them and adds the lengths that join at the top.
+  Every step type of the bucket then reads E[max of its rows] exactly: O(s) a bucket, against a
+  walk of the whole bucket for each of its step types.
 
 :func:`tilde` bounds a bucket from below from the moments of a larger bucket with the same end
 (removing shorter samples never shortens the expected maximum), the step types exact.
@@ -25,10 +25,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._batch_sweep import _grow
-from .._time_kernels import MAX_STEP_TYPES, bucket_steps, walk_moments_capped
+from ._batch_sweep import _grow
+from ._time_kernels import MAX_STEP_TYPES, bucket_steps, walk_moments_capped
 
-# The largest draw count priced by sweeps (the Pascal table's size, bucketopt._batch_sweep).
+# The largest draw count priced by sweeps (the Pascal table's size, objectives._batch_sweep).
 SWEEP_MAX = 256
 
 

@@ -2,8 +2,9 @@
 
 An objective knows the cost of one bucket and how to run the exact DP over it; the solver only
 calls, in this order: ``fit`` (validate, build the arrays once), ``layers`` (the DP: ``opt`` and
-``best`` for every bucket count up to ``kmax``), then, for each solution it backtracks, ``finish``
-(a last step some objectives need; by default the solution as it is). ``cost`` re-scores any
+``best`` for every bucket count up to ``kmax``), then, for each solution it backtracks, ``refine``
+(better boundaries, a last step some objectives need; by default None: the solution as it is).
+``cost`` re-scores any
 boundaries on the objective, which the tests hold equal to the DP's ``best``.
 
 Adding an objective means one module here, its kernels, one line in ``bucketopt.objectives``'
@@ -45,8 +46,24 @@ class Objective:
         """The objective's value for the boundaries ``edges`` (inclusive upper edges)."""
         raise NotImplementedError
 
-    def finish(self, solution):
-        return solution
+    def refine(self, solution):
+        """A polish of a backtracked ``solution`` (which carries its certificate): None to keep
+        it (the default), or (boundaries, certificate): better boundaries (an int64 array the
+        driver turns into the solution; None: the same ones) and what is proven of them."""
+        return None
+
+    def verify(self, solution, best) -> None:
+        """Raise AssertionError when the backtracked ``solution`` contradicts the DP's optimum
+        ``best`` (where the Solution's figures can say; by default nothing to check)."""
+
+    def notes(self, certificate) -> tuple:
+        """Warnings a solution with this :class:`~.certified.Optimality` carries (default none)."""
+        return ()
+
+    def sweep_rows_are_solves(self, kmax: int, ks) -> bool:
+        """Whether every row of a sweep over ``ks`` (after ``layers(kmax, ks)``) is what
+        ``solve()`` gives for its k; when not, the driver solves the recommended k alone."""
+        return True
 
     def seed_chains(self, kmax: int, ks) -> dict:
         """k -> group ends of a good cover from a faster related problem, if any: the certified

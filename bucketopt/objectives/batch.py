@@ -1,11 +1,11 @@
 """Expected dynamic padding (``pad="batch"``) as an objective, and its DP.
 
-The bucket cost (:mod:`bucketopt.batchpad`) is not Monge (B depends on the edge), so the DP
-(``batch_layers``) looks at every allowed pair of candidate edges; a pair is skipped only when a
-proven lower bound of its cost cannot improve any layer; the starts of one end with a small batch
-size are priced together by a sweep (:mod:`bucketopt._batch_sweep`). Above EXACT_CANDIDATES
-groups it runs on a grid of candidate edges and refines the grid optimum and the best grid chain
-of another basin (docs/dynamic_padding.md).
+The bucket cost (:mod:`bucketopt.objectives.batchpad`) is not Monge (B depends on the edge), so
+the DP (``batch_layers``) looks at every allowed pair of candidate edges; a pair is skipped only
+when a proven lower bound of its cost cannot improve any layer; the starts of one end with a
+small batch size are priced together by a sweep (:mod:`bucketopt.objectives._batch_sweep`).
+Above EXACT_CANDIDATES groups it runs on a grid of candidate edges and refines the grid optimum
+and the best grid chain of another basin (docs/dynamic_padding.md).
 
 ``min_fill``: a bucket is allowed only when its largest batch, min(B, N) rows padded to their
 longest, is expected to hold at least ``min_fill x token_budget`` padded tokens.
@@ -17,10 +17,10 @@ import functools
 
 import numpy as np
 
-from ..batchpad import expected_padding_per_bucket, walk_tables
 from ..errors import BucketoptError
 from ..groups import backtrack
 from .base import Objective
+from .batchpad import expected_padding_per_bucket, walk_tables
 
 # Above this many candidate groups the default DP runs on a grid of candidate edges (see
 # candidate_grid) and refines its optimum; at or below it every candidate edge is used.
@@ -93,12 +93,13 @@ class BatchPadding(Objective):
         bucket's expected padded size: its expected padding plus its tokens, a constant that
         does not move the optimum. A proof in seconds where the DP over every pair of
         candidate edges takes minutes (docs/method.md)."""
-        from ..cost.costmodel import CostModel
+        from types import SimpleNamespace
+
         from .certified import certified_layers, exact
         from .time import Time
 
-        unit = Time(CostModel(alpha=0.0, beta=1.0, gamma=0.0, world_size=1), pad="batch",
-                    exact=True)
+        unit_cost = SimpleNamespace(alpha=0.0, beta=1.0, gamma=0.0, world_size=1)
+        unit = Time(unit_cost, pad="batch", exact=True)
         unit.fit(self.groups, token_budget=self.token_budget, win_lo=self.win_lo,
                  win_hi=self.win_hi)
         opt, best, certs = certified_layers(unit, kmax, ks, exact=True)
@@ -107,13 +108,18 @@ class BatchPadding(Objective):
         self.certificates = {k: exact(best[k - 1]) for k in certs}
         return opt, best
 
+    def sweep_rows_are_solves(self, kmax, ks):
+        sweep = ks is not None and len({min(k, kmax) for k in ks}) > 1
+        on_grid = self.candidates_rule == "auto" and self.groups.g > EXACT_CANDIDATES
+        return not (sweep and on_grid and not self.exact)
+
     def relaxation(self, cells):
         """(A, U, R): A[c, j] - U[c, j] P[i] + R[i] <= the expected padding of the bucket
         (i, j] for every start i >= cells[c] (docs/method.md): q B E[M_B] + r E[M_r] - tokens
         >= (N - B) (E[M_B] - mean) when N >= B, and E[M_B] is at least that of B draws from every
         sample between cells[c] and the edge."""
-        from ..synced import TimeArrays
         from ._bound_kernels import prefix_moments
+        from .synced import TimeArrays
 
         g = self.groups
         a = TimeArrays(g.hist, "batch")
@@ -132,7 +138,7 @@ class BatchPadding(Objective):
         return A, U, Q
 
     def pair_costs(self, starts, ends):
-        from .._batch_kernels import pair_costs
+        from ._batch_kernels import pair_costs
 
         if not hasattr(self, "_data"):
             self._data = _Data(self.groups, self.token_budget, self.win_lo, self.win_hi)
@@ -143,10 +149,8 @@ class BatchPadding(Objective):
     def grid_layers(self, kmax, ks=None):
         refine_ks = None if ks is None else {min(k, kmax) for k in ks}
         # A sweep (several k): one DP over a grid sized for kmax gives every layer; only the
-        # recommended k is then refined, by solve() (solver.sweep reads ``sweep_rows_on_grid``).
+        # recommended k is then refined, by solve() (see sweep_rows_are_solves).
         sweep = refine_ks is not None and len(refine_ks) > 1
-        self.sweep_rows_on_grid = sweep and self.candidates_rule == "auto" \
-            and self.groups.g > EXACT_CANDIDATES
         return batch_layers(self.groups, kmax, token_budget=self.token_budget,
                             win_lo=self.win_lo, win_hi=self.win_hi,
                             candidates=self.candidates_rule,
@@ -211,7 +215,7 @@ class _Data:
     def layers(self, cand, kmax, bound=np.inf, last_only=False, costs=None):
         """The DP over the candidates ``cand``; ``costs``, a (C, C) array, receives every pair
         cost priced (see batch_layers_kernel)."""
-        from .._batch_kernels import batch_layers_kernel
+        from ._batch_kernels import batch_layers_kernel
 
         return batch_layers_kernel(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo, cand,
                                    self.group_end[cand], self.sizes[cand], self.win_lo,
@@ -220,7 +224,7 @@ class _Data:
                                    np.empty((0, 0)) if costs is None else costs)
 
     def chain_cost(self, chain) -> float:
-        from .._batch_kernels import batch_bucket_cost
+        from ._batch_kernels import batch_bucket_cost
 
         return float(sum(
             batch_bucket_cost(self.values, self.pc, self.pt, self.lf_hi, self.lf_lo,
@@ -230,7 +234,7 @@ class _Data:
     def chain(self, windows, bound=np.inf):
         """Best chain through ``windows``; ``bound``: the cost of a chain through them, if
         known (it only prunes: the result is the same)."""
-        from .._batch_kernels import batch_chain_kernel
+        from ._batch_kernels import batch_chain_kernel
 
         offsets = np.r_[0, np.cumsum([w.size for w in windows])].astype(np.int64)
         flat = np.concatenate(windows).astype(np.int64)

@@ -158,7 +158,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
         ks_arr = np.asarray(feasible, dtype=np.int64)
         ub = np.asarray([upper.get(k, np.inf) for k in feasible], dtype=np.float64)
         split = np.ascontiguousarray(rows.split, dtype=np.float64)
-        from .._batch_sweep import pascal_table
+        from ._batch_sweep import pascal_table
 
         pascal = pascal_table()
 

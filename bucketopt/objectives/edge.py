@@ -36,14 +36,18 @@ class EdgePadding(Objective):
             win_hi = _fill_windows(groups, token_budget, self.min_fill, win_hi)
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
+    def verify(self, solution, best):
+        if solution.padded_tokens != best:
+            raise AssertionError("DP optimum and evaluated padding disagree")
+
     def layers(self, kmax, ks=None):
-        from .._edge_numpy import edge_layers_numpy, use_numpy
+        from ._edge_numpy import edge_layers_numpy, use_numpy
 
         g = self.groups
         args = (g.edges, g.prefix_count, g.prefix_tokens, self.win_lo, self.win_hi, kmax)
         if use_numpy(g.g, kmax):  # small, and numba not started: its start would dominate
             return edge_layers_numpy(*args)
-        from .._kernels import edge_layers
+        from ._edge_kernels import edge_layers
 
         return edge_layers(*args)
 

@@ -63,7 +63,7 @@ def level_seconds(moments, capacity, alpha, beta, gamma, world_size) -> float:
 
     ``moments``: (5,) sums over the level of c * u**p, u = d / capacity. Empty level: 0.
     """
-    from ..training._packing_kernels import level_seconds_kernel
+    from ._packed_kernels import level_seconds_kernel
 
     m0, m1, m2, m3, m4 = (float(v) for v in moments)
     return float(level_seconds_kernel(m0, m1, m2, m3, m4, float(capacity), alpha, beta, gamma,
@@ -92,7 +92,7 @@ class PackedTime(Objective):
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
     def layers(self, kmax, ks=None):
-        from ..training._packing_kernels import level_layers_kernel
+        from ._packed_kernels import level_layers_kernel
 
         m = self.cost_model
         return level_layers_kernel(self.prefix, self.win_lo, self.win_hi, int(kmax),

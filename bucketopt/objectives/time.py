@@ -13,15 +13,13 @@ epoch time of a random batch order.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from ..errors import BucketoptError
 from ..groups import backtrack
-from ..synced import TimeArrays, bucket_seconds
 from .base import Objective
 from .certified import Rows
+from .synced import TimeArrays, bucket_seconds
 
 
 class Time(Objective):
@@ -173,10 +171,21 @@ class Time(Objective):
             return Optimality(False, cert.lower_bound / g, cert.value / g)
         return cert
 
-    def finish(self, solution):
+    def notes(self, certificate):
+        if certificate.exact or not certificate.gap > GAP_NOTE:
+            return ()
+        if self.sync_buckets is True or self.cost_model.world_size == 1:
+            return (f"the certified DP stopped at its work limit: these boundaries are proven "
+                    f"within {certificate.gap:.2e} of the optimum; exact=True (--exact) runs it "
+                    "to the end, which can take minutes on inputs this large.",)
+        return ("ranks that do not share a bucket at each step wait for each other in a way no "
+                "sum over buckets captures: these boundaries are a local optimum, proven within "
+                f"{certificate.gap:.2e} of the optimum (sync_buckets=True is solved exactly).",)
+
+    def refine(self, solution):
         if self.world == 1 and self.cost_model.world_size > 1:
             return refine_time(solution, self.groups, self.cost_model)
-        return solution
+        return None
 
 
 def _full_steps(parts):
@@ -188,16 +197,20 @@ def _full_steps(parts):
     return A, U, R, A, np.zeros(A.shape[1])
 
 
+# A solution whose proven gap exceeds this carries a warning (Solution.optimality has it).
+GAP_NOTE = 1e-6
 # refine_time(): coarse points scanned per edge, and the most analytic evaluations it spends.
 REFINE_POINTS = 64
 MAX_REFINE_EVALUATIONS = 3000
 
 
 def refine_time(solution, groups, cost_model):
-    """Polish the DP's boundaries on the full objective, slowest-of-G wait included.
+    """Polish the DP's boundaries on the full objective, slowest-of-G wait included:
+    (the new boundaries or None when ``solution``'s stay, their certificate), or None when
+    nothing is polished.
 
     The DP minimises the summed micro-batch time, which is the analytic epoch time exactly when
-    ``world_size == 1``; then ``solution`` is returned unchanged. With more GPUs the slowest rank
+    ``world_size == 1``; then None is returned. With more GPUs the slowest rank
     adds a wait that depends on the mix of all buckets, so the inner edges are moved one at a
     time (coordinate descent: each edge scans the candidates between its neighbours, coarsely
     then around the best) while the analytic epoch time drops and every bucket keeps its share
@@ -205,10 +218,9 @@ def refine_time(solution, groups, cost_model):
     objective, not a proven global one.
     """
     if cost_model.world_size == 1:
-        return solution
-    from ..cost.costmodel import _seconds_from_atoms, bucket_time_atoms
+        return None
     from ..groups import share_count_bounds
-    from ..solution import make_solution
+    from .random_order import _seconds_from_atoms, bucket_time_atoms
 
     hist = groups.hist
     candidates = groups.edges[1:]
@@ -276,9 +288,5 @@ def refine_time(solution, groups, cost_model):
 
         cert = Optimality(False, cert.lower_bound, best[0])
     if [int(b) for b in candidates[np.asarray(ends) - 1]] == list(solution.boundaries):
-        return dataclasses.replace(solution, certificate=cert)
-    refined = make_solution(hist, candidates[np.asarray(ends) - 1],
-                            token_budget=solution.token_budget, pad=solution.pad, k=solution.k,
-                            align=solution.align, min_share=solution.min_share,
-                            max_share=solution.max_share, objective=solution.objective)
-    return dataclasses.replace(refined, certificate=cert, warnings=solution.warnings)
+        return None, cert
+    return candidates[np.asarray(ends) - 1], cert

@@ -1,6 +1,7 @@
 """compare(): batching strategies side by side on one dataset (``bucketopt compare``).
 
-Every strategy gets one row, a plain dict built by :func:`strategy_row` from its boundaries (if
+Every strategy gets one row, a plain dict built by :func:`~bucketopt.show.rows.strategy_row` from
+its boundaries (if
 any), its analytic expectation (if one exists) and its simulated epochs; extend a row there (or
 from ``Comparison.epochs``, which keeps the simulated :class:`~bucketopt.training.epoch.Epoch`
 objects).
@@ -14,9 +15,9 @@ import numpy as np
 
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
-from ..heuristics import RULES, rule_of_thumb
+from ..heuristics import RULES
 from ..solution import check_token_budget
-from ..training.simulate import simulate
+from .rows import strategy_row
 
 MAX_SIMULATIONS = 1000
 # Above this many samples the simulated epochs run on a seeded uniform subsample of this size
@@ -123,43 +124,6 @@ class _Stages:
         self.bar.close()
 
 
-def strategy_row(name: str, kind: str, epochs, *, boundaries=None, analytic=None,
-                 scale=None) -> dict:
-    """One row: ``padding_fraction`` is the analytic expectation where it exists, else the mean
-    of the simulated epochs; both are kept (``padding_fraction_analytic`` is None without one).
-
-    ``scale``: ``(simulated_samples, real_tokens)`` when ``epochs`` were simulated on a
-    subsample of that many samples of a dataset of ``real_tokens`` tokens: token and batch
-    totals are scaled by the ratio of real tokens (shares and rates are kept as they are)."""
-    fractions = [e.padding_fraction for e in epochs]
-    simulated = float(np.mean(fractions))
-    real = int(epochs[0].total_real_tokens)
-    padded = float(np.mean([e.padded_tokens for e in epochs]))
-    batches = float(np.mean([e.n_batches for e in epochs]))
-    if scale is not None:
-        simulated_samples, full_real = scale
-        padded *= full_real / real
-        batches *= full_real / real
-        real = int(full_real)
-    row = {
-        "kind": kind,
-        "boundaries": None if boundaries is None else [int(b) for b in boundaries],
-        "padding_fraction": simulated if analytic is None else float(analytic.padding_fraction),
-        "padding_fraction_analytic": None if analytic is None
-        else float(analytic.padding_fraction),
-        "padding_fraction_simulated": simulated,
-        "padded_tokens_simulated": padded,
-        "real_tokens": real,
-        "batches": batches,
-    }
-    if scale is not None:
-        row.update(simulated_samples=simulated_samples, scaled=True)
-    if analytic is not None:
-        row["padded_tokens_analytic"] = float(analytic.padded_tokens)
-        row["batch_sizes"] = None if analytic.batch_sizes is None else list(analytic.batch_sizes)
-    return row
-
-
 def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1, rules=RULES,
             profile=None, world_size=None, epochs=1, grad_accum=1, diversity=True,
             sampler=False, simulated_samples=SIMULATED_SAMPLES, progress=False,
@@ -198,7 +162,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     True
     """
     from ..data.histogram import Histogram
-    from ..solver import check_k, evaluate, solve
+    from ..solver import check_k, evaluate
 
     k = check_k(k)
     if simulated_samples is not None:
@@ -262,73 +226,57 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     scale = (int(sim_lengths.size), hist.real_tokens) if subsampled else None
     stages = _Stages(None, progress)
 
-    def run(strategy, **kw):
-        return [simulate(sim_lengths, strategy, token_budget=token_budget, seed=seed, epoch=e,
-                         **kw) for e in range(simulations)]
+    from ..training.strategies import Context, strategies
 
-    rows, epochs, scales = {}, {}, {}
+    ranks = cost_model.world_size if cost_model is not None else (world_size or 1)
+    context = Context(hist, sim_lengths, k, token_budget, pad, seed, simulations, cost_model,
+                      profile, solver_kwargs, tuple(rules), ranks, grad_accum, bool(sampler))
+    rows, epochs, scales = context.rows, {}, {}
 
-    def add(name, kind, eps, boundaries=None, analytic=None):
+    def add(name, kind, eps, boundaries=None, analytic=None, extra=None):
         # every row but "sorted" is simulated on sim_lengths (the subsample, if any)
         row_scale = None if name == "sorted" else scale
         rows[name] = strategy_row(name, kind, eps, boundaries=boundaries, analytic=analytic,
                                   scale=row_scale)
+        if extra:
+            rows[name].update(extra)
         epochs[name] = eps
         if row_scale is not None:
             scales[name] = hist.real_tokens / eps[0].total_real_tokens
 
-    from ..training.simulate import sorted_epoch
+    def simulated(phase):
+        for strategy in strategies(phase):
+            if strategy.applies(context):
+                stages(strategy.stage or strategy.name)
+                for row in strategy.rows(context):
+                    add(row.name, row.kind, row.epochs, row.boundaries, extra=row.extra)
 
-    stages("sorted (from the histogram)")
-    add("sorted", "sorted", [sorted_epoch(hist, token_budget, seed=seed, epoch=e)
-                             for e in range(simulations)])
-    stages("shuffle")
-    add("shuffle", "shuffle", run("shuffle"))
+    simulated("simulated")
     stages("solving")
-    bucket_sets = [("bucketed", solve(hist, k, token_budget=token_budget, pad=pad,
-                                      **solver_kwargs).boundaries)]
-    if cost_model is not None and solver_kwargs.get("objective") != "time":
-        # the time-optimal boundaries beside the padding optimum; compare's simulated epochs run
-        # the batches in random order, so the time DP plans for that order too
-        time_kwargs = {key: value for key, value in solver_kwargs.items()
-                       if key not in ("objective", "min_fill", "profile", "world_size")}
-        bucket_sets.append(("bucketed-time", solve(
-            hist, k, token_budget=token_budget, pad=pad, objective="time", profile=profile,
-            world_size=cost_model.world_size, sync_buckets=False, **time_kwargs).boundaries))
-    if pad == "batch":
-        bucket_sets.append(("edge_optimal", solve(hist, k, token_budget=token_budget,
-                                                  pad="edge").boundaries))
-    for name in rules:
-        bucket_sets.append((name, rule_of_thumb(name, hist, k, token_budget=token_budget)))
+    bucket_sets = [row for strategy in strategies("bucketed") if strategy.applies(context)
+                   for row in strategy.rows(context)]
     analytics = {}
-    stages.bar.total = (len(bucket_sets) + 4 + bool(diversity) + bool(sampler)
+    steps = sum(s.applies(context) for s in strategies() if s.phase != "bucketed")
+    stages.bar.total = (len(bucket_sets) + steps + 2 + bool(diversity)
                         + 2 * (cost_model is not None))
-    for name, boundaries in bucket_sets:
-        stages(name)
-        analytic = analytics[name] = evaluate(hist, boundaries, token_budget=token_budget,
-                                              pad=pad)
-        eps = run("bucketed", boundaries=boundaries, packing="fixed", pad=pad)
-        add(name, name if name in ("bucketed", "bucketed-time") else "bucketed:" + name, eps,
-            boundaries, analytic)
-    if diversity or sampler:  # bucketopt.training.diversity; the sampler's real batch order
-        from ..training.diversity import comparison_diversity, sampler_epochs
+    for row in bucket_sets:
+        stages(row.name)
+        analytic = analytics[row.name] = evaluate(hist, row.boundaries,
+                                                  token_budget=token_budget, pad=pad)
+        eps = context.simulate("bucketed", boundaries=row.boundaries, packing="fixed", pad=pad)
+        add(row.name, row.kind, eps, row.boundaries, analytic, extra=row.extra)
+    simulated("after")
+    if diversity:  # bucketopt.training.diversity
+        from ..training.diversity import row_diversity
 
-        ranks = cost_model.world_size if cost_model is not None else (world_size or 1)
         edges = rows["bucketed"]["boundaries"]
-        if sampler:
-            stages("sampler")
-            add("sampler", "bucketed:sampler", sampler_epochs(
+        stages("diversity")
+        for name, fields in row_diversity(
                 sim_lengths, edges, token_budget=token_budget, world_size=ranks,
-                grad_accum=grad_accum, seed=seed, epochs=simulations, pad=pad), edges)
-            rows["sampler"].update(world_size=ranks, grad_accum=grad_accum)
-        if diversity:
-            stages("diversity")
-            for name, fields in comparison_diversity(
-                    sim_lengths, edges, token_budget=token_budget, world_size=ranks,
-                    grad_accum=grad_accum, seed=seed,
-                    dataset=hist if subsampled else None).items():
-                if name in rows:
-                    rows[name].update(fields, diversity_ranks=ranks, grad_accum=grad_accum)
+                grad_accum=grad_accum, seed=seed,
+                dataset=hist if subsampled else None).items():
+            if name in rows:
+                rows[name].update(fields, diversity_ranks=ranks, grad_accum=grad_accum)
     stages("packed")
     from .packed_rows import packed_rows, packing_fields  # padding-free rows
 
@@ -344,18 +292,19 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
                                          row["world_size"]))
     timing = {}
     if cost_model is not None:
-        from ..cost.costmodel import annotate, timing_fields
-        from ..cost.intervals import epochs_intervals
+        from ..cost.costmodel import timing_fields
+        from ..cost.intervals import annotate, epochs_intervals
 
         stages("timing")
         for name, eps in epochs.items():
             rows[name].update(timing_fields(eps, cost_model))
             rows[name].update(epochs_intervals(eps, cost_model))
         stages("analytic timing")
-        for name, boundaries in bucket_sets:  # the analytic fast path, next to the simulation
-            analytic = analytics.get(name) or evaluate(hist, boundaries,
-                                                       token_budget=token_budget, pad=pad)
-            rows[name]["ktok_per_s_analytic"] = annotate(analytic, hist, cost_model).ktok_per_s
+        for row in bucket_sets:  # the analytic fast path, next to the simulation
+            analytic = analytics.get(row.name) or evaluate(hist, row.boundaries,
+                                                           token_budget=token_budget, pad=pad)
+            rows[row.name]["ktok_per_s_analytic"] = annotate(analytic, hist,
+                                                             cost_model).ktok_per_s
         timing = {"profile": cost_model.name, "world_size": cost_model.world_size,
                   "epochs": cost_model.epochs}
     for name, factor in scales.items():  # simulated on a subsample: ETA of the whole dataset

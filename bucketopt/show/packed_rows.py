@@ -25,7 +25,7 @@ from ..training.packed import (
     packing_levels,
     simulate_packed,
 )
-from .comparison import strategy_row
+from .rows import strategy_row
 
 
 def packed_rows(lengths, k, *, token_budget, cost_model=None, world_size=1, grad_accum=1,
@@ -36,7 +36,7 @@ def packed_rows(lengths, k, *, token_budget, cost_model=None, world_size=1, grad
 
     Without a cost model only ``"packed"`` is built (the other strategies plan for time: the
     balancing weights and the levels come from the cost model). ``world_size`` is the cost
-    model's when one is given. Each row holds what :func:`bucketopt.show.comparison.strategy_row`
+    model's when one is given. Each row holds what :func:`bucketopt.show.rows.strategy_row`
     gives (padding 0: rows are padding-free; ``batches`` counts rows), ``packer``
     (``"greedy"``: every row packs the shuffled documents greedily, one open row at a time),
     the :func:`packing_fields` (``packing_efficiency``, ``rows_lower_bound``,

@@ -185,3 +185,60 @@ def place_batches(order, starts, sizes, batch_order):
             out[at + j] = order[s + j]
         at += sizes[b]
     return out
+
+
+@njit(cache=True)
+def best_fit_decreasing(lengths_desc, capacity):
+    """Best-fit-decreasing bin packing of lengths (sorted decreasing) into rows of ``capacity``.
+
+    Each length goes to the open row with the least room that still fits it (ties: the row that
+    reached that room last), else to a new row. A segment tree over the room values finds that
+    row in O(log capacity). Returns the row of every length, in input order.
+    """
+    n = lengths_desc.size
+    size = 1
+    while size < capacity + 1:
+        size *= 2
+    tree = np.zeros(2 * size, dtype=np.int64)  # rows with room r live in leaf size + r
+    head = np.full(capacity + 1, -1, dtype=np.int64)  # rows per room value, a linked stack
+    nxt = np.full(n, -1, dtype=np.int64)
+    row_of = np.empty(n, dtype=np.int64)
+    rows = 0
+    for t in range(n):
+        x = lengths_desc[t]
+        # smallest room r >= x with a row in it
+        r = -1
+        node = x + size
+        if tree[node] > 0:
+            r = x
+        else:
+            while node > 1:
+                if node % 2 == 0 and tree[node + 1] > 0:
+                    node = node + 1
+                    break
+                node //= 2
+            if node > 1:
+                while node < size:
+                    node = 2 * node if tree[2 * node] > 0 else 2 * node + 1
+                r = node - size
+        if r < 0:
+            b = rows
+            rows += 1
+            left = capacity - x
+        else:
+            # take the row that reached room r last (the head of its stack)
+            b = head[r]
+            head[r] = nxt[b]
+            node = r + size
+            while node >= 1:
+                tree[node] -= 1
+                node //= 2
+            left = r - x
+        row_of[t] = b
+        nxt[b] = head[left]
+        head[left] = b
+        node = left + size
+        while node >= 1:
+            tree[node] += 1
+            node //= 2
+    return row_of

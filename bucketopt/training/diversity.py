@@ -131,10 +131,10 @@ def strategy_batches(lengths, strategy, *, token_budget, epoch=0, seed=0, bounda
     greedily; "bucketed" is the :class:`~bucketopt.BucketBatchSampler` plan for ``boundaries``.
     """
     if strategy in ("sorted", "shuffle"):
-        from .simulate import batch_plan  # the same batches bucketopt.simulate() times
+        from .simulate import plan_arrays  # the same batches bucketopt.simulate() times
 
         lengths = validate_lengths(lengths)
-        order, starts, _ = batch_plan(lengths, strategy, token_budget=token_budget, seed=seed,
+        order, starts, _ = plan_arrays(lengths, strategy, token_budget=token_budget, seed=seed,
                                       epoch=epoch)
         return np.split(order, starts[1:])
     if strategy == "bucketed":
@@ -187,12 +187,12 @@ def compare_diversity(lengths, boundaries, *, token_budget, world_size=8, grad_a
     return out
 
 
-def comparison_diversity(lengths, boundaries, *, token_budget, world_size=1, grad_accum=1,
+def row_diversity(lengths, boundaries, *, token_budget, world_size=1, grad_accum=1,
                          seed=0, dataset=None) -> dict[str, dict]:
     """Step mix gap and epoch churn for the rows of :func:`bucketopt.show.comparison.compare`.
 
     "sorted", "shuffle" and "bucketed" are measured on the very batches their rows simulate
-    (:func:`bucketopt.training.simulate.batch_plan`, epochs 0 and 1, fixed packing; "bucketed" puts
+    (:func:`bucketopt.training.simulate.plan_arrays`, epochs 0 and 1, fixed packing; "bucketed" puts
     the batches of all buckets in random order); "sampler" on :class:`~bucketopt.BucketBatchSampler`
     with ``world_size`` and ``grad_accum``. Returns name -> {"step_mix_gap", "epoch_churn"}.
 
@@ -203,7 +203,7 @@ def comparison_diversity(lengths, boundaries, *, token_budget, world_size=1, gra
     whole dataset, "shuffle", "bucketed" and "sampler" from the subsample.
     """
     from ..data.histogram import Histogram
-    from .simulate import batch_plan
+    from .simulate import plan_arrays
 
     lengths = validate_lengths(lengths)
     hist = Histogram.from_lengths(lengths) if dataset is None else dataset
@@ -221,7 +221,7 @@ def comparison_diversity(lengths, boundaries, *, token_budget, world_size=1, gra
                 plan = sampler.plan(epoch)
                 order, sizes = plan.indices_from(0), plan.sizes
             else:
-                order, starts, _ = batch_plan(lengths, name, token_budget=token_budget,
+                order, starts, _ = plan_arrays(lengths, name, token_budget=token_budget,
                                               boundaries=boundaries, seed=seed, epoch=epoch)
                 sizes = np.diff(np.r_[starts, order.size])
             epochs.append((order, sizes))
@@ -311,7 +311,7 @@ def _sorted_gap(hist, cuts, shares, token_budget, seed, unit) -> float:
     from .simulate import sorted_batches
 
     sizes = sorted_batches(hist, token_budget)[0]
-    batch_order = np.random.default_rng((seed, 0)).permutation(sizes.size)  # as batch_plan
+    batch_order = np.random.default_rng((seed, 0)).permutation(sizes.size)  # as plan_arrays
     ends = np.cumsum(sizes)
     starts = ends - sizes
     bin_ends = np.r_[0, np.cumsum(np.bincount(_bins_of(hist.values, cuts), weights=hist.counts,

@@ -205,9 +205,9 @@ def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_s
     """The at most ``k`` packing levels (inclusive upper edges) of least expected epoch time
     under ``cost_model``: the exact DP of :mod:`bucketopt.objectives.packed` over every
     candidate edge (every distinct length, or multiples of ``align``)."""
-    from ..groups import backtrack, make_groups, share_windows
+    from ..groups import backtrack, make_groups
     from ..objectives import make_objective
-    from ..solver import check_align, check_k, check_shares
+    from ..solver import check_align, check_k, check_shares, run_layers
 
     k = check_k(k)
     hist = as_histogram(lengths)
@@ -223,10 +223,8 @@ def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_s
         raise BucketoptError(f"align={align} rounds the last edge up to "
                              f"{int(groups.edges[-1])}, above token_budget={token_budget}.")
     objective = make_objective("packed", "varlen", cost_model=cost_model)
-    win_lo, win_hi = share_windows(groups, min_share, max_share)
-    objective.fit(groups, token_budget=int(token_budget), win_lo=win_lo, win_hi=win_hi)
-    kmax = min(k, groups.g)
-    opt, best = objective.layers(kmax)
+    kmax, opt, best = run_layers(objective, groups, k, token_budget=int(token_budget),
+                                 min_share=min_share, max_share=max_share, stage=False)
     if not np.isfinite(best[kmax - 1]):
         raise BucketoptError(f"infeasible constraints: no set of at most {k} packing levels "
                              f"satisfies min_share={min_share}, max_share={max_share}.")

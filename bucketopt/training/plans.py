@@ -84,7 +84,7 @@ def batch_plan(lengths, strategy="bucketed", *, token_budget, boundaries=None, s
     >>> sorted(sorted(b) for b in plan)  # lengths [1, 2], [4], [5]
     [[0], [1, 3], [2]]
     """
-    from .simulate import batch_plan as _plan
+    from .simulate import plan_arrays as _plan
 
     if strategy not in PLANNED:
         raise BucketoptError(f"strategy must be one of {', '.join(PLANNED)}; got {strategy!r} "

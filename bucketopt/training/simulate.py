@@ -16,7 +16,7 @@ Greedy packing walks the samples in order and adds each to the current batch whi
 
 At scale: :func:`simulate` never builds sample indices. "sorted" comes from the histogram alone
 (:func:`sorted_epoch`); "shuffle" and "bucketed" shuffle an int32 copy of the lengths in place
-(the permutation :func:`batch_plan` draws), group buckets with a counting sort and pack greedily
+(the permutation :func:`plan_arrays` draws), group buckets with a counting sort and pack greedily
 in chunks of ``CHUNK`` samples, so an epoch of tens of millions of samples costs one or two
 copies of the lengths plus per-batch arrays, and equals the index plan's epoch array for array.
 """
@@ -64,7 +64,7 @@ def _check_plan(lengths, strategy, token_budget, seed, epoch, packing):
     return token_budget, np.random.default_rng((seed, epoch))
 
 
-def batch_plan(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=0,
+def plan_arrays(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=0,
                packing="fixed"):
     """The batches of one epoch as (order, starts, buckets): sample indices in training order,
     the offset in ``order`` where each batch starts, and each batch's bucket (or None).
@@ -200,7 +200,7 @@ def simulate(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=
         return _sorted_epoch(Histogram.from_lengths(lengths), token_budget, rng)
     elif strategy == "shuffle":
         x = compact_lengths(lengths)
-        rng.shuffle(x)  # in place: the permutation batch_plan() draws, applied to the lengths
+        rng.shuffle(x)  # in place: the permutation plan_arrays() draws, applied to the lengths
         sizes, tops, real = greedy_stream(x, token_budget)
         del x
     else:  # bucketed
@@ -244,7 +244,7 @@ def _sorted_epoch(hist, token_budget, rng) -> Epoch:
 def sorted_batches(hist, token_budget):
     """The greedy batches of the length-sorted samples, exactly, from the histogram alone:
     ``(sizes, longest, real)`` per batch in build order (shortest batches first), the very
-    batches :func:`batch_plan` builds for ``"sorted"``, in O(m + batches)."""
+    batches :func:`plan_arrays` builds for ``"sorted"``, in O(m + batches)."""
     from ._sim_kernels import sorted_greedy
 
     sizes, tops, real, mult = sorted_greedy(hist.values, hist.counts, np.int64(token_budget))
@@ -278,7 +278,7 @@ def _bucketed(lengths, boundaries, token_budget, rng, packing):
     edges = check_boundaries(boundaries, Histogram.from_lengths(lengths))
     per_batch = batch_sizes_for(edges, token_budget)
     x = compact_lengths(lengths)
-    rng.shuffle(x)  # the permutation batch_plan() draws
+    rng.shuffle(x)  # the permutation plan_arrays() draws
     grouped, counts = bucket_partition(x, np.asarray(edges, dtype=np.int64))
     del x
     offsets = np.r_[0, np.cumsum(counts)]
@@ -299,7 +299,7 @@ def _bucketed(lengths, boundaries, token_budget, rng, packing):
 
 
 def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:
-    from .._kernels import best_fit_decreasing
+    from ._sim_kernels import best_fit_decreasing
 
     lengths = validate_lengths(lengths)
     token_budget = check_token_budget(token_budget)

@@ -1,6 +1,6 @@
 """numba kernels of ``pad="batch"``: the expected dynamic padding of a bucket and the DP over it.
 
-Arrays and numbers in, arrays out; the wrappers (bucketopt/batchpad.py,
+Arrays and numbers in, arrays out; the wrappers (bucketopt/objectives/batchpad.py,
 bucketopt/objectives/batch.py) validate first. Nothing here grows with the number of samples n:
 binomial ratios come from :func:`log_binom_ratio` (Stirling differences written so that no large
 terms cancel), not from a table of log(a!).
@@ -556,3 +556,25 @@ def pair_costs(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_end, siz
                                    group_end[starts[p]], group_end[ends[p]], sizes[ends[p]],
                                    np.inf)
     return out
+
+
+# A double-double table of log(a!) (hi + lo, accumulated with TwoSum), so that
+# log C(a, b) - log C(N, b) = (L[a] - L[a-b]) - (L[N] - L[N-b]) keeps ~1e-13 relative accuracy.
+@njit(cache=True)
+def log_factorial_table(n):
+    """hi, lo with hi[a] + lo[a] = log(a!) for a = 0..n, to about 1e-16 relative."""
+    hi = np.zeros(n + 1)
+    lo = np.zeros(n + 1)
+    s = 0.0
+    c = 0.0
+    for a in range(2, n + 1):
+        x = np.log(a)
+        t = s + x
+        bp = t - s
+        err = (s - (t - bp)) + (x - bp)
+        c += err
+        s = t + c
+        c = c - (s - t)
+        hi[a] = s
+        lo[a] = c
+    return hi, lo

@@ -12,7 +12,7 @@ P(max <= v) = C(c(v), s) / C(N, s), so
 sum is walked from the top down and stops once the rest is provably below 1e-15 of N x top. The
 log binomials come from a compensated table of log(a!) while n <= WALK_TABLE_MAX (cached, at
 most 32 MiB), and from Stirling differences arranged without cancellation above it
-(:func:`bucketopt._batch_kernels.log_binom_ratio`), so memory does not grow with n.
+(:func:`bucketopt.objectives._batch_kernels.log_binom_ratio`), so memory does not grow with n.
 
 The DP over this cost lives in :mod:`bucketopt.objectives.batch`.
 """
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data.histogram import Histogram
-from .errors import BucketoptError
+from ..data.histogram import Histogram
+from ..errors import BucketoptError
 
 # The double-double table of log(a!) takes 16 bytes per sample: refuse beyond 2**26 samples
 # (1 GiB) rather than exhaust memory.
@@ -54,7 +54,7 @@ def walk_tables(n: int):
 
 def log_factorials(n: int):
     """The double-double log(a!) table for a = 0..n (the time objective's kernels use it)."""
-    from ._kernels import log_factorial_table
+    from ._batch_kernels import log_factorial_table
 
     if n > MAX_TABLE:
         raise BucketoptError(
@@ -108,7 +108,7 @@ def expected_padding_and_fill(hist: Histogram, edges, sizes):
 
 def expected_batch_padding(lengths, batch_size: int) -> float:
     """Expected padded tokens of one bucket shuffled and cut into batches of ``batch_size``."""
-    from .data.histogram import as_histogram
+    from ..data.histogram import as_histogram
 
     hist = as_histogram(lengths)
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \

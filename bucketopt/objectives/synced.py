@@ -2,9 +2,10 @@
 
 The arrays the time kernels need are built here once per histogram (:class:`TimeArrays`), and
 :func:`bucket_seconds` re-scores any boundaries with the same step model as the time DP
-(``bucketopt._time_kernels``; docs/method.md): with ``world`` = 1 the summed micro-batch time,
-with ``world`` = G > 1 and buckets synced across ranks, each bucket's micro-steps, each as long
-as the slowest of its G batches.
+(``bucketopt.objectives._time_kernels``; docs/method.md): with ``world`` = 1 the summed
+micro-batch time, with ``world`` = G > 1 and buckets synced across ranks, each bucket's
+micro-steps, each as long as the slowest of its G batches. (Batches of all buckets in random order:
+:mod:`.random_order`.)
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 
 import numpy as np
 
-from .data.histogram import Histogram
+from ..data.histogram import Histogram
 
 PAD_CODES = {"edge": 0, "batch": 1}
 # Draw counts up to S0_CAP keep running order-statistic sums in the time DP; fewer when the sums

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from .groups import INF
+from ..groups import INF
 
 # kmax x (g + 1) at most this: about 10-30 ms here, where numba's start costs far more.
 SMALL_CELLS = 1 << 18

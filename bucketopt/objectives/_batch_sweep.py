@@ -1,6 +1,7 @@
 """numba kernels of ``pad="batch"``: the exact costs of many buckets that share one end.
 
-A bucket's walk (:func:`bucketopt._batch_kernels.batch_bucket_cost`) costs one term per distinct
+A bucket's walk (:func:`bucketopt.objectives._batch_kernels.batch_bucket_cost`) costs one term per
+distinct
 length; with a small batch size the probabilities fall slowly, so each walk covers nearly the
 whole bucket, and a DP that prices many starts for one end walks the same lengths again and again.
 For one end (top length, batch size s) and a run of starts, :func:`sweep_costs` keeps instead
@@ -154,7 +155,7 @@ def _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, states, xs, 
 def sweep_costs(values, prefix_count, prefix_tokens, hi, s, starts, out, pascal):
     """out[q] = the expected dynamic padding of the bucket ``values[starts[q]:hi]`` with batch
     size ``s`` (2 <= s), for ``starts`` non-increasing and below ``hi``: the cost of
-    :func:`bucketopt._batch_kernels.batch_bucket_cost` without its truncation."""
+    :func:`bucketopt.objectives._batch_kernels.batch_bucket_cost` without its truncation."""
     _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, np.empty((0, s + 1)),
            np.empty(hi), np.empty(hi), pascal)
 

@@ -1,4 +1,5 @@
-"""Every numba kernel of bucketopt: arrays and numbers in, arrays out.
+"""The numba kernels of the edge-padding objective (:mod:`bucketopt.objectives.edge`): arrays and
+numbers in, arrays out.
 
 Kernels never see None, defaults or user errors: the public wrappers validate first. Costs are
 exact int64. ``INF`` marks unreachable states; it is a constant per state, so adding it keeps the
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .groups import INF
+from ..groups import INF
 
 
 @njit(cache=True)
@@ -357,89 +358,3 @@ def edge_layers_quadratic(edges, prefix_count, prefix_tokens, win_lo, win_hi, km
         best[k] = cur[g]
         prev, cur = cur, prev
     return opt, best
-
-
-# --- log(a!) for the time objective ----------------------------------------------------------
-# A double-double table (hi + lo, accumulated with TwoSum), so that
-# log C(a, b) - log C(N, b) = (L[a] - L[a-b]) - (L[N] - L[N-b]) keeps ~1e-13 relative accuracy.
-# The pad="batch" kernels live in bucketopt/_batch_kernels.py.
-
-
-@njit(cache=True)
-def log_factorial_table(n):
-    """hi, lo with hi[a] + lo[a] = log(a!) for a = 0..n, to about 1e-16 relative."""
-    hi = np.zeros(n + 1)
-    lo = np.zeros(n + 1)
-    s = 0.0
-    c = 0.0
-    for a in range(2, n + 1):
-        x = np.log(a)
-        t = s + x
-        bp = t - s
-        err = (s - (t - bp)) + (x - bp)
-        c += err
-        s = t + c
-        c = c - (s - t)
-        hi[a] = s
-        lo[a] = c
-    return hi, lo
-
-
-# --- sequence packing for simulate("packed") ------------------------------------------------
-
-
-@njit(cache=True)
-def best_fit_decreasing(lengths_desc, capacity):
-    """Best-fit-decreasing bin packing of lengths (sorted decreasing) into rows of ``capacity``.
-
-    Each length goes to the open row with the least room that still fits it (ties: the row that
-    reached that room last), else to a new row. A segment tree over the room values finds that
-    row in O(log capacity). Returns the row of every length, in input order.
-    """
-    n = lengths_desc.size
-    size = 1
-    while size < capacity + 1:
-        size *= 2
-    tree = np.zeros(2 * size, dtype=np.int64)  # rows with room r live in leaf size + r
-    head = np.full(capacity + 1, -1, dtype=np.int64)  # rows per room value, a linked stack
-    nxt = np.full(n, -1, dtype=np.int64)
-    row_of = np.empty(n, dtype=np.int64)
-    rows = 0
-    for t in range(n):
-        x = lengths_desc[t]
-        # smallest room r >= x with a row in it
-        r = -1
-        node = x + size
-        if tree[node] > 0:
-            r = x
-        else:
-            while node > 1:
-                if node % 2 == 0 and tree[node + 1] > 0:
-                    node = node + 1
-                    break
-                node //= 2
-            if node > 1:
-                while node < size:
-                    node = 2 * node if tree[2 * node] > 0 else 2 * node + 1
-                r = node - size
-        if r < 0:
-            b = rows
-            rows += 1
-            left = capacity - x
-        else:
-            # take the row that reached room r last (the head of its stack)
-            b = head[r]
-            head[r] = nxt[b]
-            node = r + size
-            while node >= 1:
-                tree[node] -= 1
-                node //= 2
-            left = r - x
-        row_of[t] = b
-        nxt[b] = head[left]
-        head[left] = b
-        node = left + size
-        while node >= 1:
-            tree[node] += 1
-            node //= 2
-    return row_of
