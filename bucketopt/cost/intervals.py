@@ -20,6 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import BucketoptError
+from ..validate import shown
 
 MAX_SETS = 2000  # coefficient sets a profile may carry
 SECONDS_PER_DAY = 86_400.0
@@ -60,7 +61,7 @@ def parse_uncertainty(value, source: str = "profile") -> dict | None:
     if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) \
             or not 0 < coverage <= 1:
         raise BucketoptError(f"`uncertainty.coverage` in {source} must be a number in (0, 1]; "
-                             f"got {coverage!r}.")
+                             f"got {shown(coverage)}.")
     out = {key: v for key, v in value.items() if key not in ("coefficient_sets", "coverage")}
     out.update(coverage=float(coverage), coefficient_sets=clean)
     return out

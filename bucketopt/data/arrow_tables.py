@@ -12,7 +12,6 @@ values. Every pyarrow failure becomes a one-line :class:`BucketoptError`.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -191,11 +190,14 @@ def open_huggingface(directory: Path, label: str) -> ArrowTable:
     return open_ipc(files, label, fmt="huggingface", note=note)
 
 
+# state.json / dataset_dict.json are kilobytes; a larger one is refused before it is read.
+JSON_BYTES = 16 << 20
+
+
 def _read_json(path: Path, label: str) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise BucketoptError(f"{label}: {path.name} could not be read ({exc}).") from None
+    from .guards import read_json
+
+    data = read_json(path, f"{label}: {path.name}", limit=JSON_BYTES)
     if not isinstance(data, dict):
         raise BucketoptError(f"{label}: {path.name} is not a JSON object.")
     return data

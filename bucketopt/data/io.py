@@ -119,10 +119,17 @@ class Source:
                 )
             return hist.to_lengths()
         parts, rows = [], 0
+        whole = np.empty(self.num_rows, dtype=np.int64) if self.format == "npy" else None
         for values, _, where in self._chunks():
             chunk_name, start = where or (name, rows)
-            parts.append(validate_lengths(values, name=chunk_name, start=start))
+            values = validate_lengths(values, name=chunk_name, start=start)
+            if whole is not None:  # filled in place: no list of parts and no second copy
+                whole[rows:rows + values.size] = values
+            else:
+                parts.append(values)
             rows += len(values)
+        if whole is not None:
+            return whole
         if not parts:
             raise BucketoptError(f"{name} is empty: at least one length is required.")
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
@@ -261,8 +268,7 @@ def sniff_format(path: Path) -> str:
 def _file_source(path: Path, column: str | None) -> Source:
     fmt = sniff_format(path)
     if fmt == "npy":
-        return _array_source(path, "npy", [("", "array")], _load_npy(path), column=None,
-                             given=column)
+        return _npy_source(path, column)
     if fmt == "npz":
         return _npz_source(path, column)
     if fmt == "text":
@@ -469,7 +475,7 @@ def _reason(exc: BaseException) -> str:
 def _load_npy(path: Path) -> np.ndarray:
     try:
         # mmap first: a header claiming more data than the file holds fails here, not in malloc.
-        arr = np.array(np.load(path, mmap_mode="r", allow_pickle=False))
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as exc:
         if "pickle" in str(exc).lower() or "object" in str(exc).lower():
             raise BucketoptError(
@@ -483,7 +489,36 @@ def _load_npy(path: Path) -> np.ndarray:
     except Exception as exc:  # a mangled header reaches numpy's parser (tokenize errors)
         raise BucketoptError(f"{path.name}: not a valid .npy file (bad header: "
                              f"{type(exc).__name__}).") from None
-    return validate_lengths(arr, name=f"{path.name}")
+    if not isinstance(arr, np.ndarray) or arr.dtype.hasobject:
+        raise BucketoptError(f"{path.name}: holds Python objects; bucketopt never unpickles "
+                             "data. Save an integer array instead.")
+    if arr.ndim != 1:
+        raise BucketoptError(f"{path.name} must be 1-D; got an array of shape {arr.shape}.")
+    if arr.size == 0:
+        raise BucketoptError(f"{path.name} is empty: at least one length is required.")
+    return arr
+
+
+# Elements of a memory-mapped .npy validated and counted at a time: a huge file (or a sparse
+# one, all zeros) never becomes one array in memory, and a bad value stops the read at once.
+NPY_CHUNK = 1 << 22
+
+
+def _npy_source(path: Path, given: str | None) -> Source:
+    if given is not None:
+        raise BucketoptError(f"{path.name}: a .npy file holds one array; column={given!r} "
+                             "does not apply.")
+    mapped = _load_npy(path)
+    # the first chunk is checked now: a file of zeros or of floats fails before any reading
+    validate_lengths(np.array(mapped[:NPY_CHUNK]), name=path.name)
+
+    def chunks():
+        for start in range(0, mapped.size, NPY_CHUNK):
+            yield np.array(mapped[start:start + NPY_CHUNK]), None, (path.name, start)
+
+    chosen = Column("", "integer", "array", "the only array")
+    return Source(path.name, "npy", (path,), (("", "array"),), chosen, int(mapped.size), None,
+                  chunks)
 
 
 # An .npz member that inflates more than this many times, to more than NPZ_INFLATE_BYTES, is
@@ -510,6 +545,8 @@ def _npz_source(path: Path, column: str | None) -> Source:
     try:
         with np.load(path, allow_pickle=False) as archive:
             names = list(archive.files)
+            if not names:
+                raise BucketoptError(f"{path.name}: holds no arrays (an empty .npz).")
             if column is not None:
                 if column not in names:
                     raise BucketoptError(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BucketoptError
+from ..validate import shown
 from .histogram import Histogram
 
 OVERFLOWS = ("truncate", "drop", "split")
@@ -20,16 +21,16 @@ OVERFLOWS = ("truncate", "drop", "split")
 def check_max_length(max_length, overflow):
     if overflow not in OVERFLOWS:
         raise BucketoptError(f"`overflow` must be one of {', '.join(OVERFLOWS)}; got "
-                             f"{overflow!r}.")
+                             f"{shown(overflow)}.")
     if max_length is None:
         return None
     if isinstance(max_length, float) and max_length.is_integer():
         max_length = int(max_length)
     if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) \
             or max_length < 1:
-        raise BucketoptError(f"`max_length` must be an integer >= 1; got {max_length!r}.")
+        raise BucketoptError(f"`max_length` must be an integer >= 1; got {shown(max_length)}.")
     if max_length > 2**60:
-        raise BucketoptError(f"`max_length` must be at most 2**60; got {max_length!r}.")
+        raise BucketoptError(f"`max_length` must be at most 2**60; got {shown(max_length)}.")
     return int(max_length)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from ..batchpad import expected_padding_per_bucket, walk_tables
 from ..errors import BucketoptError
 from ..groups import backtrack
+from ..validate import shown
 from .base import Objective
 
 # Above this many candidate groups the default DP runs on a grid of candidate edges (see
@@ -236,7 +237,8 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
     if isinstance(candidates, str):
         if candidates not in ("auto", "all", "grid"):
             raise BucketoptError(
-                f"`candidates` must be 'auto', 'all', 'grid' or group indices; got {candidates!r}."
+                f"`candidates` must be 'auto', 'all', 'grid' or group indices"
+                f"; got {shown(candidates)}."
             )
         if candidates == "all" or (candidates == "auto" and g <= EXACT_CANDIDATES):
             return data.layers(np.arange(g + 1, dtype=np.int64), kmax)
