@@ -53,6 +53,8 @@ PARAMETER_FLAGS = {
     "seed": "--seed", "grad_accum": "--grad-accum", "min_fill": "--min-fill",
     "max_length": "--max-length", "overflow": "--overflow", "lhotse_version": "--lhotse-version",
     "boundaries": "--boundaries", "folds": "--folds", "bootstrap": "--bootstrap",
+    "time_limit": "--time-limit", "repeats": "--repeats", "warmup": "--warmup",
+    "threads": "--threads", "vocab_size": "--vocab-size", "memory_fraction": "--memory-fraction",
 }
 _VALUE = r"(\"[^\"]*\"|'[^']*'|[^\s,;)]*[^\s,;).])"
 
@@ -78,6 +80,8 @@ def cli_message(message: str, flags) -> str:
                   lambda m: m.group(0) if flag(m.group(1)) else "", text)
     text = re.sub(r"\b(\w+)=" + _VALUE + r"?(?=[\s,;).]|$)", valued, text)
     text = re.sub(r"`(\w+)`", lambda m: flag(m.group(1)) or m.group(0), text)
+    # "--max-length 5000 (--max-length)": the flag once is enough
+    text = re.sub(r"(--[\w-]+)((?: [^\s,;()]+)?(?: s)?) \(\1\)", r"\1\2", text)
     return re.sub(r"(?<![\w/.-])([a-z]+_[a-z_]+)(?![\w/-]|\.\w)",  # not inside a path
                   lambda m: flag(m.group(1)) or m.group(0), text)
 

@@ -119,7 +119,9 @@ class Source:
                 )
             return hist.to_lengths()
         parts, rows = [], 0
-        whole = np.empty(self.num_rows, dtype=np.int64) if self.format == "npy" else None
+        whole = None
+        if self.format == "npy" and self.num_rows is not None:
+            whole = np.empty(self.num_rows, dtype=np.int64)
         for values, _, where in self._chunks():
             chunk_name, start = where or (name, rows)
             values = validate_lengths(values, name=chunk_name, start=start)
@@ -197,9 +199,16 @@ def open_source(source, *, column: str | None = None) -> Source:
     if kind == "dir":
         from .arrow_tables import is_huggingface_dir, open_huggingface
 
+        _check_listable(text)
         if is_huggingface_dir(path):
             return _table_source(open_huggingface(path, text), column)
-        return _multi_source(_files_under(path), text, column)
+        files = _files_under(path)
+        if _is_file(path / "dataset_info.json") and len(files) > 1:
+            raise BucketoptError(
+                f"{short(text)} looks like a Hugging Face save_to_disk folder (it has "
+                "dataset_info.json) but lacks its state.json; point at its shards "
+                f"({short(os.path.join(text, '*.arrow'))}) or save the dataset again.")
+        return _multi_source(files, text, column)
     if kind == "file":
         return _file_source(path, column)
     if kind == "other":
@@ -242,7 +251,7 @@ def sniff_format(path: Path) -> str:
         return "npz"
     if head.startswith(b"PAR1"):
         return "parquet"
-    if head.startswith(b"ARROW1") or head.startswith(b"\xff\xff\xff\xff"):
+    if head.startswith((b"ARROW1", b"\xff\xff\xff\xff", b"FEA1")):
         return "arrow"
     packed = compressed_kind(head)
     if packed is not None:
@@ -276,9 +285,24 @@ def _file_source(path: Path, column: str | None) -> Source:
     return _table_source(_open_tables([path], fmt, path.name), column)
 
 
+def _check_listable(folder) -> None:
+    """A folder that cannot be listed is one clear line (not an empty folder, not a traceback)."""
+    try:
+        with os.scandir(folder):
+            pass
+    except OSError as exc:
+        raise BucketoptError(f"folder {short(os.fspath(folder))} cannot be listed "
+                             f"({exc.strerror or exc}).") from None
+
+
+def _walk_error(exc: OSError):
+    raise BucketoptError(f"folder {short(os.fsdecode(exc.filename or ''))} cannot be listed "
+                         f"({exc.strerror or exc}).")
+
+
 def _files_under(directory: Path) -> list[Path]:
     files = []
-    for root, dirs, names in os.walk(directory):
+    for root, dirs, names in os.walk(directory, onerror=_walk_error):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
         files.extend(Path(root) / n for n in sorted(names)
                      if not n.startswith((".", "_")) and _is_file(Path(root) / n))
@@ -814,7 +838,7 @@ def _split(line: str, delimiter):
     return line.split(delimiter) if delimiter else [line]
 
 
-_HEADER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ .()*/:-]{0,199}")
+_HEADER_NAME = re.compile(r"[^\W\d][\w .()*/:-]{0,199}")  # names in any script (länge)
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NON_FINITE = re.compile(r"[+-]?(nan|inf|infinity)", re.IGNORECASE)
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)",

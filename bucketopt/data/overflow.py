@@ -16,6 +16,9 @@ from ..validate import shown
 from .histogram import Histogram
 
 OVERFLOWS = ("truncate", "drop", "split")
+# overflow_items() plans at most this many chunks one by one (each costs ~24 bytes in the plan's
+# arrays); the histogram form, apply_overflow(), has no such limit.
+SPLIT_ITEMS_LIMIT = 1 << 25
 
 
 def check_max_length(max_length, overflow):
@@ -109,6 +112,12 @@ def overflow_items(lengths: np.ndarray, max_length, overflow="truncate"):
                                  f"sample (the shortest is {int(lengths.min())}).")
         return lengths[index], index, None
     chunks = -(-lengths // max_length)
+    total = int(chunks.sum(dtype=np.float64)) if chunks.size else 0
+    if total > SPLIT_ITEMS_LIMIT:  # counted before any per-chunk array exists
+        raise BucketoptError(
+            f"max_length={max_length} with overflow='split' cuts {lengths.size:,} samples into "
+            f"{total:,} chunks, more than the {SPLIT_ITEMS_LIMIT:,} one plan can hold; use a "
+            "larger max_length (or overflow='truncate').")
     index = np.repeat(np.arange(lengths.size), chunks)
     first = np.r_[0, np.cumsum(chunks)[:-1]]
     chunk = np.arange(index.size) - np.repeat(first, chunks)
