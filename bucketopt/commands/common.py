@@ -198,6 +198,9 @@ def _check_profile(profile: str) -> None:
     if profile in available_profiles():
         return
     kind = path_kind(profile, "--profile")
+    if kind == "other":
+        raise BucketoptError(f"--profile {short(profile)} is not a regular file (a pipe, a "
+                             "socket or a device).")
     if kind != "file":
         names = ", ".join(available_profiles()) or "none"
         raise BucketoptError(f"--profile {short(profile)} is neither a shipped profile ({names}) "

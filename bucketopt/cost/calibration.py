@@ -175,6 +175,11 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     >>> round(calibrate(s, L, t).beta * 1e5, 6)
     1.0
     """
+    folds = check_int(folds, "folds", low=0, high=MAX_RESAMPLES)
+    bootstrap = check_int(bootstrap, "bootstrap", low=0, high=MAX_RESAMPLES)
+    if folds == 1:
+        raise BucketoptError("`folds` must be 0 (no held-out error) or at least 2 (one fold "
+                             "has nothing to train on); got 1.")
     s = _column(batch_size, "batch_size", integer=True)
     length = _column(padded_len, "padded_len", integer=True)
     t = _column(seconds, "seconds", integer=False)
@@ -187,11 +192,6 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
         raise BucketoptError(
             f"calibration needs at least {MIN_ROWS} measurements; got {s.size}."
         )
-    folds = check_int(folds, "folds", low=0, high=MAX_RESAMPLES)
-    bootstrap = check_int(bootstrap, "bootstrap", low=0, high=MAX_RESAMPLES)
-    if folds == 1:
-        raise BucketoptError("`folds` must be 0 (no held-out error) or at least 2 (one fold "
-                             "has nothing to train on); got 1.")
     with np.errstate(over="ignore"):  # out-of-range values are refused below
         tokens = s * length
         design = np.stack([np.ones_like(s), tokens, tokens * length], axis=1)

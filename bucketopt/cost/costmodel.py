@@ -223,7 +223,11 @@ def load_profile(profile) -> Profile:
         return profile_from_dict(data, f"profile {shown(text)}")
     from ..data.guards import path_kind, read_json, short
 
-    if path_kind(text, "profile") != "file":
+    kind = path_kind(text, "profile")
+    if kind == "other":
+        raise BucketoptError(f"profile {short(text)} is not a regular file (a pipe, a socket or "
+                             "a device).")
+    if kind != "file":
         names = ", ".join(available_profiles()) or "none"
         raise BucketoptError(
             f"profile {short(text)} is neither a shipped profile ({names}) nor a JSON file."

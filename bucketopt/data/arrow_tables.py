@@ -141,9 +141,13 @@ def _is_feather_v1(source) -> bool:
 def _feather_v1(path: Path):
     """A Feather V1 file as a memory-mapped table (its columns are not streamed, but mapped:
     reading one column touches only its pages)."""
+    import warnings
+
     import pyarrow.feather as feather
 
-    return feather.read_table(str(path), memory_map=True)
+    with warnings.catch_warnings():  # pyarrow deprecates V1; reading it is still right here
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return feather.read_table(str(path), memory_map=True)
 
 
 def _ipc_reader(source, options):
