@@ -69,6 +69,9 @@ def _prepare(case: Case, folder: str) -> None:
         if os.path.isdir(os.path.dirname(path)) and not os.path.exists(path):
             with open(path, "wb") as fh:
                 fh.write(OLD)
+        if os.path.isfile(path):  # what a failed run must leave there
+            with open(path, "rb") as fh:
+                case.before = fh.read()
     for name, mode in case.chmod.items():
         os.chmod(os.path.join(folder, name), mode)
 
@@ -205,7 +208,7 @@ def classify(case: Case, result: dict, folder: str, before: set) -> str:
         clean = len(error_lines) == 1 and (len(lines) == 1 or _notes_only(lines))
         if not clean:
             return "traceback"
-        if case.output and _changed(folder, case.output):
+        if case.output and _changed(folder, case.output, getattr(case, "before", None)):
             return "half-written"
         if _leftovers(folder, before):
             return "half-written"
@@ -224,13 +227,13 @@ def _notes_only(lines) -> bool:
         line.startswith(("Traceback", "  File ")) for line in lines)
 
 
-def _changed(folder: str, name: str) -> bool:
+def _changed(folder: str, name: str, before: bytes | None) -> bool:
     path = os.path.join(folder, name)
     if not os.path.exists(path) or os.path.isdir(path):
         return False
     try:
         with open(path, "rb") as fh:
-            return fh.read() != OLD and not _whole(path)
+            return fh.read() != before and not _whole(path)
     except OSError:
         return False
 

@@ -172,8 +172,9 @@ def main(argv=None) -> int:
             sub = _subparser(parser, args.command)
             (sub or parser).error(f"unrecognized arguments: {' '.join(map(str, extra))}"[:300])
         if args.command is None:
-            parser.print_help(sys.stderr)
-            return 2
+            usage = " ".join(parser.format_usage().split())
+            raise BucketoptError(f"a command is required: {', '.join(COMMANDS)} "
+                                 f"(bucketopt COMMAND --help); {usage}")
         from .commands.common import check_args
 
         check_args(args)

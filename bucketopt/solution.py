@@ -139,9 +139,9 @@ def check_token_budget(token_budget, hist: Histogram | None = None):
             )
     token_budget = int(token_budget)
     if token_budget < 1:
-        raise BucketoptError(f"token_budget must be an integer >= 1; got {token_budget}.")
+        raise BucketoptError(f"token_budget must be an integer >= 1; got {shown(token_budget)}.")
     if token_budget > TOKEN_LIMIT:  # batch sizes and padded tokens are int64
-        raise BucketoptError(f"token_budget must be at most 2**60; got {token_budget}.")
+        raise BucketoptError(f"token_budget must be at most 2**60; got {shown(token_budget)}.")
     if hist is not None and hist.max_length > token_budget:
         raise BucketoptError(
             f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length})."

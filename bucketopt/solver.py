@@ -53,8 +53,13 @@ def check_k(k, name: str = "k") -> int:
         else:
             raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.")
     if k < 1:
-        raise BucketoptError(f"`{name}` must be an integer >= 1; got {k}.")
+        raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.")
+    if k > K_LIMIT:  # at most k buckets: beyond the distinct lengths k changes nothing
+        raise BucketoptError(f"`{name}` must be at most 2**62; got {shown(k)}.")
     return int(k)
+
+
+K_LIMIT = 2**62
 
 
 def check_align(align) -> int:
@@ -386,13 +391,7 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
     >>> [sol.padded_tokens for sol in s.solutions]
     [20, 4, 2]
     """
-    try:
-        tolerance = float(tolerance)
-    except (TypeError, ValueError):
-        raise BucketoptError(f"`tolerance` must be a number >= 0"
-                             f"; got {shown(tolerance)}.") from None
-    if not (tolerance >= 0.0):
-        raise BucketoptError(f"`tolerance` must be a number >= 0; got {tolerance}.")
+    tolerance = check_number(tolerance, "tolerance", low=0.0)
     if isinstance(ks, (int, np.integer)) and not isinstance(ks, bool):
         ks = range(1, int(ks) + 1)
     if isinstance(ks, (str, bytes)):

@@ -63,6 +63,8 @@ def _int(text: str) -> int:
     try:
         if len(text.strip()) > 30:  # int() of a 5,000-digit flag value is no integer anyone means
             raise ValueError
+        if not text.isascii():  # int() takes Arabic-Indic and other digits; people mean ASCII
+            raise ValueError
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer; got {_shown(text)}") from None
@@ -81,6 +83,8 @@ def _count(text: str) -> int:
 
 def _float(text: str) -> float:
     try:
+        if not text.isascii():
+            raise ValueError
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number; got {_shown(text)}") from None

@@ -177,6 +177,7 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     """
     folds = check_int(folds, "folds", low=0, high=MAX_RESAMPLES)
     bootstrap = check_int(bootstrap, "bootstrap", low=0, high=MAX_RESAMPLES)
+    seed = check_int(seed, "seed", low=0, high=2**63 - 1)
     if folds == 1:
         raise BucketoptError("`folds` must be 0 (no held-out error) or at least 2 (one fold "
                              "has nothing to train on); got 1.")

@@ -353,11 +353,10 @@ class BucketBatchSampler:
             raise BucketoptError("state was saved by a sampler with other settings: " + "; ".join(
                 _describe(key, saved.get(key), self._settings[key]) for key in differ) + ".")
         if state["fingerprint"] != self._fingerprint:
-            raise BucketoptError(f"state fingerprint {shown(state['fingerprint'])}"
-                                 f" does not match its "
-                                 f"settings"
-                                 f" (this sampler {shown(self._fingerprint)}): the state was "
-                                 "edited or corrupted.")
+            raise BucketoptError(f"state fingerprint {shown(state['fingerprint'])} does not "
+                                 f"match its settings (this sampler "
+                                 f"{shown(self._fingerprint)}): the state was edited or "
+                                 "corrupted.")
         saved_ws = _check_int("state world_size", state["world_size"], 1)
         saved_ga = _check_int("state grad_accum", state["grad_accum"], 1)
         n = self.lengths.size
@@ -503,8 +502,13 @@ def _check_int(name, value, low):
             raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.")
     value = int(value)
     if value < low:
-        raise BucketoptError(f"{name} must be an integer >= {low}; got {value}.")
+        raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.")
+    if value > INT64_MAX:  # seeds, epochs and positions are int64 in the plans and in states
+        raise BucketoptError(f"{name} must be at most 2**63 - 1; got {shown(value)}.")
     return value
+
+
+INT64_MAX = 2**63 - 1
 
 
 def _check_bool(name, value):

@@ -39,6 +39,8 @@ CHUNK = 1 << 20  # samples per call of the streaming greedy kernel
 def _check_int(value, name, low):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise BucketoptError(f"`{name}` must be an integer >= {low}; got {shown(value)}.")
+    if value > 2**63 - 1:  # seeds and epochs are int64 wherever they are stored
+        raise BucketoptError(f"`{name}` must be at most 2**63 - 1; got {shown(value)}.")
     return int(value)
 
 
