@@ -251,8 +251,9 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_shar
 
     Parameters
     ----------
-    lengths : array-like of int or Histogram
-        One length (tokens) per sample, or their histogram.
+    lengths : array-like of int, Histogram, or mapping
+        One length (tokens) per sample, or their histogram: a :class:`Histogram` or a mapping
+        ``{length: count}`` such as ``collections.Counter(lengths)``.
     k : int
         Maximum number of buckets.
     token_budget : int, optional
