@@ -464,3 +464,22 @@ def test_interrupt_is_exit_130(capsys, monkeypatch, exc):
     monkeypatch.setattr(solve_command, "run", interrupted)
     assert main(["solve", "-k", "2", "-q"]) == 130
     assert capsys.readouterr().err.strip().splitlines() == ["bucketopt: interrupted"]
+
+
+def test_no_command_and_non_ascii_digits_are_one_line(capsys):
+    one_line(capsys, [], "a command is required", "usage: bucketopt")
+    one_line(capsys, ["solve", "-k", "\u0663"], "expected an integer")  # Arabic-Indic 3
+    one_line(capsys, ["solve", "-k", "2", "--min-share", "\u0660.\u0661"], "expected a")
+
+
+@pytest.mark.parametrize("call", [
+    lambda v: bucketopt.solve([5, 7], v),
+    lambda v: bucketopt.solve([5, 7], 2, token_budget=v),
+    lambda v: bucketopt.BucketBatchSampler([5, 7], (7,), token_budget=14, seed=v),
+    lambda v: bucketopt.BucketBatchSampler([5, 7], (7,), token_budget=14, grad_accum=v),
+    lambda v: bucketopt.simulate([5, 7], "shuffle", token_budget=14, seed=v),
+])
+def test_integers_of_thousands_of_digits_are_one_bounded_line(call):
+    with pytest.raises(BucketoptError) as info:
+        call(10**5000)
+    assert len(str(info.value)) < 200 and "digits" in str(info.value)
