@@ -163,10 +163,16 @@ def rewrite_text(source: str) -> str:
 def files():
     out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()
-    return [ROOT / f for f in out if Path(f).suffix in TEXT_SUFFIXES and (ROOT / f).exists()]
+    this = Path(__file__).resolve()  # its own table of moves is never rewritten
+    return [ROOT / f for f in out if Path(f).suffix in TEXT_SUFFIXES and (ROOT / f).exists()
+            and (ROOT / f).resolve() != this]
 
 
 def main(argv):
+    unknown = [a for a in argv if a != "--imports"]
+    if unknown:
+        sys.exit(f"relayout.py: unknown argument(s) {' '.join(unknown)}; usage: "
+                 "python .ci/relayout.py [--imports]")
     if "--imports" not in argv:
         for old, new in MODULE_MOVES.items():
             src = ROOT / (old.replace(".", "/") + ".py")

@@ -7,12 +7,14 @@ traceback).
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import re
 import sys
 
 from . import __version__
+from .data.guards import short
 from .errors import BucketoptError
 
 # name -> module in bucketopt.commands; each module has add_parser(subparsers) and run(args).
@@ -21,7 +23,12 @@ COMMANDS = ("solve", "sweep", "export", "inspect", "calibrate", "compare", "prob
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit code 2
-        raise BucketoptError(f"{self.prog}: {message}")
+        # "bucketopt: error: " is printed by main(); name the subcommand, not the program again
+        where = self.prog.split(" ", 1)[1] if " " in self.prog else None
+        if message.startswith(("unrecognized arguments", "the following arguments")):
+            usage = " ".join(self.format_usage().split())
+            message = f"{message}; {usage}"
+        raise BucketoptError(f"{where}: {message}" if where else message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +53,8 @@ PARAMETER_FLAGS = {
     "seed": "--seed", "grad_accum": "--grad-accum", "min_fill": "--min-fill",
     "max_length": "--max-length", "overflow": "--overflow", "lhotse_version": "--lhotse-version",
     "boundaries": "--boundaries", "folds": "--folds", "bootstrap": "--bootstrap",
+    "time_limit": "--time-limit", "repeats": "--repeats", "warmup": "--warmup",
+    "threads": "--threads", "vocab_size": "--vocab-size", "memory_fraction": "--memory-fraction",
 }
 _VALUE = r"(\"[^\"]*\"|'[^']*'|[^\s,;)]*[^\s,;).])"
 
@@ -71,6 +80,8 @@ def cli_message(message: str, flags) -> str:
                   lambda m: m.group(0) if flag(m.group(1)) else "", text)
     text = re.sub(r"\b(\w+)=" + _VALUE + r"?(?=[\s,;).]|$)", valued, text)
     text = re.sub(r"`(\w+)`", lambda m: flag(m.group(1)) or m.group(0), text)
+    # "--max-length 5000 (--max-length)": the flag once is enough
+    text = re.sub(r"(--[\w-]+)((?: [^\s,;()]+)?(?: s)?) \(\1\)", r"\1\2", text)
     return re.sub(r"(?<![\w/.-])([a-z]+_[a-z_]+)(?![\w/-]|\.\w)",  # not inside a path
                   lambda m: flag(m.group(1)) or m.group(0), text)
 
@@ -80,6 +91,57 @@ def _flags(parser, command) -> set:
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
             return {o for a in action.choices[command]._actions for o in a.option_strings}
     return set()
+
+
+class _StdoutError(OSError):
+    """Writing to standard output failed."""
+
+
+class _GuardedStdout:
+    """Standard output for a command: a failed write or flush raises :class:`_StdoutError`
+    (a closed stream, a full disk, /dev/full, a file-size limit), told apart from the OSError
+    of a file the command reads."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _call(self, name, *args):
+        if self._stream is None:
+            raise _StdoutError(errno.EBADF, "standard output is closed")
+        try:
+            return getattr(self._stream, name)(*args)
+        except BrokenPipeError:
+            raise
+        except (OSError, ValueError) as exc:  # ValueError: "I/O operation on closed file"
+            raise _StdoutError(getattr(exc, "errno", None) or errno.EIO,
+                               getattr(exc, "strerror", None) or str(exc)) from None
+
+    def write(self, text):
+        return self._call("write", text)
+
+    def flush(self):
+        if self._stream is not None:
+            self._call("flush")
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null so the flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        sys.stdout = None  # no file descriptor (closed, or a test's buffer): nothing to flush
+
+
+def _subparser(parser, command):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return None
 
 
 def _interrupted(signum, frame):
@@ -105,15 +167,26 @@ def main(argv=None) -> int:
     parser = args = None
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # let the subcommand's parser say it, with its usage
+            sub = _subparser(parser, args.command)
+            (sub or parser).error(f"unrecognized arguments: {' '.join(map(str, extra))}"[:300])
         if args.command is None:
-            parser.print_help(sys.stderr)
-            return 2
+            usage = " ".join(parser.format_usage().split())
+            raise BucketoptError(f"a command is required: {', '.join(COMMANDS)} "
+                                 f"(bucketopt COMMAND --help); {usage}")
         from .commands.common import check_args
 
         check_args(args)
         STAGES["enabled"] = not getattr(args, "quiet", False)
-        return int(args.run(args) or 0)
+        stdout = sys.stdout
+        sys.stdout = _GuardedStdout(stdout)
+        try:
+            code = int(args.run(args) or 0)
+            sys.stdout.flush()  # a full disk or /dev/full shows here, not at exit
+        finally:
+            sys.stdout = stdout
+        return code
     except BucketoptError as exc:
         message = str(exc)
         if args is not None and getattr(args, "command", None):
@@ -132,8 +205,20 @@ def main(argv=None) -> int:
             print("bucketopt: interrupted", file=sys.stderr)
             return 130
         raise
-    except BrokenPipeError:
+    except BrokenPipeError:  # `bucketopt ... | head`: the reader has all it wants
+        _discard_stdout()
         return 0
+    except _StdoutError as exc:
+        # writing the result to standard output failed (a full disk, /dev/full, a closed
+        # stream, a file-size limit): one line and a non-zero exit, never a silent 0
+        _discard_stdout()
+        print(f"bucketopt: error: could not write to standard output: {exc.strerror}.",
+              file=sys.stderr)
+        return 2
+    except OSError as exc:  # a system error no check foresaw: still one line, not a traceback
+        where = f" ({short(os.fsdecode(exc.filename))})" if exc.filename else ""
+        print(f"bucketopt: error: {exc.strerror or exc}{where}.", file=sys.stderr)
+        return 2
     except MemoryError:
         print("bucketopt: error: out of memory", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ import numpy as np
 
 from .data.histogram import TOKEN_LIMIT, Histogram
 from .errors import BucketoptError
+from .validate import shown
 
 PADS = ("edge", "batch")
 
@@ -121,7 +122,7 @@ class Solution:
         rate = "" if self.ktok_per_s is None else f", ktok_per_s={self.ktok_per_s:.1f}"
         return (
             f"Solution(boundaries=({edges}), padding_fraction={self.padding_fraction:.4f}, "
-            f"pad={self.pad!r}{rate})"
+            f"pad={shown(self.pad)}{rate})"
         )
 
 
@@ -134,13 +135,13 @@ def check_token_budget(token_budget, hist: Histogram | None = None):
             token_budget = int(token_budget)
         else:
             raise BucketoptError(
-                f"token_budget must be an integer >= 1; got {token_budget!r}."
+                f"token_budget must be an integer >= 1; got {shown(token_budget)}."
             )
     token_budget = int(token_budget)
     if token_budget < 1:
-        raise BucketoptError(f"token_budget must be an integer >= 1; got {token_budget}.")
+        raise BucketoptError(f"token_budget must be an integer >= 1; got {shown(token_budget)}.")
     if token_budget > TOKEN_LIMIT:  # batch sizes and padded tokens are int64
-        raise BucketoptError(f"token_budget must be at most 2**60; got {token_budget}.")
+        raise BucketoptError(f"token_budget must be at most 2**60; got {shown(token_budget)}.")
     if hist is not None and hist.max_length > token_budget:
         raise BucketoptError(
             f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length})."
@@ -167,6 +168,11 @@ def check_boundaries(boundaries, hist: Histogram) -> np.ndarray:
             f"boundaries end at {int(edges[-1])}, below the longest sample ({hist.max_length}); "
             "the last boundary must be >= every length."
         )
+    if float(edges[-1]) * float(hist.n) >= TOKEN_LIMIT:
+        raise BucketoptError(
+            f"boundaries reach {int(edges[-1]):,}: {hist.n:,} samples padded to it exceed 2**60 "
+            "tokens, beyond exact int64 totals; use boundaries near the longest length "
+            f"({hist.max_length:,}).")
     return edges
 
 
@@ -211,7 +217,7 @@ def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str
         padded, full = expected_padding_and_fill(hist, edges, sizes)
         fill = full / token_budget
     else:
-        raise BucketoptError(f"pad must be one of {PADS}; got {pad!r}.")
+        raise BucketoptError(f"pad must be one of {PADS}; got {shown(pad)}.")
     return counts, real, padded, sizes, fill
 
 

@@ -35,6 +35,7 @@ from .solution import (
     make_solution,
     with_notes,
 )
+from .validate import check_number, shown
 
 # Backtracking keeps one int32 start index per (k, group): refuse beyond this many entries (600 MB).
 MAX_BACKTRACK_ENTRIES = 150_000_000
@@ -47,32 +48,30 @@ def check_k(k, name: str = "k") -> int:
         if isinstance(k, float) and k.is_integer():
             k = int(k)
         else:
-            raise BucketoptError(f"`{name}` must be an integer >= 1; got {k!r}.")
+            raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.")
     if k < 1:
-        raise BucketoptError(f"`{name}` must be an integer >= 1; got {k}.")
+        raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.")
+    if k > K_LIMIT:  # at most k buckets: beyond the distinct lengths k changes nothing
+        raise BucketoptError(f"`{name}` must be at most 2**62; got {shown(k)}.")
     return int(k)
+
+
+K_LIMIT = 2**62
 
 
 def check_align(align) -> int:
     if isinstance(align, float) and align.is_integer():
         align = int(align)
     if isinstance(align, bool) or not isinstance(align, (int, np.integer)) or align < 1:
-        raise BucketoptError(f"`align` must be an integer >= 1; got {align!r}.")
+        raise BucketoptError(f"`align` must be an integer >= 1; got {shown(align)}.")
     if align > TOKEN_LIMIT:  # larger edges overflow int64 (and n x edge exceeds 2**60 anyway)
-        raise BucketoptError(f"`align` must be at most 2**60; got {align!r}.")
+        raise BucketoptError(f"`align` must be at most 2**60; got {shown(align)}.")
     return int(align)
 
 
 def check_shares(min_share, max_share) -> tuple[float, float]:
-    out = []
-    for name, value in (("min_share", min_share), ("max_share", max_share)):
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise BucketoptError(f"`{name}` must be a number in [0, 1]; got {value!r}.") from None
-        if not (0.0 <= value <= 1.0):
-            raise BucketoptError(f"`{name}` must be in [0, 1]; got {value}.")
-        out.append(value)
+    out = [check_number(value, name, low=0.0, high=1.0)
+           for name, value in (("min_share", min_share), ("max_share", max_share))]
     if out[0] > out[1]:
         raise BucketoptError(
             f"`min_share` ({out[0]}) must not exceed `max_share` ({out[1]})."
@@ -81,13 +80,7 @@ def check_shares(min_share, max_share) -> tuple[float, float]:
 
 
 def check_min_fill(min_fill) -> float:
-    try:
-        value = float(min_fill)
-    except (TypeError, ValueError):
-        raise BucketoptError(f"`min_fill` must be a number in [0, 1]; got {min_fill!r}.") from None
-    if not (0.0 <= value <= 1.0):
-        raise BucketoptError(f"`min_fill` must be in [0, 1]; got {min_fill!r}.")
-    return value
+    return check_number(min_fill, "min_fill", low=0.0, high=1.0)
 
 
 def check_objective(objective, profile) -> str:
@@ -96,13 +89,13 @@ def check_objective(objective, profile) -> str:
         return "time" if profile is not None else "padding"
     if objective not in objective_names():
         raise BucketoptError(
-            f"`objective` must be one of {', '.join(objective_names())}; got {objective!r}.")
+            f"`objective` must be one of {', '.join(objective_names())}; got {shown(objective)}.")
     return objective
 
 
 def check_exact(exact) -> bool:
     if not isinstance(exact, (bool, np.bool_)):
-        raise BucketoptError(f"`exact` must be True or False; got {exact!r}.")
+        raise BucketoptError(f"`exact` must be True or False; got {shown(exact)}.")
     return bool(exact)
 
 
@@ -111,7 +104,8 @@ def check_sync(sync_buckets):
         return "step"
     if isinstance(sync_buckets, (bool, np.bool_)):
         return bool(sync_buckets)
-    raise BucketoptError(f'`sync_buckets` must be True, False or "step"; got {sync_buckets!r}.')
+    raise BucketoptError(f'`sync_buckets` must be True, False or "step"'
+                         f'; got {shown(sync_buckets)}.')
 
 
 def _infeasible(groups, kmax, min_share, max_share, align, min_fill=0.0) -> BucketoptError:
@@ -227,7 +221,7 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
     min_fill = check_min_fill(min_fill)
     sync_buckets = check_sync(sync_buckets)
     if pad not in PADS:
-        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {pad!r}.")
+        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.")
     objective = check_objective(objective, profile)
     check = registration(objective, pad).check
     if check is not None:  # the objective's own preconditions on the options
@@ -267,8 +261,9 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_shar
 
     Parameters
     ----------
-    lengths : array-like of int or Histogram
-        One length (tokens) per sample, or their histogram.
+    lengths : array-like of int, Histogram, or mapping
+        One length (tokens) per sample, or their histogram: a :class:`Histogram` or a mapping
+        ``{length: count}`` such as ``collections.Counter(lengths)``.
     k : int
         Maximum number of buckets.
     token_budget : int, optional
@@ -377,7 +372,8 @@ def recommend_k(ks, solutions, tolerance=0.01, *, criterion=None):
                 return k, reason
         raise AssertionError("unreachable")
     if criterion != "padding":
-        raise BucketoptError(f"`criterion` must be 'padding' or 'throughput'; got {criterion!r}.")
+        raise BucketoptError(f"`criterion` must be 'padding' or 'throughput'"
+                             f"; got {shown(criterion)}.")
     fractions = [s.padding_fraction for s in solutions]
     best = min(fractions)
     for k, f in zip(ks, fractions):
@@ -407,16 +403,11 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
     >>> [sol.padded_tokens for sol in s.solutions]
     [20, 4, 2]
     """
-    try:
-        tolerance = float(tolerance)
-    except (TypeError, ValueError):
-        raise BucketoptError(f"`tolerance` must be a number >= 0; got {tolerance!r}.") from None
-    if not (tolerance >= 0.0):
-        raise BucketoptError(f"`tolerance` must be a number >= 0; got {tolerance}.")
+    tolerance = check_number(tolerance, "tolerance", low=0.0)
     if isinstance(ks, (int, np.integer)) and not isinstance(ks, bool):
         ks = range(1, int(ks) + 1)
     if isinstance(ks, (str, bytes)):
-        raise BucketoptError(f"`ks` must be an integer or a list of integers >= 1; got {ks!r} "
+        raise BucketoptError(f"`ks` must be an integer or a list of integers >= 1; got {shown(ks)} "
                              "(on the command line, -k A:B gives a range).")
     try:
         ks = list(itertools.islice(ks, MAX_SWEEP_KS + 1))
@@ -424,7 +415,7 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
             raise BucketoptError(f"`ks` holds more than {MAX_SWEEP_KS:,} values.")
         ks = sorted({check_k(k, "ks") for k in ks})
     except TypeError:
-        raise BucketoptError(f"`ks` must be a list of integers >= 1; got {ks!r}.") from None
+        raise BucketoptError(f"`ks` must be a list of integers >= 1; got {shown(ks)}.") from None
     if not ks:
         raise BucketoptError("`ks` is empty: give at least one k.")
     run = _run(lengths, ks, token_budget=token_budget, pad=pad, objective=objective,
@@ -466,7 +457,7 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None
     """
     sync_buckets = check_sync(sync_buckets)
     if pad not in PADS:
-        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {pad!r}.")
+        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.")
     hist, overflow_report = apply_overflow(as_histogram(lengths), max_length, overflow)
     edges = check_boundaries(boundaries, hist)
     token_budget = check_token_budget(token_budget, hist)

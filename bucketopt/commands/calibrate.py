@@ -35,15 +35,9 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..cost.calibration import calibrate, read_measurements
     from ..cost.costmodel import _positive_int
-    from ..errors import BucketoptError
     from ..show.report import table
 
     sizes, lens, seconds = read_measurements(args.measurements)
-    for flag, value in (("--folds", args.folds), ("--bootstrap", args.bootstrap)):
-        if value < 0:
-            raise BucketoptError(f"{flag} must be an integer >= 0; got {value}.")
-        if value > 10_000:
-            raise BucketoptError(f"{flag} must be at most 10000; got {value}.")
     fit = calibrate(sizes, lens, seconds, folds=args.folds, bootstrap=args.bootstrap)
     gpus = _positive_int(args.gpus, "--gpus")
     budget = args.token_budget

@@ -65,6 +65,8 @@ def _int(text: str) -> int:
     try:
         if len(text.strip()) > 30:  # int() of a 5,000-digit flag value is no integer anyone means
             raise ValueError
+        if not text.isascii():  # int() takes Arabic-Indic and other digits; people mean ASCII
+            raise ValueError
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer; got {_shown(text)}") from None
@@ -83,6 +85,8 @@ def _count(text: str) -> int:
 
 def _float(text: str) -> float:
     try:
+        if not text.isascii():
+            raise ValueError
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number; got {_shown(text)}") from None
@@ -162,10 +166,36 @@ def check_args(args) -> None:
         if kind not in (None, "file"):
             bad(f"{flag} {short(value)} "
                 f"{'does not exist' if kind == 'missing' else 'is not a regular file'}.")
-    for flag, attr in (("--output", "output"), ("--plot", "plot")):
+    outputs = [("--output", "output"), ("--plot", "plot")]
+    if args.command == "probe":  # probe writes its measurements
+        outputs.append(("--measurements", "measurements"))
+    for flag, attr in outputs:
         value = getattr(args, attr, None)
         if value is not None and path_kind(value, flag) == "dir":
             bad(f"{flag} {short(value)} is a directory; give a file path.")
+    _check_outputs_not_inputs(args, outputs)
+
+
+def _check_outputs_not_inputs(args, outputs) -> None:
+    """An output path naming an input (or another output) would destroy what is read."""
+    from ..data.output import check_not_input, same_file
+
+    inputs = [(f, getattr(args, a, None)) for f, a in (("--lens", "lens"),
+                                                      ("--profile", "profile"),
+                                                      ("--memory", "memory"))]
+    if args.command == "calibrate":
+        inputs.append(("--measurements", args.measurements))
+    written = []
+    for flag, attr in outputs:
+        value = getattr(args, attr, None)
+        if value is None:
+            continue
+        check_not_input(value, flag, inputs)
+        for other, path in written:
+            if same_file(value, path) or str(value) == str(path):
+                raise BucketoptError(f"{flag} and {other} name the same file {short(str(value))}; "
+                                     "give each its own path.")
+        written.append((flag, value))
 
 
 def _check_profile(profile: str) -> None:
@@ -174,6 +204,9 @@ def _check_profile(profile: str) -> None:
     if profile in available_profiles():
         return
     kind = path_kind(profile, "--profile")
+    if kind == "other":
+        raise BucketoptError(f"--profile {short(profile)} is not a regular file (a pipe, a "
+                             "socket or a device).")
     if kind != "file":
         names = ", ".join(available_profiles()) or "none"
         raise BucketoptError(f"--profile {short(profile)} is neither a shipped profile ({names}) "
@@ -217,7 +250,7 @@ def read_lengths(args, *, per_sample: bool = False):
     source = open_source(args.lens, column=args.column)
     if len(source.schema) > 1 or source.column.kind != "integer" or source.note:
         note(args, "reading " + source.describe())
-    if per_sample or (source.format in ("npy", "npz", "text")
+    if per_sample or (source.format in ("npz", "text")
                       and source.column.kind != "histogram"):
         data = source.lengths()
     else:

@@ -83,11 +83,9 @@ def run(args) -> int:
 
         note(args, lhotse_target(args.lhotse_version))
     if args.output:
-        try:
-            with open(args.output, "w") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise BucketoptError(f"cannot write {args.output!r}: {exc.strerror}.") from None
+        from ..data.output import write_text
+
+        write_text(args.output, text, what="--output")
         note(args, f"wrote {args.fmt} export of boundaries {list(solution.boundaries)} to "
                    f"{args.output}")
     else:

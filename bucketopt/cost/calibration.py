@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BucketoptError
+from ..validate import check_int
 from .costmodel import CostModel, Profile
 
 COLUMNS = ("batch_size", "padded_len", "seconds")
@@ -40,6 +41,8 @@ MIN_SHAPES = 3
 LOSS = "soft_l1"
 FOLDS = 5
 BOOTSTRAP = 200
+# The most folds and bootstrap resamples calibrate() runs (each is one robust refit).
+MAX_RESAMPLES = 10_000
 COVERAGE = 0.95
 OUTLIER_SCALES = 4.0  # a row is an outlier beyond max(4 c, 5%) relative error
 OUTLIER_FLOOR = 0.05
@@ -158,9 +161,9 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     seconds : array-like of float
         Measured time of each micro-batch (forward + backward + optimizer share).
     folds : int
-        Folds of the held-out error over the distinct shapes (0: none).
+        Folds of the held-out error over the distinct shapes (0: none; else 2 to 10,000).
     bootstrap : int
-        Bootstrap resamples for the coefficient intervals (0: none).
+        Bootstrap resamples for the coefficient intervals (0: none; at most 10,000).
     seed : int
         Seed of the fold split and the bootstrap.
 
@@ -172,6 +175,12 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     >>> round(calibrate(s, L, t).beta * 1e5, 6)
     1.0
     """
+    folds = check_int(folds, "folds", low=0, high=MAX_RESAMPLES)
+    bootstrap = check_int(bootstrap, "bootstrap", low=0, high=MAX_RESAMPLES)
+    seed = check_int(seed, "seed", low=0, high=2**63 - 1)
+    if folds == 1:
+        raise BucketoptError("`folds` must be 0 (no held-out error) or at least 2 (one fold "
+                             "has nothing to train on); got 1.")
     s = _column(batch_size, "batch_size", integer=True)
     length = _column(padded_len, "padded_len", integer=True)
     t = _column(seconds, "seconds", integer=False)
@@ -184,9 +193,6 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
         raise BucketoptError(
             f"calibration needs at least {MIN_ROWS} measurements; got {s.size}."
         )
-    for name, value, low in (("folds", folds, 0), ("bootstrap", bootstrap, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise BucketoptError(f"`{name}` must be an integer >= {low}; got {value!r}.")
     with np.errstate(over="ignore"):  # out-of-range values are refused below
         tokens = s * length
         design = np.stack([np.ones_like(s), tokens, tokens * length], axis=1)
@@ -354,13 +360,10 @@ def _bootstrap(design, t, scale_cols, scale, coef, resamples, rng) -> np.ndarray
 
 def read_measurements(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(batch_size, padded_len, seconds) from a CSV with a header naming those columns."""
-    from ..data.guards import path_kind, short
+    from ..data.guards import TEXT_LIMIT, check_readable_file, short
 
-    kind = path_kind(path, "measurements file")
+    check_readable_file(path, f"measurements file {short(str(path))}", limit=TEXT_LIMIT)
     path = Path(path)
-    if kind != "file":
-        what = "does not exist" if kind == "missing" else "is not a regular file"
-        raise BucketoptError(f"measurements file {short(str(path))} {what}.")
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.reader(fh)

@@ -37,34 +37,31 @@ from ..objectives.random_order import (  # noqa: F401  (the analytic epoch time:
     bucket_time_atoms,
     expected_step_max,
 )
+from ..validate import check_int, check_number, shown
 
 SECONDS_PER_DAY = 86_400.0
 PROFILE_KEYS = ("name", "description", "alpha", "beta", "gamma", "world_size", "token_budget",
                 "provenance")
 
 
+# A profile coefficient above this is no measurement (alpha: seconds per micro-batch; beta and
+# gamma are far smaller); larger values overflow the predicted times of an epoch.
+COEFFICIENT_LIMIT = 1e6
+
+
 def _coefficient(value, name: str, source: str = "") -> float:
     where = f" in {source}" if source else ""
-    if isinstance(value, bool):
-        raise BucketoptError(f"`{name}`{where} must be a number >= 0; got {value!r}.")
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise BucketoptError(f"`{name}`{where} must be a number >= 0; got {value!r}.") from None
-    if not math.isfinite(value) or value < 0:
-        raise BucketoptError(f"`{name}`{where} must be a finite number >= 0; got {value}.")
+    value = check_number(value, name, low=0.0, where=where)
+    if value > COEFFICIENT_LIMIT:
+        raise BucketoptError(
+            f"`{name}`{where} is {value:g} seconds: a profile coefficient must be at most "
+            f"{COEFFICIENT_LIMIT:g} (no GPU is that slow; check the profile's units).")
     return value
 
 
 def _positive_int(value, name: str, source: str = "") -> int:
     where = f" in {source}" if source else ""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise BucketoptError(f"`{name}`{where} must be an integer >= 1; got {value!r}.")
-    if value > 2**60:  # beyond any real count; int64 arithmetic would overflow
-        raise BucketoptError(f"`{name}`{where} must be at most 2**60; got {value!r}.")
-    return int(value)
+    return check_int(value, name, low=1, high=2**60, where=where)
 
 
 @dataclass(frozen=True)
@@ -158,13 +155,11 @@ class Profile:
         return out
 
     def save(self, path) -> Path:
+        from ..data.output import write_text
+
         path = Path(path)
-        try:
-            path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
-        except OSError as exc:
-            raise BucketoptError(
-                f"could not write the profile to {path}: {exc.strerror}."
-            ) from None
+        write_text(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n",
+                   what="the profile")
         return path
 
 
@@ -207,6 +202,10 @@ def profile_from_dict(data, source: str = "profile") -> Profile:
     )
 
 
+# The size past which a file cannot be a profile (they are a few kilobytes).
+PROFILE_BYTES = 1 << 20
+
+
 def load_profile(profile) -> Profile:
     """A :class:`Profile` from a shipped name, a JSON file path, a dict or a Profile.
 
@@ -227,17 +226,19 @@ def load_profile(profile) -> Profile:
     text = str(profile)
     if text in available_profiles():
         data = json.loads((_profiles_dir() / f"{text}.json").read_text())
-        return profile_from_dict(data, f"profile {text!r}")
-    path = Path(text)
-    if not path.is_file():
+        return profile_from_dict(data, f"profile {shown(text)}")
+    from ..data.guards import path_kind, read_json, short
+
+    kind = path_kind(text, "profile")
+    if kind == "other":
+        raise BucketoptError(f"profile {short(text)} is not a regular file (a pipe, a socket or "
+                             "a device).")
+    if kind != "file":
         names = ", ".join(available_profiles()) or "none"
         raise BucketoptError(
-            f"profile {text!r} is neither a shipped profile ({names}) nor a JSON file."
+            f"profile {short(text)} is neither a shipped profile ({names}) nor a JSON file."
         )
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise BucketoptError(f"profile file {text} is not readable JSON: {exc}") from None
+    data = read_json(text, f"profile file {short(text)}", limit=PROFILE_BYTES)
     return profile_from_dict(data, f"profile file {text}")
 
 
@@ -259,7 +260,8 @@ def resolve_cost_model(profile, world_size, token_budget, hist):
     if token_budget is None:
         if prof.token_budget is None:
             raise BucketoptError(
-                f"profile {prof.name!r} has no token_budget: pass token_budget= (--token-budget)."
+                f"profile {shown(prof.name)}"
+                f" has no token_budget: pass token_budget= (--token-budget)."
             )
         token_budget = prof.token_budget
         if hist is not None and hist.max_length > token_budget:
@@ -307,6 +309,14 @@ def time_epoch(epoch, cost_model: CostModel) -> EpochTiming:
     Batches ``i*G .. i*G + G - 1`` form step ``i`` (a DistributedSampler-style split); a step
     lasts as long as its slowest micro-batch. Ktok/s counts real tokens over all GPUs.
     """
+    from ..training.epoch import Epoch
+
+    if not isinstance(epoch, Epoch):
+        raise BucketoptError(f"`epoch` must be an Epoch (from bucketopt.simulate or "
+                             f"epoch_batches); got {type(epoch).__name__}.")
+    if not isinstance(cost_model, CostModel):
+        raise BucketoptError(f"`cost_model` must be a CostModel (Profile.cost_model()); got "
+                             f"{type(cost_model).__name__}.")
     if epoch.n_batches == 0:
         raise BucketoptError("the epoch has no batches.")
     steps = step_times(epoch, cost_model)
@@ -381,7 +391,7 @@ def parse_uncertainty(value, source: str = "profile") -> dict | None:
     if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) \
             or not 0 < coverage <= 1:
         raise BucketoptError(f"`uncertainty.coverage` in {source} must be a number in (0, 1]; "
-                             f"got {coverage!r}.")
+                             f"got {shown(coverage)}.")
     out = {key: v for key, v in value.items() if key not in ("coefficient_sets", "coverage")}
     out.update(coverage=float(coverage), coefficient_sets=clean)
     return out

@@ -97,18 +97,16 @@ class ProbeResult:
 
     def write_measurements(self, path) -> Path:
         """Write the timed steps as the CSV ``bucketopt calibrate`` reads."""
+        from ..data.output import atomic_writer
+
         path = Path(path)
-        try:
-            with path.open("w", newline="") as fh:
-                writer = csv.writer(fh)
-                writer.writerow(CSV_COLUMNS)
-                for row in self.measurements:
-                    peak = row["peak_memory_bytes"]
-                    writer.writerow([row["batch_size"], row["padded_len"], repr(row["seconds"]),
-                                     row["round"], "" if peak is None else peak])
-        except OSError as exc:
-            raise BucketoptError(f"could not write the measurements to {path}: "
-                                 f"{exc.strerror}.") from None
+        with atomic_writer(path, what="the measurements") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(CSV_COLUMNS)
+            for row in self.measurements:
+                peak = row["peak_memory_bytes"]
+                writer.writerow([row["batch_size"], row["padded_len"], repr(row["seconds"]),
+                                 row["round"], "" if peak is None else peak])
         return path
 
     def to_dict(self) -> dict:
@@ -263,13 +261,10 @@ def _load_hf(config):
 
 
 def _config_from_file(transformers, path):
-    import json
 
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise BucketoptError(f"model= (--model) 'hf:{path}': not a readable JSON config: "
-                             f"{exc}") from None
+    from ..data.guards import read_json
+
+    data = read_json(path, f"model= (--model) 'hf:{path}'", limit=16 << 20)
     if not isinstance(data, dict) or "model_type" not in data:
         raise BucketoptError(f"model= (--model) 'hf:{path}': the config needs a model_type.")
     data = dict(data)

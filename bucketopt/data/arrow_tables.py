@@ -12,7 +12,6 @@ values. Every pyarrow failure becomes a one-line :class:`BucketoptError`.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -125,8 +124,30 @@ def open_ipc(files: list[Path], label: str, *, fmt: str = "arrow",
     import pyarrow as pa
 
     with arrow_errors(label, "Arrow IPC"), pa.memory_map(str(files[0])) as source:
-        schema = _ipc_reader(source, None).schema
+        if _is_feather_v1(source):
+            schema = _feather_v1(files[0]).schema
+        else:
+            schema = _ipc_reader(source, None).schema
     return ArrowTable(label, fmt, tuple(files), schema, None, note)
+
+
+def _is_feather_v1(source) -> bool:
+    """Feather V1 (the format before Arrow IPC) starts with the magic bytes FEA1."""
+    head = source.read(4)
+    source.seek(0)
+    return head == b"FEA1"
+
+
+def _feather_v1(path: Path):
+    """A Feather V1 file as a memory-mapped table (its columns are not streamed, but mapped:
+    reading one column touches only its pages)."""
+    import warnings
+
+    import pyarrow.feather as feather
+
+    with warnings.catch_warnings():  # pyarrow deprecates V1; reading it is still right here
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return feather.read_table(str(path), memory_map=True)
 
 
 def _ipc_reader(source, options):
@@ -143,6 +164,11 @@ def _ipc_batches(path: Path, names: list[str], label: str):
     import pyarrow as pa
 
     with arrow_errors(label, "Arrow IPC"), pa.memory_map(str(path)) as source:
+        if _is_feather_v1(source):
+            table = _feather_v1(path)
+            _check_columns(table.schema, names, path, label)
+            yield from table.select(names).to_batches(max_chunksize=BATCH_ROWS)
+            return
         schema = _ipc_reader(source, None).schema
         _check_columns(schema, names, path, label)
         fields = [schema.get_field_index(n) for n in names]
@@ -191,18 +217,24 @@ def open_huggingface(directory: Path, label: str) -> ArrowTable:
     return open_ipc(files, label, fmt="huggingface", note=note)
 
 
+# state.json / dataset_dict.json are kilobytes; a larger one is refused before it is read.
+JSON_BYTES = 16 << 20
+
+
 def _read_json(path: Path, label: str) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise BucketoptError(f"{label}: {path.name} could not be read ({exc}).") from None
+    from .guards import read_json
+
+    data = read_json(path, f"{label}: {path.name}", limit=JSON_BYTES)
     if not isinstance(data, dict):
         raise BucketoptError(f"{label}: {path.name} is not a JSON object.")
     return data
 
 
 def is_huggingface_dir(directory: Path) -> bool:
-    return (directory / "state.json").is_file() or (directory / "dataset_dict.json").is_file()
+    from .guards import path_kind
+
+    return any(path_kind(directory / name, f"{directory}/{name}") == "file"
+               for name in ("state.json", "dataset_dict.json"))
 
 
 # --- columns ------------------------------------------------------------------------------------
@@ -212,6 +244,8 @@ def field_kind(arrow_type) -> str:
     import pyarrow as pa
 
     t = arrow_type
+    if pa.types.is_dictionary(t):  # dictionary-encoded: what its values are
+        t = t.value_type
     if pa.types.is_integer(t):
         return "integer"
     if (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
@@ -231,6 +265,21 @@ def nested_list(arrow_type) -> bool:
     return field_kind(arrow_type) == "list" and field_kind(arrow_type.value_type) == "list"
 
 
+def _check_offsets(offsets: np.ndarray, values: int, label: str, column: str,
+                   start: int) -> None:
+    """A list column's offsets must rise and stay within its values buffer: a corrupt file
+    otherwise reads as lengths of trillions of tokens (or negative ones)."""
+    if offsets.size == 0:
+        return
+    steps = np.diff(offsets)
+    if offsets[0] < 0 or offsets[-1] > values or (steps.size and steps.min() < 0):
+        bad = int(np.flatnonzero(steps < 0)[0]) if steps.size and steps.min() < 0 else None
+        where = f" (row {start + bad:,})" if bad is not None else ""
+        raise BucketoptError(
+            f"{label}: column {column!r} is corrupt: its list offsets{where} run outside its "
+            f"values ({int(offsets[0]):,}..{int(offsets[-1]):,} over {values:,} values).")
+
+
 def column_values(array, *, kind: str, label: str, column: str, start: int) -> np.ndarray:
     """One chunk of a column as numpy: integers as they are, lists as their lengths.
 
@@ -246,10 +295,13 @@ def column_values(array, *, kind: str, label: str, column: str, start: int) -> n
             f"{label}: column {column!r} has null values (first at row {start + first:,}); "
             "every sample needs a length."
         )
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
     if kind == "integer":
         return array.to_numpy(zero_copy_only=False)
     if isinstance(array, (pa.ListArray, pa.LargeListArray)):
         offsets = array.offsets.to_numpy(zero_copy_only=False)
+        _check_offsets(offsets, len(array.values), label, column, start)
         return np.diff(offsets).astype(np.int64, copy=False)
     if isinstance(array, pa.FixedSizeListArray):
         return np.full(len(array), array.type.list_size, dtype=np.int64)

@@ -115,3 +115,67 @@ def path_size(text) -> int:
         return os.stat(text).st_size
     except (OSError, ValueError):
         return 0
+
+
+# Text and JSON read whole (profiles, states, configs, measurements) are refused past this size:
+# such files are kilobytes, and a 1 GB one must not be read into memory to find that out.
+TEXT_LIMIT = 64 << 20
+
+
+def check_readable_file(path, what: str, *, limit: int | None = TEXT_LIMIT) -> int:
+    """Refuse what cannot be read whole: a missing path, a directory, a FIFO or a device (opening
+    a FIFO blocks until a writer comes), a file over ``limit`` bytes. Returns the size."""
+    kind = path_kind(path, what)
+    if kind == "missing":
+        raise BucketoptError(f"{what} does not exist.")
+    if kind == "dir":
+        raise BucketoptError(f"{what} is a directory; give a file.")
+    if kind == "other":
+        raise BucketoptError(f"{what} is not a regular file (a pipe, a socket or a device).")
+    size = path_size(path)
+    if limit is not None and size > limit:
+        raise BucketoptError(
+            f"{what} is {size:,} bytes, over the {limit:,} bytes such a file can hold; not read.")
+    return size
+
+
+def read_text(path, what: str, *, limit: int | None = TEXT_LIMIT) -> str:
+    """The text of a small UTF-8 file (a byte-order mark is skipped), checked before it is
+    opened by :func:`check_readable_file`; every failure is one :class:`BucketoptError` line."""
+    check_readable_file(path, what, limit=limit)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(limit + 1 if limit is not None else -1)
+    except OSError as exc:
+        raise BucketoptError(f"{what} could not be read ({exc.strerror or exc}).") from None
+    if limit is not None and len(raw) > limit:  # grew while we looked
+        raise BucketoptError(f"{what} is over the {limit:,} bytes such a file can hold.")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise BucketoptError(f"{what} is not UTF-8 text.") from None
+
+
+def read_json(path, what: str, *, limit: int | None = TEXT_LIMIT):
+    """A small JSON file, parsed; a number of thousands of digits, nesting deeper than Python
+    can parse, NaN or bad syntax are each one :class:`BucketoptError` line."""
+    text = read_text(path, what, limit=limit)
+    return parse_json(text, what)
+
+
+def parse_json(text: str, what: str):
+    import json
+
+    def constant(name):
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        return json.loads(text, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise BucketoptError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno}, "
+                             f"column {exc.colno}).") from None
+    except RecursionError:
+        raise BucketoptError(f"{what} is not valid JSON (nested too deeply).") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits, NaN, Infinity
+        reason = str(exc).split(";")[0][:100]
+        raise BucketoptError(f"{what} is not valid JSON ({reason}).") from None

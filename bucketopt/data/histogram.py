@@ -6,7 +6,7 @@ number of distinct lengths ``m``, never with the number of samples ``n``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -188,6 +188,17 @@ class Histogram:
         return {"values": self.values.tolist(), "counts": self.counts.tolist()}
 
 
+def _mapping_histogram(data, name: str) -> Histogram:
+    if len(data) > 1 << 24:
+        raise BucketoptError(f"{name}: a mapping of more than {1 << 24:,} distinct lengths; "
+                             "pass a Histogram of numpy arrays.")
+    values = validate_lengths(list(data.keys()), name=f"{name} (mapping keys: "
+                              "lengths)")
+    counts = validate_lengths(list(data.values()), name=f"{name} (mapping values: counts)",
+                              positive=False)
+    return Histogram(values, counts)
+
+
 def _sum_by(inverse: np.ndarray, counts: np.ndarray, size: int) -> np.ndarray:
     out = np.zeros(size, dtype=np.int64)
     np.add.at(out, inverse, counts)
@@ -206,11 +217,11 @@ def _as_int_array(x, what: str) -> np.ndarray:
 
 
 def _check_token_total(values: np.ndarray, counts: np.ndarray) -> None:
-    n = int(counts.sum()) if counts.size < 2**20 else float(counts.sum(dtype=np.float64))
-    bound = float(n) * float(values[-1])
-    if bound >= TOKEN_LIMIT:
+    # The float sum cannot wrap around as the int64 sum does (2**62 + 2**62 is negative there).
+    n = float(counts.sum(dtype=np.float64))
+    if n * float(values[-1]) >= TOKEN_LIMIT:
         raise BucketoptError(
-            f"n x longest length = {n:,} x {int(values[-1]):,} exceeds 2**60 tokens: padding "
+            f"n x longest length = {n:,.0f} x {int(values[-1]):,} exceeds 2**60 tokens: padding "
             "totals could not be computed exactly in int64; split the data or cap the lengths."
         )
 
@@ -230,6 +241,10 @@ def validate_lengths(
         raise BucketoptError(
             f"{name} must be an array of integers; got a string (use load_lengths() for a path)."
         )
+    if isinstance(lengths, Mapping):
+        raise BucketoptError(
+            f"{name} must be one length per sample; got a {type(lengths).__name__} (a mapping "
+            "{length: count} is a histogram: solve(), evaluate() and sweep() take it).")
     if isinstance(lengths, Iterable) and not hasattr(lengths, "__array__") and not isinstance(
         lengths, (list, tuple)
     ):
@@ -291,9 +306,12 @@ def _has_float(arr: np.ndarray) -> bool:
 
 
 def as_histogram(data, *, name: str = "lengths") -> Histogram:
-    """Accept raw lengths or a :class:`Histogram` and return a histogram."""
+    """Accept raw lengths, a :class:`Histogram` or a mapping ``{length: count}`` (a histogram,
+    as ``collections.Counter(lengths)`` gives) and return a histogram."""
     if isinstance(data, Histogram):
         return data
+    if isinstance(data, Mapping):
+        return _mapping_histogram(data, name)
     return Histogram.from_lengths(validate_lengths(data, name=name))
 
 

@@ -119,10 +119,19 @@ class Source:
                 )
             return hist.to_lengths()
         parts, rows = [], 0
+        whole = None
+        if self.format == "npy" and self.num_rows is not None:
+            whole = np.empty(self.num_rows, dtype=np.int64)
         for values, _, where in self._chunks():
             chunk_name, start = where or (name, rows)
-            parts.append(validate_lengths(values, name=chunk_name, start=start))
+            values = validate_lengths(values, name=chunk_name, start=start)
+            if whole is not None:  # filled in place: no list of parts and no second copy
+                whole[rows:rows + values.size] = values
+            else:
+                parts.append(values)
             rows += len(values)
+        if whole is not None:
+            return whole
         if not parts:
             raise BucketoptError(f"{name} is empty: at least one length is required.")
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
@@ -190,9 +199,16 @@ def open_source(source, *, column: str | None = None) -> Source:
     if kind == "dir":
         from .arrow_tables import is_huggingface_dir, open_huggingface
 
+        _check_listable(text)
         if is_huggingface_dir(path):
             return _table_source(open_huggingface(path, text), column)
-        return _multi_source(_files_under(path), text, column)
+        files = _files_under(path)
+        if _is_file(path / "dataset_info.json") and len(files) > 1:
+            raise BucketoptError(
+                f"{short(text)} looks like a Hugging Face save_to_disk folder (it has "
+                "dataset_info.json) but lacks its state.json; point at its shards "
+                f"({short(os.path.join(text, '*.arrow'))}) or save the dataset again.")
+        return _multi_source(files, text, column)
     if kind == "file":
         return _file_source(path, column)
     if kind == "other":
@@ -235,7 +251,7 @@ def sniff_format(path: Path) -> str:
         return "npz"
     if head.startswith(b"PAR1"):
         return "parquet"
-    if head.startswith(b"ARROW1") or head.startswith(b"\xff\xff\xff\xff"):
+    if head.startswith((b"ARROW1", b"\xff\xff\xff\xff", b"FEA1")):
         return "arrow"
     packed = compressed_kind(head)
     if packed is not None:
@@ -261,8 +277,7 @@ def sniff_format(path: Path) -> str:
 def _file_source(path: Path, column: str | None) -> Source:
     fmt = sniff_format(path)
     if fmt == "npy":
-        return _array_source(path, "npy", [("", "array")], _load_npy(path), column=None,
-                             given=column)
+        return _npy_source(path, column)
     if fmt == "npz":
         return _npz_source(path, column)
     if fmt == "text":
@@ -270,9 +285,24 @@ def _file_source(path: Path, column: str | None) -> Source:
     return _table_source(_open_tables([path], fmt, path.name), column)
 
 
+def _check_listable(folder) -> None:
+    """A folder that cannot be listed is one clear line (not an empty folder, not a traceback)."""
+    try:
+        with os.scandir(folder):
+            pass
+    except OSError as exc:
+        raise BucketoptError(f"folder {short(os.fspath(folder))} cannot be listed "
+                             f"({exc.strerror or exc}).") from None
+
+
+def _walk_error(exc: OSError):
+    raise BucketoptError(f"folder {short(os.fsdecode(exc.filename or ''))} cannot be listed "
+                         f"({exc.strerror or exc}).")
+
+
 def _files_under(directory: Path) -> list[Path]:
     files = []
-    for root, dirs, names in os.walk(directory):
+    for root, dirs, names in os.walk(directory, onerror=_walk_error):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
         files.extend(Path(root) / n for n in sorted(names)
                      if not n.startswith((".", "_")) and _is_file(Path(root) / n))
@@ -469,7 +499,7 @@ def _reason(exc: BaseException) -> str:
 def _load_npy(path: Path) -> np.ndarray:
     try:
         # mmap first: a header claiming more data than the file holds fails here, not in malloc.
-        arr = np.array(np.load(path, mmap_mode="r", allow_pickle=False))
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as exc:
         if "pickle" in str(exc).lower() or "object" in str(exc).lower():
             raise BucketoptError(
@@ -483,7 +513,36 @@ def _load_npy(path: Path) -> np.ndarray:
     except Exception as exc:  # a mangled header reaches numpy's parser (tokenize errors)
         raise BucketoptError(f"{path.name}: not a valid .npy file (bad header: "
                              f"{type(exc).__name__}).") from None
-    return validate_lengths(arr, name=f"{path.name}")
+    if not isinstance(arr, np.ndarray) or arr.dtype.hasobject:
+        raise BucketoptError(f"{path.name}: holds Python objects; bucketopt never unpickles "
+                             "data. Save an integer array instead.")
+    if arr.ndim != 1:
+        raise BucketoptError(f"{path.name} must be 1-D; got an array of shape {arr.shape}.")
+    if arr.size == 0:
+        raise BucketoptError(f"{path.name} is empty: at least one length is required.")
+    return arr
+
+
+# Elements of a memory-mapped .npy validated and counted at a time: a huge file (or a sparse
+# one, all zeros) never becomes one array in memory, and a bad value stops the read at once.
+NPY_CHUNK = 1 << 22
+
+
+def _npy_source(path: Path, given: str | None) -> Source:
+    if given is not None:
+        raise BucketoptError(f"{path.name}: a .npy file holds one array; column={given!r} "
+                             "does not apply.")
+    mapped = _load_npy(path)
+    # the first chunk is checked now: a file of zeros or of floats fails before any reading
+    validate_lengths(np.array(mapped[:NPY_CHUNK]), name=path.name)
+
+    def chunks():
+        for start in range(0, mapped.size, NPY_CHUNK):
+            yield np.array(mapped[start:start + NPY_CHUNK]), None, (path.name, start)
+
+    chosen = Column("", "integer", "array", "the only array")
+    return Source(path.name, "npy", (path,), (("", "array"),), chosen, int(mapped.size), None,
+                  chunks)
 
 
 # An .npz member that inflates more than this many times, to more than NPZ_INFLATE_BYTES, is
@@ -510,6 +569,8 @@ def _npz_source(path: Path, column: str | None) -> Source:
     try:
         with np.load(path, allow_pickle=False) as archive:
             names = list(archive.files)
+            if not names:
+                raise BucketoptError(f"{path.name}: holds no arrays (an empty .npz).")
             if column is not None:
                 if column not in names:
                     raise BucketoptError(
@@ -777,7 +838,7 @@ def _split(line: str, delimiter):
     return line.split(delimiter) if delimiter else [line]
 
 
-_HEADER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ .()*/:-]{0,199}")
+_HEADER_NAME = re.compile(r"[^\W\d][\w .()*/:-]{0,199}")  # names in any script (länge)
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NON_FINITE = re.compile(r"[+-]?(nan|inf|infinity)", re.IGNORECASE)
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)",

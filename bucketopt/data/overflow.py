@@ -12,24 +12,28 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BucketoptError
+from ..validate import shown
 from .histogram import Histogram
 
 OVERFLOWS = ("truncate", "drop", "split")
+# overflow_items() plans at most this many chunks one by one (each costs ~24 bytes in the plan's
+# arrays); the histogram form, apply_overflow(), has no such limit.
+SPLIT_ITEMS_LIMIT = 1 << 25
 
 
 def check_max_length(max_length, overflow):
     if overflow not in OVERFLOWS:
         raise BucketoptError(f"`overflow` must be one of {', '.join(OVERFLOWS)}; got "
-                             f"{overflow!r}.")
+                             f"{shown(overflow)}.")
     if max_length is None:
         return None
     if isinstance(max_length, float) and max_length.is_integer():
         max_length = int(max_length)
     if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) \
             or max_length < 1:
-        raise BucketoptError(f"`max_length` must be an integer >= 1; got {max_length!r}.")
+        raise BucketoptError(f"`max_length` must be an integer >= 1; got {shown(max_length)}.")
     if max_length > 2**60:
-        raise BucketoptError(f"`max_length` must be at most 2**60; got {max_length!r}.")
+        raise BucketoptError(f"`max_length` must be at most 2**60; got {shown(max_length)}.")
     return int(max_length)
 
 
@@ -108,6 +112,12 @@ def overflow_items(lengths: np.ndarray, max_length, overflow="truncate"):
                                  f"sample (the shortest is {int(lengths.min())}).")
         return lengths[index], index, None
     chunks = -(-lengths // max_length)
+    total = int(chunks.sum(dtype=np.float64)) if chunks.size else 0
+    if total > SPLIT_ITEMS_LIMIT:  # counted before any per-chunk array exists
+        raise BucketoptError(
+            f"max_length={max_length} with overflow='split' cuts {lengths.size:,} samples into "
+            f"{total:,} chunks, more than the {SPLIT_ITEMS_LIMIT:,} one plan can hold; use a "
+            "larger max_length (or overflow='truncate').")
     index = np.repeat(np.arange(lengths.size), chunks)
     first = np.r_[0, np.cumsum(chunks)[:-1]]
     chunk = np.arange(index.size) - np.repeat(first, chunks)

@@ -299,8 +299,9 @@ def _build_mixin():
             if resume is not None:
                 path = os.path.join(str(resume), STATE_FILE)
                 if os.path.isfile(path):
-                    with open(path) as fh:
-                        state = json.load(fh)
+                    from ..data.guards import read_json
+
+                    state = read_json(path, f"sampler state {path}")
                 if global_step is None:
                     global_step = _checkpoint_step(resume)
             return trainer_schedule(

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import BucketoptError
 from ..groups import backtrack
+from ..validate import shown
 from .base import Objective
 from .batchpad import expected_padding_per_bucket, walk_tables
 
@@ -260,7 +261,8 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
     if isinstance(candidates, str):
         if candidates not in ("auto", "all", "grid"):
             raise BucketoptError(
-                f"`candidates` must be 'auto', 'all', 'grid' or group indices; got {candidates!r}."
+                f"`candidates` must be 'auto', 'all', 'grid' or group indices"
+                f"; got {shown(candidates)}."
             )
         if candidates == "all" or (candidates == "auto" and g <= EXACT_CANDIDATES):
             return data.layers(np.arange(g + 1, dtype=np.int64), kmax)

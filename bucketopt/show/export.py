@@ -26,12 +26,12 @@ and the ``sampler`` export through :class:`~bucketopt.training.sampler.BucketBat
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from ..errors import BucketoptError
 from ..solution import Solution
+from ..validate import shown
 
 FORMATS = ("sampler", "lhotse", "nemo", "tf")
 SAMPLER_FORMAT = "bucketopt.training.sampler/1"
@@ -84,20 +84,20 @@ def to_sampler_json(solution) -> dict:
     }
 
 
+# A sampler config is a few hundred bytes; a larger file is refused before it is read.
+CONFIG_BYTES = 1 << 20
+
+
 def sampler_kwargs(config) -> dict:
     """``boundaries`` and ``token_budget`` from a sampler JSON (dict or path), ready for
     ``BucketBatchSampler(lengths, **sampler_kwargs(cfg))``."""
     if isinstance(config, (str, Path)):
-        try:
-            config = json.loads(Path(config).read_text())
-        except OSError as exc:
-            raise BucketoptError(
-                f"cannot read sampler config {str(config)!r}: {exc.strerror}.") from None
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise BucketoptError(f"sampler config is not valid JSON: {exc}.") from None
+        from ..data.guards import read_json, short
+
+        config = read_json(config, f"sampler config {short(config)}", limit=CONFIG_BYTES)
     if not isinstance(config, dict) or config.get("format") != SAMPLER_FORMAT:
         raise BucketoptError(
-            f"not a bucketopt sampler config (expected format {SAMPLER_FORMAT!r}).")
+            f"not a bucketopt sampler config (expected format {shown(SAMPLER_FORMAT)}).")
     edges, budget = config.get("boundaries"), config.get("token_budget")
     if (not isinstance(edges, list) or not edges
             or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in edges)
@@ -124,7 +124,7 @@ def _lhotse_release(version) -> tuple[int, int]:
     match = re.match(r"\s*v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
     if match is None:
         raise BucketoptError(
-            f"`lhotse_version` must be a version string like '1.33.0'; got {version!r}.")
+            f"`lhotse_version` must be a version string like '1.33.0'; got {shown(version)}.")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -270,5 +270,5 @@ def export(solution, fmt: str, **options) -> dict:
     converters = {"sampler": to_sampler_json, "lhotse": to_lhotse, "nemo": to_nemo,
                   "tf": to_tf_data}
     if fmt not in converters:
-        raise BucketoptError(f"`format` must be one of {', '.join(FORMATS)}; got {fmt!r}.")
+        raise BucketoptError(f"`format` must be one of {', '.join(FORMATS)}; got {shown(fmt)}.")
     return converters[fmt](solution, **options)

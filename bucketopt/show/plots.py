@@ -60,10 +60,10 @@ def save_figure(fig_or_ax, path) -> Path:
     path = check_figure_path(path)
     suffix = path.suffix.lower()
     fig = getattr(fig_or_ax, "figure", fig_or_ax)
-    try:
-        fig.savefig(path, dpi=150, format=suffix[1:])
-    except OSError as exc:
-        raise BucketoptError(f"cannot write {str(path)!r}: {exc.strerror or exc}.") from None
+    from ..data.output import atomic_writer
+
+    with atomic_writer(path, mode="wb", what="the plot") as handle:
+        fig.savefig(handle, dpi=150, format=suffix[1:])
     return path
 
 

@@ -73,6 +73,10 @@ class EpochPlan:
 
     def batches(self, rank: int | None = None) -> list[np.ndarray]:
         """Every batch in global order (``rank=None``) or one rank's batches in its order."""
+        if rank is not None:
+            from ..validate import check_int
+
+            rank = check_int(rank, "rank", low=0, high=self.world_size - 1)
         ids = range(self.n_batches) if rank is None else range(rank, self.n_batches,
                                                                  self.world_size)
         return [self.order[self.starts[i]:self.stops[i]] for i in ids]

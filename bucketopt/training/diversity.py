@@ -20,6 +20,7 @@ import numpy as np
 
 from ..data.histogram import validate_lengths
 from ..errors import BucketoptError
+from ..validate import shown
 
 STRATEGIES = ("sorted", "shuffle", "bucketed")
 
@@ -146,7 +147,7 @@ def strategy_batches(lengths, strategy, *, token_budget, epoch=0, seed=0, bounda
                                      world_size=world_size, grad_accum=grad_accum,
                                      **sampler_options)
         return sampler.plan(epoch).batches()
-    raise BucketoptError(f"strategy must be one of {STRATEGIES}; got {strategy!r}.")
+    raise BucketoptError(f"strategy must be one of {STRATEGIES}; got {shown(strategy)}.")
 
 
 def measure(lengths, batches_e, batches_e1, *, world_size, grad_accum, strategy="") -> Diversity:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BucketoptError
+from ..validate import shown
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,6 +158,6 @@ def epoch_from_batches(lengths, batches, *, strategy: str, pad: str = "batch", e
         edges = np.asarray(edges, dtype=np.int64)
         padded_lens = edges[np.searchsorted(edges, longest, side="left")]
     else:
-        raise BucketoptError(f"`pad` must be 'edge', 'batch' or 'varlen'; got {pad!r}.")
+        raise BucketoptError(f"`pad` must be 'edge', 'batch' or 'varlen'; got {shown(pad)}.")
     return Epoch(strategy, sizes, padded_lens.astype(np.int64), real.astype(np.int64),
                  None if buckets is None else np.asarray(buckets, dtype=np.int64))

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
+from ..validate import shown
 from .epoch import Epoch, packed_epoch
 from .packing import balance_steps, greedy_row_starts, pack_rows, row_stats
 
@@ -97,7 +98,7 @@ def packed_plan(lengths, strategy, *, token_budget, world_size=1, boundaries=Non
         order, starts, levels = _level_rows(shuffled, edges, token_budget, g, rng)
     else:
         raise BucketoptError(f"`strategy` must be one of {', '.join(STRATEGIES)}; "
-                             f"got {strategy!r}.")
+                             f"got {shown(strategy)}.")
     return perm[order], starts, levels
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BucketoptError
+from ..validate import shown
 
 METHODS = ("greedy", "bfd")
 
@@ -101,7 +102,7 @@ def pack_rows(lengths, capacity, *, method="greedy", window=None) -> tuple[np.nd
     """
     arr, capacity = _lengths(lengths, capacity)
     if method not in METHODS:
-        raise BucketoptError(f"`method` must be one of {', '.join(METHODS)}; got {method!r}.")
+        raise BucketoptError(f"`method` must be one of {', '.join(METHODS)}; got {shown(method)}.")
     n = arr.size
     if method == "greedy":
         if window is not None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BucketoptError
+from ..validate import shown
 
 PLANNED = ("sorted", "shuffle", "bucketed")
 
@@ -57,7 +58,7 @@ class BatchPlan:
             yield batch.tolist()
 
     def __repr__(self):
-        return (f"BatchPlan(strategy={self.strategy!r}, epoch={self.epoch}, seed={self.seed}, "
+        return (f"BatchPlan(strategy={shown(self.strategy)}, epoch={self.epoch}, seed={self.seed}, "
                 f"batches={len(self)}, samples={self.order.size})")
 
 
@@ -87,7 +88,7 @@ def batch_plan(lengths, strategy="bucketed", *, token_budget, boundaries=None, s
     from .simulate import plan_arrays as _plan
 
     if strategy not in PLANNED:
-        raise BucketoptError(f"strategy must be one of {', '.join(PLANNED)}; got {strategy!r} "
+        raise BucketoptError(f"strategy must be one of {', '.join(PLANNED)}; got {shown(strategy)} "
                              '("packed" builds rows of many samples: use simulate()).')
     order, starts, buckets = _plan(lengths, strategy, token_budget=token_budget,
                                    boundaries=boundaries, seed=seed, epoch=epoch,
@@ -105,7 +106,7 @@ def comparison_batches(comparison, name, epoch=0) -> list[np.ndarray]:
                              "with bucketopt.compare() from the lengths (not a Histogram).")
     rows = comparison.strategies
     if name not in rows:
-        raise BucketoptError(f"name must be one of {', '.join(rows)}; got {name!r}.")
+        raise BucketoptError(f"name must be one of {', '.join(rows)}; got {shown(name)}.")
     row = rows[name]
     kind = row["kind"]
     if kind == "packed":

@@ -24,6 +24,7 @@ import numpy as np
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries, check_token_budget
+from ..validate import shown
 from ._sampler_plan import EpochPlan, build_plan, infeasible
 from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
 
@@ -114,12 +115,12 @@ class BucketBatchSampler:
                                  "micro-batch; got None.")
         self.token_budget = check_token_budget(token_budget, hist)
         if packing not in PACKINGS:
-            raise BucketoptError(f"packing must be one of {PACKINGS}; got {packing!r}.")
+            raise BucketoptError(f"packing must be one of {PACKINGS}; got {shown(packing)}.")
         varlen = packing in VARLEN
         if boundaries is None and varlen:
             boundaries = [hist.max_length]  # one bucket: plain packing of a shuffle
         elif boundaries is None:
-            raise BucketoptError(f"boundaries are required with packing={packing!r}, e.g. "
+            raise BucketoptError(f"boundaries are required with packing={shown(packing)}, e.g. "
                                  "bucketopt.solve(lengths, k, token_budget=T).boundaries; None "
                                  "(one bucket) is for packing='varlen' only.")
         self.edges = check_boundaries(boundaries, hist)
@@ -308,9 +309,10 @@ class BucketBatchSampler:
         elif version == STATE_VERSION:
             saved_ws, saved_ga, segments = self._check_v2(state)
         else:
-            raise BucketoptError(f"state version must be 1 or {STATE_VERSION}; got {version!r}.")
+            raise BucketoptError(f"state version must be 1 or {STATE_VERSION}"
+                                 f"; got {shown(version)}.")
         if state["seed"] != self.seed:
-            raise BucketoptError(f"state seed={state['seed']!r} does not match this sampler's "
+            raise BucketoptError(f"state seed={shown(state['seed'])} does not match this sampler's "
                                  f"seed={self.seed}.")
         epoch = _check_int("state epoch", state["epoch"], 0)
         position = _check_int("state position", state["position"], 0)
@@ -335,7 +337,7 @@ class BucketBatchSampler:
                 "state (version 1) was saved by a sampler with other lengths, boundaries, "
                 "token_budget, world_size, grad_accum, packing, sync_buckets or drop_last; "
                 "version 1 states do not record which (fingerprint "
-                f"{state['fingerprint']!r}, this sampler {legacy!r}).")
+                f"{shown(state['fingerprint'])}, this sampler {shown(legacy)}).")
         return self.world_size, self.grad_accum, ()
 
     def _check_v2(self, state):
@@ -351,9 +353,10 @@ class BucketBatchSampler:
             raise BucketoptError("state was saved by a sampler with other settings: " + "; ".join(
                 _describe(key, saved.get(key), self._settings[key]) for key in differ) + ".")
         if state["fingerprint"] != self._fingerprint:
-            raise BucketoptError(f"state fingerprint {state['fingerprint']!r} does not match its "
-                                 f"settings (this sampler {self._fingerprint!r}): the state was "
-                                 "edited or corrupted.")
+            raise BucketoptError(f"state fingerprint {shown(state['fingerprint'])} does not "
+                                 f"match its settings (this sampler "
+                                 f"{shown(self._fingerprint)}): the state was edited or "
+                                 "corrupted.")
         saved_ws = _check_int("state world_size", state["world_size"], 1)
         saved_ga = _check_int("state grad_accum", state["grad_accum"], 1)
         n = self.lengths.size
@@ -368,7 +371,7 @@ class BucketBatchSampler:
         for entry in raw:
             if not isinstance(entry, (list, tuple)) or len(entry) != 3:
                 raise BucketoptError("state segments must hold [world_size, grad_accum, "
-                                     f"position] entries; got {entry!r}.")
+                                     f"position] entries; got {shown(entry)}.")
             segment = (_check_int("state segment world_size", entry[0], 1),
                        _check_int("state segment grad_accum", entry[1], 1),
                        _check_int("state segment position", entry[2], 0))
@@ -437,7 +440,7 @@ class BucketBatchSampler:
         return (f"BucketBatchSampler(n={self.lengths.size:,}, buckets={self.edges.size}, "
                 f"token_budget={self.token_budget}, rank={self.rank}, "
                 f"world_size={self.world_size}, grad_accum={self.grad_accum}, "
-                f"packing={self.packing!r}, sync_buckets={self.sync_buckets}, "
+                f"packing={shown(self.packing)}, sync_buckets={self.sync_buckets}, "
                 f"drop_last={self.drop_last}, epoch={self._epoch})")
 
 
@@ -487,8 +490,8 @@ def _describe(key, saved, mine) -> str:
     if key == "lengths":
         return "the lengths differ (same count, other values)"
     if key == "samples":
-        return f"samples={saved!r} (this sampler: {mine!r}): the dataset differs"
-    return f"{key}={saved!r} (this sampler: {key}={mine!r})"
+        return f"samples={shown(saved)} (this sampler: {shown(mine)}): the dataset differs"
+    return f"{key}={shown(saved)} (this sampler: {key}={shown(mine)})"
 
 
 def _check_int(name, value, low):
@@ -496,16 +499,21 @@ def _check_int(name, value, low):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise BucketoptError(f"{name} must be an integer >= {low}; got {value!r}.")
+            raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.")
     value = int(value)
     if value < low:
-        raise BucketoptError(f"{name} must be an integer >= {low}; got {value}.")
+        raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.")
+    if value > INT64_MAX:  # seeds, epochs and positions are int64 in the plans and in states
+        raise BucketoptError(f"{name} must be at most 2**63 - 1; got {shown(value)}.")
     return value
+
+
+INT64_MAX = 2**63 - 1
 
 
 def _check_bool(name, value):
     if not isinstance(value, (bool, np.bool_)):
-        raise BucketoptError(f"{name} must be True or False; got {value!r}.")
+        raise BucketoptError(f"{name} must be True or False; got {shown(value)}.")
     return bool(value)
 
 

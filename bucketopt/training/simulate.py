@@ -28,6 +28,7 @@ import numpy as np
 from ..data.histogram import validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries, check_token_budget
+from ..validate import shown
 from .epoch import Epoch
 
 STRATEGIES = ("sorted", "shuffle", "bucketed", "packed")
@@ -37,7 +38,9 @@ CHUNK = 1 << 20  # samples per call of the streaming greedy kernel
 
 def _check_int(value, name, low):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise BucketoptError(f"`{name}` must be an integer >= {low}; got {value!r}.")
+        raise BucketoptError(f"`{name}` must be an integer >= {low}; got {shown(value)}.")
+    if value > 2**63 - 1:  # seeds and epochs are int64 wherever they are stored
+        raise BucketoptError(f"`{name}` must be at most 2**63 - 1; got {shown(value)}.")
     return int(value)
 
 
@@ -54,12 +57,13 @@ def _check_plan(lengths, strategy, token_budget, seed, epoch, packing):
     seed = _check_int(seed, "seed", 0)
     epoch = _check_int(epoch, "epoch", 0)
     if packing not in PACKINGS:
-        raise BucketoptError(f"`packing` must be one of {', '.join(PACKINGS)}; got {packing!r}.")
+        raise BucketoptError(f"`packing` must be one of {', '.join(PACKINGS)}"
+                             f"; got {shown(packing)}.")
     if strategy == "packed":
         raise BucketoptError('strategy="packed" builds rows, not batches: use simulate().')
     if strategy not in STRATEGIES:
         raise BucketoptError(
-            f"`strategy` must be one of {', '.join(STRATEGIES)}; got {strategy!r}."
+            f"`strategy` must be one of {', '.join(STRATEGIES)}; got {shown(strategy)}."
         )
     return token_budget, np.random.default_rng((seed, epoch))
 
@@ -190,7 +194,7 @@ def simulate(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=
     if strategy == "packed":
         return _packed(lengths, token_budget, row_length, seed, epoch)
     if pad not in ("batch", "edge"):
-        raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {pad!r}.")
+        raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {shown(pad)}.")
     lengths = validate_lengths(lengths)
     token_budget, rng = _check_plan(lengths, strategy, token_budget, seed, epoch, packing)
     buckets = None

@@ -23,6 +23,7 @@ import itertools
 from collections.abc import Mapping
 
 from ..errors import BucketoptError
+from ..validate import shown
 
 __all__ = ["ArrowRows", "check_source", "open_at", "random_access", "seekable"]
 
@@ -106,7 +107,7 @@ class ArrowRows:
         elif columns is not None:
             source = source.select(list(columns))
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
-            raise BucketoptError(f"batch_rows must be an integer >= 1; got {batch_rows!r}.")
+            raise BucketoptError(f"batch_rows must be an integer >= 1; got {shown(batch_rows)}.")
         self.table = source
         self.batch_rows = batch_rows
 
@@ -115,7 +116,7 @@ class ArrowRows:
 
     def __getitem__(self, index):
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self):
-            raise IndexError(f"row {index!r} is not in [0, {len(self)}).")
+            raise IndexError(f"row {shown(index)} is not in [0, {len(self)}).")
         return self.table.slice(index, 1).to_pylist()[0]
 
     def __iter__(self):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BucketoptError
+from ..validate import shown
 from .stream_sources import open_at, random_access, seekable
 
 _END = object()
@@ -103,7 +104,7 @@ class Pass:
             got = batcher.length(items[i])
             if got != n:
                 raise BucketoptError(
-                    f"stream item {i} has length {got!r}, but the state saved length {n}: it "
+                    f"stream item {i} has length {shown(got)}, but the state saved length {n}: it "
                     "is not the stream the state was saved from (or not in the same order).")
         tail = None
         if state["tail"] is not None:
@@ -157,8 +158,8 @@ def check_state(batcher, state) -> dict:
     for key, mine in (("boundaries", [int(e) for e in batcher.edges]),
                       ("token_budget", int(batcher.token_budget)), ("seed", batcher.seed)):
         if state.get(key) != mine:
-            raise BucketoptError(f"the state was saved with {key}={state.get(key)!r}; this "
-                                 f"batcher has {key}={mine!r}: resume with the same {key}.")
+            raise BucketoptError(f"the state was saved with {key}={shown(state.get(key))}; this "
+                                 f"batcher has {key}={shown(mine)}: resume with the same {key}.")
     try:
         epoch = _check_int("epoch", state["epoch"], 0)
         position = _check_int("position", state["position"], 0)
@@ -172,7 +173,7 @@ def check_state(batcher, state) -> dict:
     except BucketoptError:
         raise
     except (KeyError, TypeError, ValueError) as err:
-        raise BucketoptError(f"state is not a StreamBatcher state: {err!r}.") from None
+        raise BucketoptError(f"state is not a StreamBatcher state: {shown(err)}.") from None
     held = [i for bucket in buffer for i, _ in bucket]
     if tail is not None:
         held += [i for step in tail for batch in step for i, _ in batch]

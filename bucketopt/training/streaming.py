@@ -40,6 +40,7 @@ import numpy as np
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries, check_token_budget
+from ..validate import shown
 from .stream_sources import check_source
 from .stream_state import Pass, StreamStats, check_state
 
@@ -49,10 +50,10 @@ __all__ = ["SamplePlan", "StreamBatcher", "dkw_epsilon", "plan_from_sample", "sa
 def dkw_epsilon(n, confidence=0.95) -> float:
     """The DKW band half-width: ``P(sup |F_n - F| > eps) <= 1 - confidence`` for ``n`` draws."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BucketoptError(f"n must be an integer >= 1; got {n!r}.")
+        raise BucketoptError(f"n must be an integer >= 1; got {shown(n)}.")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
             or not 0 < confidence < 1:
-        raise BucketoptError(f"confidence must be a number in (0, 1); got {confidence!r}.")
+        raise BucketoptError(f"confidence must be a number in (0, 1); got {shown(confidence)}.")
     return math.sqrt(math.log(2.0 / (1.0 - confidence)) / (2.0 * int(n)))
 
 
@@ -163,7 +164,7 @@ def plan_from_sample(sample, k, *, token_budget, confidence=0.95, max_length=Non
         if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) \
                 or max_length < int(sample.max()):
             raise BucketoptError(f"max_length must be an integer >= the sample's longest length "
-                                 f"({int(sample.max())}); got {max_length!r}.")
+                                 f"({int(sample.max())}); got {shown(max_length)}.")
         max_length = int(max_length)
     solution = solve(solve_lengths, k, token_budget=token_budget, pad=pad, **solve_kwargs)
     edges = list(solution.boundaries)
@@ -188,7 +189,7 @@ def sample_lengths(stream, size, *, length=len, seed=0) -> np.ndarray:
     lengths).
     """
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise BucketoptError(f"size must be an integer >= 1; got {size!r}.")
+        raise BucketoptError(f"size must be an integer >= 1; got {shown(size)}.")
     size = int(size)
     rng = random.Random(int(np.random.SeedSequence([int(seed), 7]).generate_state(1)[0]))
     it = iter(stream)
@@ -277,7 +278,7 @@ class StreamBatcher:
         self.seed = _check_int("seed", seed, 0)
         self.drop_last = _check_bool("drop_last", drop_last)
         if not callable(length):
-            raise BucketoptError(f"length must be a callable item -> int; got {length!r}.")
+            raise BucketoptError(f"length must be a callable item -> int; got {shown(length)}.")
         self.length = length
         self.minimum_buffer = int((self.world_size * self.batch_sizes - 1).sum() + 1)
         if buffer_size is None:
@@ -320,7 +321,8 @@ class StreamBatcher:
             for index, item in p.reader:
                 n = self.length(item)
                 if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-                    raise BucketoptError(f"length(item) must be an integer >= 1; got {n!r} for "
+                    raise BucketoptError(f"length(item) must be an integer >= 1"
+                                         f"; got {shown(n)} for "
                                          f"item {index}.")
                 if n > top:
                     raise BucketoptError(
