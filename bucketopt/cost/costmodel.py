@@ -236,11 +236,12 @@ def load_profile(profile) -> Profile:
     return profile_from_dict(data, f"profile file {text}")
 
 
-def resolve_cost_model(profile, world_size, token_budget, hist):
+def resolve_cost_model(profile, world_size, token_budget, hist, *, budget_needed=True):
     """The cost model and token budget for solve()/evaluate(): (CostModel, token_budget).
 
     ``world_size=None`` means the profile's; ``token_budget=None`` means the budget the profile
-    was calibrated at.
+    was calibrated at, unless ``budget_needed`` is False (a memory model sets the batch sizes:
+    then no budget stays no budget).
     """
     if profile is None:
         names = ", ".join(available_profiles())
@@ -251,7 +252,7 @@ def resolve_cost_model(profile, world_size, token_budget, hist):
     prof = load_profile(profile)
     model = prof.cost_model(world_size=None if world_size is None else
                             _positive_int(world_size, "world_size (--gpus)"))
-    if token_budget is None:
+    if token_budget is None and budget_needed:
         if prof.token_budget is None:
             raise BucketoptError(
                 f"profile {prof.name!r} has no token_budget: pass token_budget= (--token-budget)."
@@ -344,27 +345,32 @@ def _max_distribution(values, counts, draws):
     return np.diff(np.r_[0.0, cdf])
 
 
-def batch_time_atoms(hist, boundaries, token_budget, pad, cost_model):
+def batch_time_atoms(hist, boundaries, sizes, pad, cost_model):
     """The distribution of micro-batch times of a bucketed epoch: (times, batch counts).
 
     Bucket k with N samples yields q = N // B_k batches of B_k rows and one of r = N mod B_k.
     ``pad="edge"``: rows are padded to the edge, every full batch costs the same.
     ``pad="batch"``: rows are padded to the batch's longest member, whose law is the maximum of
-    draws without replacement from the bucket.
+    draws without replacement from the bucket. ``sizes``: every bucket's batch size B_k, or a
+    token budget T (B_k = T // b_k).
     """
+    from ..synced import per_bucket_sizes
+
     edges = np.asarray(boundaries, dtype=np.int64)
+    sizes = per_bucket_sizes(edges, sizes)
     which = np.searchsorted(edges, hist.values, side="left")
     parts = [bucket_time_atoms(hist.values[which == k], hist.counts[which == k], int(edge),
-                               token_budget, pad, cost_model) for k, edge in enumerate(edges)]
+                               int(sizes[k]), pad, cost_model) for k, edge in enumerate(edges)]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def bucket_time_atoms(values, counts, edge, token_budget, pad, cost_model):
-    """(times, batch counts) of one bucket's micro-batches (see :func:`batch_time_atoms`)."""
+def bucket_time_atoms(values, counts, edge, batch_size, pad, cost_model):
+    """(times, batch counts) of one bucket's micro-batches (see :func:`batch_time_atoms`);
+    ``batch_size``: the bucket's B."""
     n = int(counts.sum())
     if n == 0:
         return np.empty(0), np.empty(0)
-    size = min(token_budget // edge, n)
+    size = min(int(batch_size), n)
     q, r = divmod(n, size)
     times, weights = [], []
     for rows, batches in ((size, q), (r, 1)):
@@ -394,14 +400,14 @@ def expected_step_max(times, weights, draws):
     return out if np.ndim(draws) else out[0]
 
 
-def analytic_epoch_seconds(hist, boundaries, token_budget, pad, cost_model) -> float:
+def analytic_epoch_seconds(hist, boundaries, sizes, pad, cost_model) -> float:
     """Expected epoch time of a bucketed epoch whose batches run in random order.
 
     With nb batches over G ranks there are nb // G full steps, each lasting the expected slowest
     of G batch times (independent draws from the epoch's batch-time distribution), plus one
     step of the remaining nb mod G batches.
     """
-    times, weights = batch_time_atoms(hist, boundaries, token_budget, pad, cost_model)
+    times, weights = batch_time_atoms(hist, boundaries, sizes, pad, cost_model)
     return _seconds_from_atoms(times, weights, cost_model.world_size)
 
 
@@ -421,15 +427,17 @@ def annotate(solution, hist, cost_model: CostModel, *, sync_buckets=False):
     Otherwise the batches of all buckets run in random order (:func:`analytic_epoch_seconds`).
     With one GPU both are the summed micro-batch time.
     """
-    if solution.token_budget is None:
-        raise BucketoptError("throughput needs a token_budget (the batch sizes come from it).")
+    if solution.batch_sizes is None:
+        raise BucketoptError("throughput needs a token_budget or a memory model (the batch "
+                             "sizes come from it).")
+    sizes = np.asarray(solution.batch_sizes, dtype=np.int64)
     extra = dict(solution.extra)
     if sync_buckets is True:
         from ..synced import synced_features
         from .intervals import _sets, from_seconds
 
-        features = synced_features(hist, solution.boundaries, solution.token_budget,
-                                   solution.pad, cost_model.world_size)
+        features = synced_features(hist, solution.boundaries, sizes, solution.pad,
+                                   cost_model.world_size)
         seconds = float(features @ [cost_model.alpha, cost_model.beta, cost_model.gamma])
         sets, coverage = _sets(cost_model)
         intervals = from_seconds([float(features @ c) for c in sets], seconds,
@@ -438,8 +446,8 @@ def annotate(solution, hist, cost_model: CostModel, *, sync_buckets=False):
     else:
         from .intervals import solution_intervals
 
-        seconds = analytic_epoch_seconds(hist, solution.boundaries, solution.token_budget,
-                                         solution.pad, cost_model)
+        seconds = analytic_epoch_seconds(hist, solution.boundaries, sizes, solution.pad,
+                                         cost_model)
         intervals = solution_intervals(solution, hist, cost_model, seconds)
     extra.update(profile=cost_model.name, world_size=cost_model.world_size,
                  epochs=cost_model.epochs, epoch_hours=seconds / 3600.0,

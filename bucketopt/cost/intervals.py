@@ -131,14 +131,14 @@ def prediction_intervals(seconds_of, profile, *, real_tokens: int, world_size=No
                         coverage=coverage)
 
 
-def _atom_features(hist, boundaries, token_budget, pad):
+def _atom_features(hist, boundaries, sizes, pad):
     """Batch-time atoms of a bucketed epoch as features [1, sL, sL^2] (times are linear in the
     coefficients, the atoms' weights do not depend on them)."""
     from .costmodel import CostModel, batch_time_atoms
 
     columns, weights = [], None
     for unit in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)):
-        times, w = batch_time_atoms(hist, boundaries, token_budget, pad, CostModel(*unit))
+        times, w = batch_time_atoms(hist, boundaries, sizes, pad, CostModel(*unit))
         columns.append(times)
         weights = w
     return np.stack(columns, axis=1), weights
@@ -164,7 +164,7 @@ def solution_intervals(solution, hist, cost_model, seconds=None) -> dict:
     g = cost_model.world_size
     values, point = [], seconds
     if sets.size or point is None:
-        features, weights = _atom_features(hist, solution.boundaries, solution.token_budget,
+        features, weights = _atom_features(hist, solution.boundaries, solution.batch_sizes,
                                            solution.pad)
         if point is None:
             point = _atoms_seconds(features @ coef, weights, g)

@@ -1,0 +1,180 @@
+"""Batch sizes from a memory model (or any non-increasing batch-size rule): the rule itself, and
+every DP (edge, batch, time; G = 1 and synced G > 1; with shares) against brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import bucketopt
+from bucketopt.cost.memory import MemoryModel, batch_sizes
+
+from . import naive
+
+SETTINGS = settings(max_examples=120, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+LENGTHS = st.lists(st.integers(1, 12), min_size=1, max_size=7)
+SHARES = st.sampled_from([(0.0, 1.0), (0.2, 1.0), (0.0, 0.7)])
+coefficients = st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 0.2)).filter(any)
+
+
+@st.composite
+def tables(draw, top=12):
+    """A random non-increasing batch-size table sizes[edge], edge 0..top, every entry >= 1."""
+    steps = draw(st.lists(st.integers(0, 3), min_size=top + 1, max_size=top + 1))
+    last = draw(st.integers(1, 3))
+    sizes = np.cumsum(steps[::-1])[::-1] + last
+    return naive.TableRule(sizes.tolist())
+
+
+@st.composite
+def memory_models(draw, top=12):
+    """A memory model under which one sample of length ``top`` fits (batch sizes 1..hundreds)."""
+    m0 = draw(st.floats(0, 100))
+    m1 = draw(st.floats(0, 10))
+    m2 = draw(st.floats(0, 2))
+    if m1 == 0 and m2 == 0:
+        m1 = 1.0
+    rows = draw(st.floats(1, 6))
+    headroom = draw(st.sampled_from([0.9, 1.0, 0.75]))
+    capacity = (m0 + rows * (m1 * top + m2 * top * top) + 1e-9) / headroom
+    return dict(m0=m0, m1=m1, m2=m2, capacity=capacity, headroom=headroom)
+
+
+def _oracle_rule(mem, token_budget=None):
+    usable = mem["headroom"] * mem["capacity"]
+
+    def rule(edge):
+        s = naive.memory_batch_size(mem["m0"], mem["m1"], mem["m2"], usable, edge)
+        # the rule never lets s x b pass 2**60 (int64 token arithmetic)
+        s = min(s, 2**60 // edge)
+        return s if token_budget is None else min(s, token_budget // edge)
+    return rule
+
+
+# --- the rule ------------------------------------------------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(memory_models(top=64), st.lists(st.integers(1, 64), min_size=1, max_size=20),
+       st.one_of(st.none(), st.integers(64, 2000)))
+def test_memory_rule_is_the_largest_batch_that_fits(mem, edges, budget):
+    model = MemoryModel(**mem)
+    got = model.batch_size(edges, budget)
+    rule = _oracle_rule(mem, budget)
+    assert got.tolist() == [rule(e) for e in edges]
+    order = np.sort(np.asarray(edges))
+    assert np.all(np.diff(model.batch_size(order, budget)) <= 0)  # non-increasing
+    usable = mem["headroom"] * mem["capacity"]
+    assert np.all(model.peak_bytes(got, edges) <= usable)
+    assert model.longest_edge() >= 64
+
+
+def test_without_memory_the_rule_is_floor_of_budget_over_edge():
+    edges = np.array([1, 7, 100, 4096])
+    assert batch_sizes(edges, 4096).tolist() == (4096 // edges).tolist()
+    assert batch_sizes(edges) is None
+
+
+# --- every DP equals brute force under any non-increasing rule --------------------------------
+@SETTINGS
+@given(LENGTHS, st.integers(1, 3), tables(), SHARES, st.sampled_from([0.0, 0.5]))
+def test_edge_dp_with_any_rule(lengths, k, rule, shares, min_fill):
+    lo, hi = shares
+    budget = 40
+    kw = dict(pad="edge", memory=rule, min_share=lo, max_share=hi)
+    if min_fill:
+        kw.update(token_budget=budget, min_fill=min_fill)
+
+    def cost(edges):
+        if min_fill:
+            for edge, n in zip(edges, naive.bucket_counts(lengths, edges)):
+                size = min(naive.batch_size(rule.sizes, edge), budget // edge)
+                if n and min(size, n) * edge < min_fill * budget:
+                    return None
+        return naive.edge_padding(lengths, edges)
+
+    oracle = _brute(cost, lengths, k, lo, hi)
+    if oracle is None:
+        with pytest.raises(bucketopt.BucketoptError):
+            bucketopt.solve(lengths, k, **kw)
+        return
+    sol = bucketopt.solve(lengths, k, **kw)
+    assert sol.padded_tokens == oracle
+    assert naive.shares_ok(lengths, sol.boundaries, lo, hi)
+    want = [naive.batch_size(rule.sizes, b) for b in sol.boundaries]
+    if min_fill:
+        want = [min(s, budget // b) for s, b in zip(want, sol.boundaries)]
+    assert list(sol.batch_sizes) == want
+
+
+def _brute(cost, lengths, k, lo, hi):
+    """Minimum of ``cost`` (None: not allowed) over every edge set among the distinct lengths."""
+    best = None
+    last = max(lengths)
+    inner = sorted(set(lengths) - {last})
+    for size in range(k):
+        for combo in __import__("itertools").combinations(inner, size):
+            edges = (*combo, last)
+            if not naive.shares_ok(lengths, edges, lo, hi):
+                continue
+            value = cost(edges)
+            if value is not None and (best is None or value < best):
+                best = value
+    return best
+
+
+@SETTINGS
+@given(LENGTHS, st.integers(1, 3), st.one_of(tables(), memory_models()), SHARES)
+def test_batch_dp_with_any_rule(lengths, k, rule, shares):
+    lo, hi = shares
+    sizes = rule.sizes if isinstance(rule, naive.TableRule) else _oracle_rule(rule)
+    oracle = naive.brute_force(lambda e: naive.batch_padding_exact(lengths, e, sizes),
+                               sorted(set(lengths) - {max(lengths)}), max(lengths), k, lengths,
+                               lo, hi)
+    kw = dict(pad="batch", memory=rule, min_share=lo, max_share=hi)
+    if oracle is None:
+        with pytest.raises(bucketopt.BucketoptError, match="infeasible"):
+            bucketopt.solve(lengths, k, **kw)
+        return
+    sol = bucketopt.solve(lengths, k, **kw)
+    assert sol.padded_tokens == pytest.approx(float(oracle[0]), rel=1e-9, abs=1e-9)
+    assert naive.shares_ok(lengths, sol.boundaries, lo, hi)
+    assert sol.optimality["exact"]
+
+
+@SETTINGS
+@given(LENGTHS, st.integers(1, 3), st.one_of(tables(), memory_models()), coefficients,
+       st.sampled_from([1, 2, 3]), st.sampled_from(["batch", "edge"]), SHARES)
+def test_time_dp_with_any_rule(lengths, k, rule, coeffs, world, pad, shares):
+    lo, hi = shares
+    sizes = rule.sizes if isinstance(rule, naive.TableRule) else _oracle_rule(rule)
+    oracle = naive.brute_force_synced(lengths, k, sizes, *coeffs, world, pad=pad,
+                                      min_share=lo, max_share=hi)
+    profile = dict(alpha=coeffs[0], beta=coeffs[1], gamma=coeffs[2])
+    kw = dict(objective="time", pad=pad, profile=profile, world_size=world, memory=rule,
+              min_share=lo, max_share=hi)
+    if oracle is None:
+        with pytest.raises(bucketopt.BucketoptError, match="infeasible"):
+            bucketopt.solve(lengths, k, **kw)
+        return
+    sol = bucketopt.solve(lengths, k, **kw)
+    got = naive.synced_time(lengths, sol.boundaries, sizes, *coeffs, world, pad)
+    assert got == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
+    assert sol.extra["epoch_hours"] * 3600 == pytest.approx(got, rel=1e-9, abs=1e-12)
+    assert sol.optimality["exact"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(LENGTHS, st.integers(1, 3), memory_models(), st.integers(12, 40))
+def test_memory_and_budget_together(lengths, k, mem, budget):
+    """With both, B(b) = min(memory's B, T // b): the time DP still equals brute force."""
+    rule = _oracle_rule(mem, budget)
+    coeffs = (0.3, 0.5, 0.05)
+    oracle = naive.brute_force_synced(lengths, k, rule, *coeffs, 2, pad="batch")
+    sol = bucketopt.solve(lengths, k, objective="time", pad="batch", token_budget=budget,
+                          memory=mem, profile=dict(alpha=0.3, beta=0.5, gamma=0.05),
+                          world_size=2)
+    got = naive.synced_time(lengths, sol.boundaries, rule, *coeffs, 2, "batch")
+    assert got == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
+    assert list(sol.batch_sizes) == [rule(b) for b in sol.boundaries]
