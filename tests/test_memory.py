@@ -3,13 +3,16 @@ every DP (edge, batch, time; G = 1 and synced G > 1; with shares) against brute 
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bucketopt
-from bucketopt.cost.memory import MemoryModel, batch_sizes
+from bucketopt.cost.memory import MemoryModel, batch_sizes, load_memory
 
 from . import naive
 
@@ -178,3 +181,115 @@ def test_memory_and_budget_together(lengths, k, mem, budget):
     got = naive.synced_time(lengths, sol.boundaries, rule, *coeffs, 2, "batch")
     assert got == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
     assert list(sol.batch_sizes) == [rule(b) for b in sol.boundaries]
+
+
+# --- the sampler keeps every batch within the predicted capacity ----------------------------
+HAND_MODEL = dict(m0=2.0e9, m1=3.0e5, m2=40.0, capacity=8.0e9)  # a small card, given by hand
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_sampler_epochs_stay_within_capacity(world):
+    """CPU memory is not measured (probe measures peaks on CUDA only): the rule is tested with a
+    model given by hand. Every batch of every rank, padded to its bucket's edge (the worst
+    case), has a predicted peak within headroom x capacity, and every sample comes once."""
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(16, 2048, size=3000)
+    sol = bucketopt.solve(lengths, 4, memory=HAND_MODEL)
+    model = MemoryModel(**HAND_MODEL)
+    assert sol.peak_memory_bytes == tuple(model.peak_bytes(sol.batch_sizes, sol.boundaries))
+    assert max(sol.peak_memory_bytes) <= model.usable
+    edges = np.asarray(sol.boundaries)
+    for epoch in (0, 1):
+        seen = []
+        for rank in range(world):
+            sampler = bucketopt.BucketBatchSampler(lengths, sol.boundaries, memory=HAND_MODEL,
+                                                   world_size=world, rank=rank)
+            same = bucketopt.BucketBatchSampler(lengths, sol.boundaries,
+                                                batch_sizes=sol.batch_sizes,
+                                                world_size=world, rank=rank)
+            sampler.set_epoch(epoch)
+            same.set_epoch(epoch)
+            batches = list(sampler)
+            assert batches == list(same)
+            for batch in batches:
+                edge = edges[np.searchsorted(edges, lengths[batch].max())]
+                assert model.peak_bytes(len(batch), edge) <= model.usable
+                seen.extend(batch)
+        assert sorted(seen) == list(range(lengths.size))
+
+
+def test_simulate_and_evaluate_follow_the_batch_sizes():
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(16, 2048, size=2000)
+    sol = bucketopt.solve(lengths, 3, memory=HAND_MODEL, pad="batch")
+    again = bucketopt.evaluate(lengths, sol.boundaries, memory=HAND_MODEL, pad="batch")
+    assert again.batch_sizes == sol.batch_sizes
+    assert again.padded_tokens == pytest.approx(sol.padded_tokens)
+    epoch = bucketopt.simulate(lengths, "bucketed", boundaries=sol.boundaries,
+                               batch_sizes=sol.batch_sizes)
+    assert int(epoch.sizes.max()) == max(sol.batch_sizes)
+    assert epoch.n_batches == sum(-(-c // b) for c, b in zip(sol.counts, sol.batch_sizes))
+
+
+def test_memory_from_a_profile_and_a_json_file(tmp_path):
+    probe_like = {"alpha": 0.01, "beta": 1e-6, "gamma": 0.0, "provenance": {"probe": {"memory": {
+        "total_bytes": 8e9, "fit_bytes": {"m0": 2e9, "m1_per_token": 3e5,
+                                          "m2_per_token_x_length": 40.0}}}}}
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(probe_like))
+    flat = tmp_path / "memory.json"
+    flat.write_text(json.dumps(HAND_MODEL))
+    want = MemoryModel(**HAND_MODEL)
+    for source in (path, str(flat), HAND_MODEL, {"memory": HAND_MODEL}):
+        assert load_memory(source) == want
+    bigger = load_memory(flat, gpu_memory=16, headroom=0.5)
+    assert bigger.capacity == 16 * 2**30 and bigger.headroom == 0.5
+
+
+# --- bad input: one clear error -----------------------------------------------------------
+@pytest.mark.parametrize("memory, match", [
+    (dict(HAND_MODEL, m1=-1.0), "m1"),
+    (dict(HAND_MODEL, m2=float("nan")), "m2"),
+    (dict(HAND_MODEL, m0=1e30), "exabyte"),
+    (dict(HAND_MODEL, capacity=1e9), "does not fit"),
+    (dict(HAND_MODEL, m1=0, m2=0), "both 0"),
+    (dict(HAND_MODEL, capacity="lots"), "capacity"),
+    ({"m0": 1.0, "m1": 1.0}, "m2"),
+    (dict(HAND_MODEL, m2=1e4), "one sample of that length"),
+    ([1, 2, 3], "must be a dict"),
+])
+def test_bad_memory_models_are_one_clear_error(memory, match):
+    lengths = [100, 2000, 8000]
+    with pytest.raises(bucketopt.BucketoptError, match=match):
+        bucketopt.solve(lengths, 2, memory=memory)
+
+
+@pytest.mark.parametrize("extra", [["--gpu-memory", "-3"], ["--memory-headroom", "0"],
+                                   ["--gpu-memory", "nan"], ["--gpu-memory", "0.001"]])
+def test_cli_bad_memory_exits_2(tmp_path, capsys, extra):
+    from bucketopt.cli import main
+
+    lens = tmp_path / "lens.txt"
+    lens.write_text("\n".join(["100", "2000", "3000"]))
+    mem = tmp_path / "m.json"
+    mem.write_text(json.dumps(HAND_MODEL))
+    assert main(["solve", "--lens", str(lens), "-k", "2", "--memory", str(mem), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+
+
+def test_cli_solve_json_has_batch_sizes_and_peaks(tmp_path, capsys):
+    from bucketopt.cli import main
+
+    lens = tmp_path / "lens.txt"
+    lens.write_text("\n".join(str(x) for x in range(100, 2100, 7)))
+    mem = tmp_path / "m.json"
+    mem.write_text(json.dumps(HAND_MODEL))
+    assert main(["solve", "--lens", str(lens), "-k", "3", "--memory", str(mem), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    model = MemoryModel(**HAND_MODEL)
+    assert out["batch_sizes"] == model.batch_size(out["boundaries"]).tolist()
+    assert out["peak_memory_bytes"] == pytest.approx(
+        model.peak_bytes(out["batch_sizes"], out["boundaries"]).tolist())
+    assert max(out["peak_memory_bytes"]) <= model.usable
+    assert math.isclose(out["memory"]["capacity"], HAND_MODEL["capacity"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +76,7 @@ class MemoryModel:
     m2: float
     capacity: float
     headroom: float = HEADROOM
-    source: str = "memory"
+    source: str = field(default="memory", compare=False)
 
     def __post_init__(self):
         src = self.source
