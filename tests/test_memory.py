@@ -293,3 +293,38 @@ def test_cli_solve_json_has_batch_sizes_and_peaks(tmp_path, capsys):
         model.peak_bytes(out["batch_sizes"], out["boundaries"]).tolist())
     assert max(out["peak_memory_bytes"]) <= model.usable
     assert math.isclose(out["memory"]["capacity"], HAND_MODEL["capacity"])
+
+
+def test_sampler_config_of_a_memory_plan_round_trips():
+    from bucketopt.show.export import sampler_kwargs, to_sampler_json
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(16, 2048, size=500)
+    sol = bucketopt.solve(lengths, 3, memory=HAND_MODEL)
+    kwargs = sampler_kwargs(to_sampler_json(sol))
+    assert kwargs == {"boundaries": sol.boundaries, "batch_sizes": sol.batch_sizes}
+    sampler = bucketopt.BucketBatchSampler(lengths, **kwargs)
+    assert sampler.batch_sizes.tolist() == list(sol.batch_sizes)
+
+
+def test_compare_puts_the_memory_plan_beside_the_best_fitting_budget():
+    from bucketopt.show.comparison import compare
+
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(16, 2048, size=3000)
+    profile = dict(alpha=0.05, beta=2e-5, gamma=1e-9, world_size=2)
+    c = compare(lengths, 3, memory=HAND_MODEL, profile=profile, diversity=False, rules=())
+    model = MemoryModel(**HAND_MODEL)
+    mem, fit = c.strategies["bucketed-memory"], c.strategies["bucketed-budget-fit"]
+    assert mem["batch_sizes"] == model.batch_size(mem["boundaries"]).tolist()
+    budget = c.memory["budget_fit_token_budget"]
+    assert fit["batch_sizes"] == [budget // b for b in fit["boundaries"]]
+    for row in (mem, fit):  # both plans fit the card
+        assert max(model.peak_bytes(row["batch_sizes"], row["boundaries"])) <= model.usable
+    # the fitting plan is the fastest of the budgets tried that fit, and compare ran under it
+    tried = [t for t in c.memory["budgets_searched"] if t["fits"]]
+    assert c.memory["ktok_per_s_budget_fit"] == max(t["ktok_per_s"] for t in tried)
+    assert c.token_budget == budget
+    assert c.memory["ratio"] == pytest.approx(
+        c.memory["ktok_per_s_memory"] / c.memory["ktok_per_s_budget_fit"])
+    assert json.dumps(c.to_dict())  # JSON-ready

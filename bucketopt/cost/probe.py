@@ -121,6 +121,10 @@ class ProbeResult:
             "elapsed_s": self.elapsed_s, "stopped_by_time_limit": self.stopped_by_time_limit,
             "alpha": cal.alpha, "beta": cal.beta, "gamma": cal.gamma,
             "heldout": cal.heldout, "calibration": cal.to_dict(), "memory": self.memory,
+            "memory_measured": self.memory is not None,
+            **({} if self.memory is not None else {"memory_note": (
+                f"peak memory is not measured on {self.device} (it is read on CUDA only): "
+                "give a memory model by hand (memory=, --memory)")}),
             "holdout": self.holdout, "warnings": list(self.warnings),
         }
 
