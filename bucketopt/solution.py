@@ -276,9 +276,11 @@ def with_notes(solution: Solution, overflow=None) -> Solution:
             parts.append(f"({lower:,}, {solution.boundaries[k]:,}] (batch size {size}, "
                          f"{solution.fill[k]:.0%} full, {solution.counts[k]:,} samples)")
         notes.append(
-            "bucket(s) " + "; ".join(parts) + f" fill less than {LOW_FILL:.0%} of the token "
-            "budget per batch: many small steps. Remedies: optimise time (--objective time "
-            "--profile NAME), --min-fill F, more buckets (-k), or --max-length N.")
+            "bucket(s) " + "; ".join(parts) + f" fill less than {LOW_FILL:.0%} of the " + (
+                "token budget" if solution.token_budget is not None
+                else "tokens their batch can hold") + " per batch: many small steps. Remedies: "
+            "optimise time (--objective time --profile NAME), --min-fill F, more buckets (-k), "
+            "or --max-length N.")
     extra = dict(solution.extra)
     if overflow is not None:
         from .data.overflow import describe

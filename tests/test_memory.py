@@ -328,3 +328,14 @@ def test_compare_puts_the_memory_plan_beside_the_best_fitting_budget():
     assert c.memory["ratio"] == pytest.approx(
         c.memory["ktok_per_s_memory"] / c.memory["ktok_per_s_budget_fit"])
     assert json.dumps(c.to_dict())  # JSON-ready
+
+
+def test_sweep_rows_follow_the_memory_model():
+    rng = np.random.default_rng(9)
+    lengths = 8 * rng.integers(2, 256, size=1000)  # at most 256 candidates: every row exact
+    model = MemoryModel(**HAND_MODEL)
+    result = bucketopt.sweep(lengths, [1, 2, 3], memory=HAND_MODEL, pad="batch")
+    for sol in result.solutions:
+        assert list(sol.batch_sizes) == model.batch_size(sol.boundaries).tolist()
+        alone = bucketopt.solve(lengths, sol.k, memory=HAND_MODEL, pad="batch")
+        assert sol.padded_tokens == pytest.approx(alone.padded_tokens)

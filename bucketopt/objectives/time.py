@@ -43,6 +43,7 @@ class Time(Objective):
             raise BucketoptError(
                 f"the last bucket edge {int(groups.edges[-1])} exceeds token_budget="
                 f"{token_budget}: a batch of that bucket cannot hold one sample.")
+        self.__dict__.pop("_sizes", None)  # batch sizes of the candidates fitted before
         self.arrays = TimeArrays(groups.hist, self.pad)
         self.group_end = groups.value_end
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
