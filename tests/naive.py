@@ -211,11 +211,11 @@ class TableRule:
         return {"table": self.sizes}
 
 
-def memory_batch_size(m0, m1, m2, usable, edge):
-    """The largest s with m0 + m1 s b + m2 s b^2 <= usable, by bisection on the rule's
-    definition (the peak grows with s; no algebra)."""
+def memory_batch_size(m0, m1, m2, usable, edge, limit=2**62):
+    """The largest s <= ``limit`` with m0 + m1 s b + m2 s b^2 <= usable, by bisection on the
+    rule's definition (the peak grows with s; no algebra)."""
     def fits(s):
-        return m0 + m1 * s * edge + m2 * s * edge * edge <= usable
+        return s <= limit and m0 + m1 * s * edge + m2 * s * edge * edge <= usable
 
     lo, hi = 0, 1
     while fits(hi):

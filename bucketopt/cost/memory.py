@@ -117,27 +117,34 @@ class MemoryModel:
         with np.errstate(over="ignore", divide="ignore"):
             q = np.floor(room / per_row)
         q = np.where(np.isfinite(q), np.minimum(q, 2.0**62), 2.0**62).astype(np.int64)
-        s = np.minimum(q, cap).astype(np.int64)
-        # the float quotient may be one off: settle on the peak formula itself
-        up = (s < cap) & (self.peak_bytes(s + 1, bf) <= self.usable)
-        s = s + up
-        down = (s > 0) & (self.peak_bytes(s, bf) > self.usable)
-        s = s - down
-        return s.astype(np.int64)
+        guess = np.minimum(np.maximum(q, 0), cap).astype(np.int64)
+
+        def fits(rows):  # the peak formula itself decides (0 rows always fit: m0 < usable)
+            return (rows <= cap) & (self.peak_bytes(rows, bf) <= self.usable)
+
+        # the float quotient is usually exact or one off, but (headroom x capacity - m0) can
+        # lose digits: bisect from the guess's bracket [lo, hi), lo fits and hi does not
+        at = fits(guess)
+        lo = np.where(at, guess, 0)
+        hi = np.where(at, np.where(fits(guess + 1), cap + 1, guess + 1), guess)
+        hi = np.maximum(hi, lo + 1)
+        while np.any(hi - lo > 1):
+            mid = lo + (hi - lo) // 2
+            ok = fits(mid)
+            lo = np.where(ok, mid, lo)
+            hi = np.where(ok, hi, mid)
+        return lo.astype(np.int64)
 
     def longest_edge(self) -> int:
-        """The longest edge at which one sample still fits."""
-        room = self.usable - self.m0
-        if self.m2 > 0:
-            top = (-self.m1 + math.sqrt(self.m1 * self.m1 + 4 * self.m2 * room)) / (2 * self.m2)
-        else:
-            top = room / self.m1
-        top = int(min(top, TOKEN_LIMIT))
-        while top > 1 and self.peak_bytes(1, top) > self.usable:
-            top -= 1
-        while top < TOKEN_LIMIT and self.peak_bytes(1, top + 1) <= self.usable:
-            top += 1
-        return top
+        """The longest edge at which one sample still fits (0 if none; at most 2**60)."""
+        lo, hi = 0, TOKEN_LIMIT + 1  # one row of length lo fits (0: trivially), of hi not
+        while hi - lo > 1:
+            mid = lo + (hi - lo) // 2
+            if self.peak_bytes(1, mid) <= self.usable:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def to_dict(self) -> dict:
         return {"m0": self.m0, "m1": self.m1, "m2": self.m2, "capacity": self.capacity,

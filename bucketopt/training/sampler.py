@@ -57,7 +57,7 @@ def _check_batch_sizes(batch_sizes, edges, token_budget) -> np.ndarray:
                              f"{str(batch_sizes)[:80]}.")
     sizes = sizes.astype(np.int64)
     if token_budget is not None:
-        over = sizes * edges > token_budget
+        over = sizes > token_budget // edges  # no product: it could pass int64
         if over.any():
             k = int(np.flatnonzero(over)[0])
             raise BucketoptError(
