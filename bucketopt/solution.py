@@ -91,6 +91,13 @@ class Solution:
         return None if span is None else tuple(float(v) for v in span)
 
     @property
+    def peak_memory_bytes(self) -> tuple | None:
+        """Predicted peak bytes of each bucket's full batch under the memory model (None
+        without one)."""
+        peaks = self.extra.get("peak_memory_bytes")
+        return None if peaks is None else tuple(peaks)
+
+    @property
     def shares(self) -> tuple:
         """Fraction of samples in each bucket."""
         n = self.n_samples or 1
@@ -176,28 +183,25 @@ def check_boundaries(boundaries, hist: Histogram) -> np.ndarray:
     return edges
 
 
-def batch_sizes_for(edges: np.ndarray, token_budget: int | None):
-    """B_k = floor(T / b_k); an edge above the budget is an error."""
-    if token_budget is None:
-        return None
-    over = edges > token_budget
-    if over.any():
-        b = int(edges[np.flatnonzero(over)[0]])
-        raise BucketoptError(
-            f"bucket edge {b} exceeds token_budget={token_budget}: a batch of that bucket cannot "
-            "hold even one sample."
-        )
-    return token_budget // edges
+def batch_sizes_for(edges: np.ndarray, token_budget: int | None, memory=None):
+    """Every bucket's batch size by the one rule (:func:`bucketopt.cost.memory.batch_sizes`):
+    B_k = floor(T / b_k), or the memory model's B(b_k); None with neither."""
+    from .cost.memory import batch_sizes
+
+    return batch_sizes(edges, token_budget, memory)
 
 
-def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str):
+def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str, memory=None):
     """Per-bucket counts, real tokens and padded tokens for the given edges.
 
     Returns (counts, real, padded, batch_sizes, fill) as numpy arrays (batch_sizes and fill may
     be None). ``fill``: expected padded tokens of each bucket's largest batch (min(B, N) rows)
-    over the token budget.
+    over the token budget (with a memory model and no budget: over B x edge, the most tokens
+    a batch of the bucket can hold).
     """
-    sizes = batch_sizes_for(edges, token_budget)
+    sizes = batch_sizes_for(edges, token_budget, memory)
+    per_batch = token_budget if token_budget is not None else (
+        None if sizes is None else (sizes * edges).astype(np.float64))
     idx = np.searchsorted(edges, hist.values, side="left")  # bucket of each distinct length
     k = edges.size
     counts = np.zeros(k, dtype=np.int64)
@@ -208,23 +212,31 @@ def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str
     if pad == "edge":
         padded = edges * counts - real
         if sizes is not None:
-            fill = np.minimum(sizes, counts) * edges / token_budget
+            fill = np.minimum(sizes, counts) * edges / per_batch
     elif pad == "batch":
         if sizes is None:
-            raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
+            raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
+                                 'size comes from it).')
         from .objectives.batchpad import expected_padding_and_fill
 
         padded, full = expected_padding_and_fill(hist, edges, sizes)
-        fill = full / token_budget
+        fill = full / per_batch
     else:
         raise BucketoptError(f"pad must be one of {PADS}; got {shown(pad)}.")
     return counts, real, padded, sizes, fill
 
 
-def make_solution(hist: Histogram, edges, *, token_budget, pad, **meta) -> Solution:
-    """Compute the statistics of ``edges`` on ``hist`` and wrap them in a :class:`Solution`."""
+def make_solution(hist: Histogram, edges, *, token_budget, pad, memory=None, **meta) -> Solution:
+    """Compute the statistics of ``edges`` on ``hist`` and wrap them in a :class:`Solution`.
+
+    ``memory``: a :class:`bucketopt.cost.memory.MemoryModel`; the batch sizes then come from it
+    and every bucket's predicted peak bytes (of a full batch) are in ``peak_memory_bytes``."""
     edges = np.asarray(edges, dtype=np.int64)
-    counts, real, padded, sizes, fill = bucket_statistics(hist, edges, token_budget, pad)
+    counts, real, padded, sizes, fill = bucket_statistics(hist, edges, token_budget, pad, memory)
+    extra = dict(meta.pop("extra", {}))
+    if memory is not None:
+        extra["memory"] = memory.to_dict()
+        extra["peak_memory_bytes"] = [float(x) for x in memory.peak_bytes(sizes, edges)]
     real_total = int(real.sum())
     if pad == "edge":
         padded_total = int(padded.sum())
@@ -245,6 +257,7 @@ def make_solution(hist: Histogram, edges, *, token_budget, pad, **meta) -> Solut
         pad=pad,
         token_budget=token_budget,
         fill=() if fill is None else tuple(float(f) for f in fill),
+        extra=extra,
         **meta,
     )
 
@@ -269,9 +282,11 @@ def with_notes(solution: Solution, overflow=None) -> Solution:
             parts.append(f"({lower:,}, {solution.boundaries[k]:,}] (batch size {size}, "
                          f"{solution.fill[k]:.0%} full, {solution.counts[k]:,} samples)")
         notes.append(
-            "bucket(s) " + "; ".join(parts) + f" fill less than {LOW_FILL:.0%} of the token "
-            "budget per batch: many small steps. Remedies: optimise time (--objective time "
-            "--profile NAME), --min-fill F, more buckets (-k), or --max-length N.")
+            "bucket(s) " + "; ".join(parts) + f" fill less than {LOW_FILL:.0%} of the " + (
+                "token budget" if solution.token_budget is not None
+                else "tokens their batch can hold") + " per batch: many small steps. Remedies: "
+            "optimise time (--objective time --profile NAME), --min-fill F, more buckets (-k), "
+            "or --max-length N.")
     extra = dict(solution.extra)
     if overflow is not None:
         from .data.overflow import describe

@@ -141,6 +141,7 @@ class _Run:
     cost_model: object | None
     overflow: dict | None = None
     sync_buckets: bool | str = True
+    memory: object = None
 
     @property
     def groups(self):
@@ -161,7 +162,7 @@ class _Run:
         edges = self.groups.edges[backtrack(self.opt, layer, self.groups.g)]
         obj = self.objective
         sol = make_solution(self.hist, edges, token_budget=obj.token_budget, pad=obj.pad, k=k,
-                            objective=obj.name, **self.meta)
+                            objective=obj.name, memory=self.memory, **self.meta)
         obj.verify(sol, self.best[layer - 1])
         sol = dataclasses.replace(sol, certificate=obj.optimality(layer,
                                                                   float(self.best[layer - 1])))
@@ -175,7 +176,7 @@ class _Run:
                 sol = make_solution(self.hist, boundaries, token_budget=sol.token_budget,
                                     pad=sol.pad, k=sol.k, align=sol.align,
                                     min_share=sol.min_share, max_share=sol.max_share,
-                                    objective=sol.objective)
+                                    objective=sol.objective, memory=self.memory)
             sol = dataclasses.replace(sol, certificate=cert)
         cert = sol.certificate
         notes = () if callable(cert) else obj.notes(cert)
@@ -213,8 +214,12 @@ def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budg
 
 def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, align, profile,
          world_size, epochs, min_fill=0.0, sync_buckets=True, max_length=None,
-         overflow="truncate", exact=False) -> _Run:
+         overflow="truncate", exact=False, memory=None, memory_headroom=None,
+         gpu_memory=None) -> _Run:
     """Validate, then run the DP once up to max(ks); the optima for ``ks`` are read from it."""
+    from .cost.memory import load_memory
+
+    memory = load_memory(memory, gpu_memory=gpu_memory, headroom=memory_headroom)
     kmax = check_k(max(ks))
     align = check_align(align)
     min_share, max_share = check_shares(min_share, max_share)
@@ -232,27 +237,36 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
     if objective == "time" or profile is not None:
         from .cost.costmodel import resolve_cost_model
 
-        cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
+        cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist,
+                                                      budget_needed=memory is None)
         cost_model = cost_model.with_epochs(epochs)
-    if pad == "batch" and token_budget is None:
-        raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
+    if pad == "batch" and token_budget is None and memory is None:
+        raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
+                             'size comes from it).')
     groups = make_groups(hist, align)
     if token_budget is not None and groups.edges[-1] > token_budget:
         raise BucketoptError(
             f"align={align} rounds the last edge up to {int(groups.edges[-1])}, above "
             f"token_budget={token_budget}."
         )
+    if memory is not None:  # the longest bucket must hold one sample: else one clear error
+        from .cost.memory import batch_sizes
+
+        batch_sizes(groups.edges[-1:], token_budget, memory)
     obj = make_objective(objective, pad, cost_model=cost_model, min_fill=min_fill,
                          sync_buckets=sync_buckets, exact=check_exact(exact))
+    obj.memory = memory  # the batch-size rule the objective reads (Objective.batch_sizes)
     kmax_eff, opt, best = run_layers(obj, groups, kmax, ks, token_budget=token_budget,
                                      min_share=min_share, max_share=max_share)
     meta = dict(align=align, min_share=min_share, max_share=max_share, min_fill=min_fill)
-    return _Run(hist, obj, kmax_eff, opt, best, meta, cost_model, overflow_report, sync_buckets)
+    return _Run(hist, obj, kmax_eff, opt, best, meta, cost_model, overflow_report, sync_buckets,
+                memory)
 
 
 def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_share=0.0,
           max_share=1.0, align=1, profile=None, world_size=1, epochs=1, min_fill=0.0,
-          sync_buckets=True, max_length=None, overflow="truncate", exact=False) -> Solution:
+          sync_buckets=True, max_length=None, overflow="truncate", exact=False, memory=None,
+          memory_headroom=None, gpu_memory=None) -> Solution:
     """Optimal bucket boundaries over all sets of at most ``k`` buckets, with a proof.
 
     ``Solution.optimality`` says what is proven: ``exact`` (the value is the minimum over every
@@ -302,6 +316,16 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_shar
         the certified DP (the time objective's, one token one second: seconds on the embedded
         example, minutes on large heavy-tailed inputs) instead of its grid search; the time
         objective runs its certified DP past its work limit (docs/method.md).
+    memory : dict, path or profile name, optional
+        A memory model: ``{"m0", "m1", "m2", "capacity"}`` in bytes, a JSON file holding one, or
+        a profile holding a memory fit (``bucketopt probe`` on a GPU). A bucket with edge b then
+        holds B(b) = the largest s with m0 + m1 s b + m2 s b^2 <= headroom x capacity (and
+        s b <= token_budget when a budget is given too); every DP stays exact
+        (docs/cost_model.md, "Batch sizes from memory").
+    memory_headroom : float, optional
+        Share of the capacity a batch may fill (default 0.9, or the model's own ``headroom``).
+    gpu_memory : float, optional
+        The card's memory in GB (2**30 bytes): sets the model's capacity.
 
     Returns
     -------
@@ -318,7 +342,8 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_shar
                min_share=min_share, max_share=max_share, align=align, profile=profile,
                world_size=world_size, epochs=epochs, min_fill=min_fill,
                sync_buckets=sync_buckets, max_length=max_length, overflow=overflow,
-               exact=exact)
+               exact=exact, memory=memory, memory_headroom=memory_headroom,
+               gpu_memory=gpu_memory)
     return run.solution(k)
 
 
@@ -389,7 +414,8 @@ def recommend_k(ks, solutions, tolerance=0.01, *, criterion=None):
 def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_share=0.0,
           max_share=1.0, align=1, profile=None, world_size=1, epochs=1, tolerance=0.01,
           criterion=None, min_fill=0.0, sync_buckets=True, max_length=None,
-          overflow="truncate", exact=False) -> Sweep:
+          overflow="truncate", exact=False, memory=None, memory_headroom=None,
+          gpu_memory=None) -> Sweep:
     """The optimum for every k in ``ks`` from a single DP run up to ``max(ks)``.
 
     ``recommended_k`` is the smallest k within ``tolerance`` of the best in the range: padding
@@ -422,7 +448,8 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
                min_share=min_share, max_share=max_share, align=align, profile=profile,
                world_size=world_size, epochs=epochs, min_fill=min_fill,
                sync_buckets=sync_buckets, max_length=max_length, overflow=overflow,
-               exact=exact)
+               exact=exact, memory=memory, memory_headroom=memory_headroom,
+               gpu_memory=gpu_memory)
     feasible = [k for k in ks if run.feasible(k)]
     if not feasible:
         raise run.infeasible(max(ks))
@@ -438,7 +465,7 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
         alone = _run(run.hist, [k_rec], token_budget=token_budget, pad=pad, objective=objective,
                      min_share=min_share, max_share=max_share, align=align, profile=profile,
                      world_size=world_size, epochs=epochs, min_fill=min_fill,
-                     sync_buckets=sync_buckets)
+                     sync_buckets=sync_buckets, memory=run.memory)
         alone = dataclasses.replace(alone, overflow=run.overflow)  # run.hist is past overflow
         solutions = tuple(alone.solution(k) if k == k_rec else sol
                           for k, sol in zip(feasible, solutions))
@@ -446,8 +473,12 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
 
 
 def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None, world_size=1,
-             epochs=1, sync_buckets=True, max_length=None, overflow="truncate") -> Solution:
+             epochs=1, sync_buckets=True, max_length=None, overflow="truncate", memory=None,
+             memory_headroom=None, gpu_memory=None) -> Solution:
     """The same statistics as :func:`solve` for boundaries chosen elsewhere (e.g. a heuristic).
+
+    ``memory``, ``memory_headroom``, ``gpu_memory``: batch sizes from a memory model, as in
+    :func:`solve`.
 
     Examples
     --------
@@ -455,9 +486,12 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None
     >>> bucketopt.evaluate([3, 4, 10, 11, 12], [4, 12]).padded_tokens
     4
     """
+    from .cost.memory import load_memory
+
     sync_buckets = check_sync(sync_buckets)
     if pad not in PADS:
         raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.")
+    memory = load_memory(memory, gpu_memory=gpu_memory, headroom=memory_headroom)
     hist, overflow_report = apply_overflow(as_histogram(lengths), max_length, overflow)
     edges = check_boundaries(boundaries, hist)
     token_budget = check_token_budget(token_budget, hist)
@@ -465,8 +499,9 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None
     if profile is not None:
         from .cost.costmodel import resolve_cost_model
 
-        cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
-    sol = make_solution(hist, edges, token_budget=token_budget, pad=pad)
+        cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist,
+                                                      budget_needed=memory is None)
+    sol = make_solution(hist, edges, token_budget=token_budget, pad=pad, memory=memory)
     if cost_model is not None:
         from .cost.intervals import annotate
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 
 
 def edge_padding(lengths, boundaries):
@@ -175,6 +176,56 @@ def epoch_churn(batches_e, batches_e1):
 
 
 # --- cost model oracles (tests/test_costmodel.py) ------------------------------------------------
+def batch_size(rule, edge):
+    """A bucket's batch size: ``rule`` is a token budget T (B = T // edge), a function
+    edge -> B, or a sequence indexed by the edge (a batch-size table)."""
+    if callable(rule):
+        return int(rule(edge))
+    if isinstance(rule, numbers.Integral):
+        return int(rule) // edge
+    return int(rule[edge])
+
+
+class TableRule:
+    """A batch-size rule given as a table ``sizes[edge]`` (any non-increasing sequence), with
+    the interface solve(memory=...) accepts for rule objects."""
+
+    def __init__(self, sizes):
+        self.sizes = [int(s) for s in sizes]
+
+    def batch_size(self, edges, token_budget=None):
+        import numpy as np
+
+        out = []
+        for e in np.atleast_1d(edges):
+            s = self.sizes[min(int(e), len(self.sizes) - 1)]
+            out.append(s if token_budget is None else min(s, token_budget // int(e)))
+        return np.asarray(out, dtype=np.int64)
+
+    def peak_bytes(self, sizes, edges):
+        import numpy as np
+
+        return np.full(np.shape(sizes), np.nan)
+
+    def to_dict(self):
+        return {"table": self.sizes}
+
+
+def memory_batch_size(m0, m1, m2, usable, edge, limit=2**62):
+    """The largest s <= ``limit`` with m0 + m1 s b + m2 s b^2 <= usable, by bisection on the
+    rule's definition (the peak grows with s; no algebra)."""
+    def fits(s):
+        return s <= limit and m0 + m1 * s * edge + m2 * s * edge * edge <= usable
+
+    lo, hi = 0, 1
+    while fits(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:  # fits(lo), not fits(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
 def micro_batch_seconds(rows, padded_len, alpha, beta, gamma):
     return alpha + beta * rows * padded_len + gamma * rows * padded_len * padded_len
 
@@ -200,10 +251,11 @@ def _bucket_members(lengths, boundaries):
 
 
 def edge_time(lengths, boundaries, token_budget, alpha, beta, gamma):
-    """Summed micro-batch seconds of edge-padded buckets cut into batches of T // edge."""
+    """Summed micro-batch seconds of edge-padded buckets cut into batches of T // edge
+    (``token_budget``: T, or any batch-size rule of :func:`batch_size`)."""
     total = 0.0
     for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
-        size = token_budget // edge
+        size = batch_size(token_budget, edge)
         for start in range(0, len(xs), size):
             rows = len(xs[start:start + size])
             total += micro_batch_seconds(rows, edge, alpha, beta, gamma)
@@ -220,7 +272,7 @@ def batch_time(lengths, boundaries, token_budget, alpha, beta, gamma):
     for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
         if not xs:
             continue
-        size = min(token_budget // edge, len(xs))
+        size = min(batch_size(token_budget, edge), len(xs))
         q, r = divmod(len(xs), size)
         for rows, batches in ((size, q), (r, 1)):
             if rows == 0:
@@ -314,7 +366,7 @@ def batch_padding_exact(lengths, boundaries, token_budget):
     total = 0
     for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
         if xs:
-            total += expected_bucket_padding_exact(xs, token_budget // edge)
+            total += expected_bucket_padding_exact(xs, batch_size(token_budget, edge))
     return total
 
 
@@ -383,7 +435,7 @@ def synced_time(lengths, boundaries, token_budget, alpha, beta, gamma, world, pa
     for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
         if not xs:
             continue
-        sizes = synced_step_sizes(len(xs), min(token_budget // edge, len(xs)), world)
+        sizes = synced_step_sizes(len(xs), min(batch_size(token_budget, edge), len(xs)), world)
         for start in range(0, len(sizes), world):
             step = sizes[start:start + world]
             w, rows = step[0], sum(step)

@@ -99,6 +99,40 @@ def test_memory_budget_recovers_the_budget_of_a_known_memory_law():
     assert m0 + m1 * t + m2 * t * 1024 <= 0.9 * 80e9 * (1 + 1e-9)
 
 
+def test_memory_fit_reports_per_shape_error_and_the_largest_batch_per_length():
+    from bucketopt.cost.memory import load_memory
+
+    rng = np.random.default_rng(1)
+    s = rng.integers(1, 64, size=30)
+    length = rng.choice([128, 256, 512, 1024], size=30)
+    m0, m1, m2 = 2e9, 3e5, 50.0
+    peak = (m0 + m1 * s * length + m2 * s * length ** 2) * rng.uniform(0.99, 1.01, size=30)
+    out = memory_budget(s, length, peak, total_bytes=80e9, fraction=0.9, max_length=1024)
+    assert {(e["batch_size"], e["padded_len"]) for e in out["shapes"]} == set(zip(s, length))
+    assert out["max_rel_error"] < 0.05
+    for e in out["shapes"]:
+        fit = out["fit_bytes"]
+        want = fit["m0"] + (fit["m1_per_token"] + fit["m2_per_token_x_length"]
+                            * e["padded_len"]) * e["batch_size"] * e["padded_len"]
+        assert e["predicted_peak_bytes"] == pytest.approx(want)
+    # the largest batch per probed length is the memory model's rule on the fit, and the
+    # profile a CUDA probe writes (the fit under provenance.probe.memory) loads as that model
+    model = load_memory({"provenance": {"probe": {"memory": out}}, "alpha": 1.0})
+    lengths = sorted(int(x) for x in out["largest_batch_per_length"])
+    assert [out["largest_batch_per_length"][str(b)] for b in lengths] == \
+        model.batch_size(lengths).tolist()
+    true = [int((0.9 * 80e9 - m0) // (m1 * b + m2 * b * b)) for b in lengths]
+    assert np.allclose(model.batch_size(lengths), true, rtol=0.05, atol=1)
+
+
+def test_probe_verify_needs_cuda(tiny):
+    pytest.importorskip("torch")
+    from bucketopt.cost.probe import probe
+
+    with pytest.raises(BucketoptError, match="not measured"):
+        probe(f"{tiny}:build", token_budget=64, max_length=8, device="cpu", verify=True)
+
+
 # --- the probe itself --------------------------------------------------------------------------
 
 

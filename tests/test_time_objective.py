@@ -105,7 +105,8 @@ def _textbook_time_dp(arrays, groups, token_budget, model, world, kmax):
         for j in range(i + 1, g + 1):
             cost[i, j] = bucket_time(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2,
                                      int(end[i]), int(end[j]), int(groups.edges[j]),
-                                     token_budget, model.alpha, model.beta, model.gamma, world,
+                                     token_budget // int(groups.edges[j]), model.alpha,
+                                     model.beta, model.gamma, world,
                                      arrays.pad_code, arrays.lf_hi, arrays.lf_lo)
     best = np.full(g + 1, np.inf)
     best[0] = 0.0

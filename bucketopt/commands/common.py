@@ -52,6 +52,14 @@ def add_solver_args(parser, *, k_required: bool = True) -> None:
                         help="data-parallel GPUs (with --profile; default: the profile's)")
     parser.add_argument("--epochs", type=_count, default=None, metavar="E",
                         help="epochs for the ETA (with --profile; default 1)")
+    parser.add_argument("--memory", metavar="PROFILE_OR_JSON",
+                        help="memory model: a JSON with m0, m1, m2 (bytes) and capacity, or a "
+                             "profile holding a memory fit; each bucket's batch size is then the "
+                             "largest whose peak m0 + m1 s b + m2 s b^2 fits")
+    parser.add_argument("--gpu-memory", type=_float, default=None, metavar="GB",
+                        help="the card's memory in GB (2**30 bytes): the memory model's capacity")
+    parser.add_argument("--memory-headroom", type=_float, default=None, metavar="F",
+                        help="share of the capacity a batch may fill (default 0.9)")
     parser.add_argument("--exact", action="store_true",
                         help="prove the optimum whatever it costs (the certified DP runs to the "
                              "end; --pad batch padding: instead of its grid search)")
@@ -160,6 +168,15 @@ def check_args(args) -> None:
             args.epochs = 1
     if getattr(args, "profile", None) is not None:
         _check_profile(args.profile)
+    if getattr(args, "memory", None) is None:
+        for flag, attr in (("--gpu-memory", "gpu_memory"),
+                           ("--memory-headroom", "memory_headroom")):
+            if getattr(args, attr, None) is not None:
+                bad(f"{flag} needs --memory (a memory model: m0, m1, m2 in bytes).")
+    else:
+        from ..cost.memory import load_memory
+
+        load_memory(args.memory, gpu_memory=args.gpu_memory, headroom=args.memory_headroom)
     for flag, attr in (("--measurements", "measurements"),):  # an input of calibrate only
         value = getattr(args, attr, None) if args.command == "calibrate" else None
         kind = None if value is None else path_kind(value, flag)

@@ -46,6 +46,9 @@ def comparison_kwargs(args) -> dict:
                 world_size=args.gpus, epochs=args.epochs, objective=args.objective,
                 grad_accum=args.grad_accum, diversity=args.diversity, sampler=args.sampler,
                 max_length=args.max_length, overflow=args.overflow,
+                memory=getattr(args, "memory", None),
+                gpu_memory=getattr(args, "gpu_memory", None),
+                memory_headroom=getattr(args, "memory_headroom", None),
                 progress=False if getattr(args, "quiet", False) else None)
 
 
@@ -91,6 +94,16 @@ def comparison_table(comparison) -> str:
                  "batches of epoch 1 repeating one of epoch 0")
     out = head + "\n" + table(headers, rows, align="llrrr" + "rrr" * timed + "rr" * diverse)
     out += packed_table(comparison.strategies, comparison.token_budget)
+    mem = getattr(comparison, "memory", None)
+    if mem:
+        model = mem["model"]
+        out += (f"\nmemory: m0 {model['m0']:.4g}, m1 {model['m1']:.4g}, m2 {model['m2']:.4g} "
+                f"bytes within {model['headroom']:g} x {model['capacity'] / 2**30:.1f} GB: "
+                f"bucketed-memory {mem['ktok_per_s_memory']:.1f} Ktok/s vs "
+                f"bucketed-budget-fit {mem['ktok_per_s_budget_fit']:.1f} Ktok/s (token budget "
+                f"{mem['budget_fit_token_budget']:,}, the best of "
+                f"{len(mem['budgets_searched'])} budgets whose every batch fits): "
+                f"x{mem['ratio']:.3f} ({mem['note']})")
     best = fastest_diverse_name(comparison)
     if best is not None:
         row = comparison.strategies[best]

@@ -44,6 +44,9 @@ def add_parser(sub) -> None:
     p.add_argument("--memory-fraction", type=_float, default=0.9, metavar="F",
                    help="CUDA: report the largest token budget whose peak memory fits this "
                         "share of the card (default: 0.9)")
+    p.add_argument("--verify", action="store_true",
+                   help="CUDA: run each probed length's largest predicted batch once and report "
+                        "its real peak memory (CPU memory is not measured)")
     p.add_argument("--seed", type=_int, default=0, help="seed of the shape order and token ids")
     p.add_argument("--name", help="profile name (default: probe-DEVICE)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the profile JSON to FILE")
@@ -67,7 +70,7 @@ def run(args) -> int:
                    device=args.device, dtype=args.dtype, time_limit=args.time_limit,
                    repeats=args.repeats, warmup=args.warmup, seed=args.seed,
                    vocab_size=args.vocab_size, memory_fraction=args.memory_fraction,
-                   name=args.name, threads=args.threads,
+                   name=args.name, threads=args.threads, verify=args.verify,
                    progress=not args.quiet)  # on a terminal redrawn, elsewhere every 10 s
     out = result.to_dict()
     for warning in result.warnings:
@@ -115,6 +118,20 @@ def run(args) -> int:
         print(f"memory: largest token budget within {m['fraction'] * 100:.0f}% of "
               f"{m['total_bytes'] / 2**30:.1f} GiB at length {m['at_length']}: "
               + ("not bounded by the fit" if budget is None else f"{budget:,} tokens"))
+        fit = m["fit_bytes"]
+        print(f"memory fit: m0 {fit['m0']:.4g} + m1 {fit['m1_per_token']:.4g} s L + m2 "
+              f"{fit['m2_per_token_x_length']:.4g} s L^2 bytes; largest per-shape error "
+              + ("-" if m.get("max_rel_error") is None else f"{m['max_rel_error'] * 100:.1f}%"))
+        if m.get("largest_batch_per_length"):
+            print("largest batch per length: " + ", ".join(
+                f"{b}: {x}" for b, x in m["largest_batch_per_length"].items()))
+        for v in m.get("verify", []):
+            real = "out of memory" if v["oom"] else f"{v['measured_peak_bytes'] / 2**30:.2f} GiB"
+            print(f"verify L={v['padded_len']} batch {v['batch_size']}: predicted "
+                  f"{v['predicted_peak_bytes'] / 2**30:.2f} GiB, measured {real}")
+    else:
+        print(f"memory: not measured on {result.device} (peak memory is read on CUDA only); "
+              "give a memory model by hand with --memory (docs/cost_model.md)")
     for key in ("measurements_csv", "profile"):
         if key in out:
             print(f"{key.replace('_', ' ')}: {out[key]}")

@@ -35,6 +35,9 @@ def solver_kwargs(args) -> dict:
     kwargs["world_size"] = args.gpus
     if getattr(args, "exact", False):
         kwargs["exact"] = True
+    if getattr(args, "memory", None) is not None:
+        kwargs.update(memory=args.memory, gpu_memory=args.gpu_memory,
+                      memory_headroom=args.memory_headroom)
     return kwargs
 
 

@@ -242,11 +242,12 @@ def load_profile(profile) -> Profile:
     return profile_from_dict(data, f"profile file {text}")
 
 
-def resolve_cost_model(profile, world_size, token_budget, hist):
+def resolve_cost_model(profile, world_size, token_budget, hist, *, budget_needed=True):
     """The cost model and token budget for solve()/evaluate(): (CostModel, token_budget).
 
     ``world_size=None`` means the profile's; ``token_budget=None`` means the budget the profile
-    was calibrated at.
+    was calibrated at, unless ``budget_needed`` is False (a memory model sets the batch sizes:
+    then no budget stays no budget).
     """
     if profile is None:
         names = ", ".join(available_profiles())
@@ -257,7 +258,7 @@ def resolve_cost_model(profile, world_size, token_budget, hist):
     prof = load_profile(profile)
     model = prof.cost_model(world_size=None if world_size is None else
                             _positive_int(world_size, "world_size (--gpus)"))
-    if token_budget is None:
+    if token_budget is None and budget_needed:
         if prof.token_budget is None:
             raise BucketoptError(
                 f"profile {shown(prof.name)}"

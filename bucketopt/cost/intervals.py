@@ -92,14 +92,14 @@ def prediction_intervals(seconds_of, profile, *, real_tokens: int, world_size=No
                         coverage=coverage)
 
 
-def _atom_features(hist, boundaries, token_budget, pad):
+def _atom_features(hist, boundaries, sizes, pad):
     """Batch-time atoms of a bucketed epoch as features [1, sL, sL^2] (times are linear in the
     coefficients, the atoms' weights do not depend on them)."""
     from ..objectives.random_order import batch_time_atoms
 
     columns, weights = [], None
     for unit in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)):
-        times, w = batch_time_atoms(hist, boundaries, token_budget, pad, CostModel(*unit))
+        times, w = batch_time_atoms(hist, boundaries, sizes, pad, CostModel(*unit))
         columns.append(times)
         weights = w
     return np.stack(columns, axis=1), weights
@@ -125,7 +125,7 @@ def solution_intervals(solution, hist, cost_model, seconds=None) -> dict:
     g = cost_model.world_size
     values, point = [], seconds
     if sets.size or point is None:
-        features, weights = _atom_features(hist, solution.boundaries, solution.token_budget,
+        features, weights = _atom_features(hist, solution.boundaries, solution.batch_sizes,
                                            solution.pad)
         if point is None:
             point = _atoms_seconds(features @ coef, weights, g)
@@ -184,23 +184,24 @@ def annotate(solution, hist, cost_model: CostModel, *, sync_buckets=False):
     Otherwise the batches of all buckets run in random order (:func:`analytic_epoch_seconds`).
     With one GPU both are the summed micro-batch time.
     """
-    if solution.token_budget is None:
-        raise BucketoptError("throughput needs a token_budget (the batch sizes come from it).")
+    if solution.batch_sizes is None:
+        raise BucketoptError("throughput needs a token_budget or a memory model (the batch "
+                             "sizes come from it).")
+    sizes = np.asarray(solution.batch_sizes, dtype=np.int64)
     extra = dict(solution.extra)
     if sync_buckets is True:
         from ..objectives.synced import synced_features
 
-        features = synced_features(hist, solution.boundaries, solution.token_budget,
-                                   solution.pad, cost_model.world_size)
+        features = synced_features(hist, solution.boundaries, sizes, solution.pad,
+                                   cost_model.world_size)
         seconds = float(features @ [cost_model.alpha, cost_model.beta, cost_model.gamma])
         sets, coverage = _sets(cost_model)
         intervals = from_seconds([float(features @ c) for c in sets], seconds,
                                  real_tokens=solution.real_tokens, epochs=cost_model.epochs,
                                  coverage=coverage)
     else:
-
-        seconds = analytic_epoch_seconds(hist, solution.boundaries, solution.token_budget,
-                                         solution.pad, cost_model)
+        seconds = analytic_epoch_seconds(hist, solution.boundaries, sizes, solution.pad,
+                                         cost_model)
         intervals = solution_intervals(solution, hist, cost_model, seconds)
     extra.update(profile=cost_model.name, world_size=cost_model.world_size,
                  epochs=cost_model.epochs, epoch_hours=seconds / 3600.0,

@@ -119,6 +119,10 @@ class ProbeResult:
             "elapsed_s": self.elapsed_s, "stopped_by_time_limit": self.stopped_by_time_limit,
             "alpha": cal.alpha, "beta": cal.beta, "gamma": cal.gamma,
             "heldout": cal.heldout, "calibration": cal.to_dict(), "memory": self.memory,
+            "memory_measured": self.memory is not None,
+            **({} if self.memory is not None else {"memory_note": (
+                f"peak memory is not measured on {self.device} (it is read on CUDA only): "
+                "give a memory model by hand (memory=, --memory)")}),
             "holdout": self.holdout, "warnings": list(self.warnings),
         }
 
@@ -403,17 +407,66 @@ def memory_budget(batch_sizes, padded_lens, peak_bytes, *, total_bytes, fraction
         budget = None
     else:
         budget = int(room / per_token)
+    predicted = m0 + m1 * s * length + m2 * s * length * length
+    shapes = {}
+    for a, b, measured, guess in zip(s, length, peak, predicted):
+        shapes.setdefault((int(a), int(b)), []).append((float(measured), float(guess)))
+    per_shape = [{"batch_size": a, "padded_len": b,
+                  "measured_peak_bytes": float(np.median([x[0] for x in v])),
+                  "predicted_peak_bytes": v[0][1],
+                  "rel_error": v[0][1] / float(np.median([x[0] for x in v])) - 1
+                  if np.median([x[0] for x in v]) > 0 else None}
+                 for (a, b), v in sorted(shapes.items())]
+    largest = None
+    if room > 0 and per_token > 0:  # the memory model's batch size at every probed length
+        from .memory import MemoryModel
+
+        try:
+            model = MemoryModel(m0, m1, m2, float(total_bytes), fraction)
+            probed = sorted({int(b) for b in length})
+            largest = {str(b): int(x) for b, x in zip(probed, model.batch_size(probed))}
+        except BucketoptError:
+            largest = None
+    errors = [abs(e["rel_error"]) for e in per_shape if e["rel_error"] is not None]
     return {"total_bytes": int(total_bytes), "fraction": float(fraction),
             "fit_bytes": {"m0": float(m0), "m1_per_token": float(m1),
                           "m2_per_token_x_length": float(m2)},
             "max_token_budget": budget, "at_length": int(max_length),
-            "largest_measured_peak_bytes": int(peak.max()) if peak.size else 0}
+            "largest_measured_peak_bytes": int(peak.max()) if peak.size else 0,
+            "shapes": per_shape,
+            "max_rel_error": max(errors) if errors else None,
+            "largest_batch_per_length": largest}
+
+
+def _verify(step, memory, torch) -> list:
+    """Run each probed length's largest predicted batch once and record its real peak
+    (OOMptimizer-style). CUDA only; an out-of-memory step is reported, not raised."""
+    out = []
+    for length, size in sorted((int(b), int(x)) for b, x in
+                               (memory.get("largest_batch_per_length") or {}).items()):
+        if size < 1:
+            continue
+        fit = memory["fit_bytes"]
+        predicted = (fit["m0"] + fit["m1_per_token"] * size * length
+                     + fit["m2_per_token_x_length"] * size * length * length)
+        entry = {"padded_len": length, "batch_size": size, "predicted_peak_bytes": predicted}
+        try:
+            _seconds, peak = step(size, length)
+            entry.update(measured_peak_bytes=int(peak), oom=False,
+                         fits=peak <= memory["fraction"] * memory["total_bytes"])
+        except Exception as exc:  # the step itself failed: out of memory, most often
+            if "out of memory" not in str(exc).lower():
+                raise
+            torch.cuda.empty_cache()
+            entry.update(measured_peak_bytes=None, oom=True, fits=False)
+        out.append(entry)
+    return out
 
 
 def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", time_limit=None,
           repeats=None, warmup=WARMUP, seed=0, vocab_size=None, lr=1e-5,
           memory_fraction=MEMORY_FRACTION, name=None, progress=None, shapes=None,
-          bootstrap=None, threads=None, holdout=None) -> ProbeResult:
+          bootstrap=None, threads=None, holdout=None, verify=False) -> ProbeResult:
     """Time real training steps of ``model`` and fit the cost model to them.
 
     Parameters
@@ -473,6 +526,10 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     if dtype not in DTYPES:
         raise BucketoptError(f"dtype= (--dtype) must be one of {', '.join(DTYPES)}; got "
                              f"{dtype!r}.")
+    if verify and str(device) != "cuda" and not str(device).startswith("cuda:"):
+        raise BucketoptError("probe --verify runs the predicted largest batches and reads their "
+                             "peak memory on CUDA: memory is not measured on "
+                             f"{device!r} (use --device cuda).")
     if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) \
             or not 0 < memory_fraction <= 1:
         raise BucketoptError(f"memory_fraction (--memory-fraction) must be in (0, 1]; got "
@@ -640,6 +697,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         memory = memory_budget([r["batch_size"] for r in rows], [r["padded_len"] for r in rows],
                                [r["peak_memory_bytes"] for r in rows], total_bytes=total_bytes,
                                fraction=memory_fraction, max_length=max_length)
+        if verify:
+            memory["verify"] = _verify(step, memory, torch)
     elapsed = time.monotonic() - start
     profile_name = name or f"probe-{dev.type}"
     profile = cal.to_profile(name=profile_name,

@@ -4,7 +4,8 @@ Arrays and numbers in, arrays out (see bucketopt/objectives/time.py for the wrap
 docs/method.md for the maths and the proof of exactness).
 
 The step model (one bucket; ``G`` data-parallel ranks, the sampler's ``sync_buckets=True``):
-the bucket's N samples make q = N // B batches of B = T // edge rows and one of r = N mod B.
+the bucket's N samples make q = N // B batches of B rows (B = B(edge), e.g. T // edge) and
+one of r = N mod B.
 With G > 1 the sampler splits the largest batches in two until the count is a multiple of G
 (:func:`bucket_steps` replays it) and runs G batches of the bucket at once, sorted by size. A
 step whose rows are padded to the longest member M of its S rows, with w rows in its largest
@@ -198,7 +199,7 @@ def bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, cls_s, cls_c, heap_s
 
 
 @njit(cache=True)
-def bucket_features(values, pcv, pq1, pq2, lo, hi, edge, token_budget, world, pad_code, lf_hi,
+def bucket_features(values, pcv, pq1, pq2, lo, hi, edge, batch_size, world, pad_code, lf_hi,
                     lf_lo):
     """The bucket of distinct lengths ``values[lo:hi]`` as (steps, sum of w E[M], sum of
     w E[M^2]) over its steps (its own walks): its expected seconds are linear in them,
@@ -206,11 +207,12 @@ def bucket_features(values, pcv, pq1, pq2, lo, hi, edge, token_budget, world, pa
 
     ``pq1`` / ``pq2``: prefix sums over values of count * x and count * x^2 (float64).
     ``pad_code`` 0: rows padded to ``edge``; 1: to the longest row of the step.
+    ``batch_size``: the bucket's B (any rule: ``bucketopt.objectives.sizes.batch_sizes``).
     """
     n = pcv[hi] - pcv[lo]
     if n == 0:
         return 0.0, 0.0, 0.0
-    size = min(token_budget // edge, n)
+    size = min(batch_size, n)
     typ_w = np.empty(MAX_STEP_TYPES, dtype=np.int64)
     typ_rows = np.empty(MAX_STEP_TYPES, dtype=np.int64)
     typ_mult = np.empty(MAX_STEP_TYPES, dtype=np.int64)
@@ -237,11 +239,11 @@ def bucket_features(values, pcv, pq1, pq2, lo, hi, edge, token_budget, world, pa
 
 
 @njit(cache=True)
-def bucket_time(values, pcv, pq1, pq2, lo, hi, edge, token_budget, alpha, beta, gamma, world,
+def bucket_time(values, pcv, pq1, pq2, lo, hi, edge, batch_size, alpha, beta, gamma, world,
                 pad_code, lf_hi, lf_lo):
     """Expected seconds of the bucket made of distinct lengths ``values[lo:hi]`` (see
     :func:`bucket_features`)."""
-    steps, f1, f2 = bucket_features(values, pcv, pq1, pq2, lo, hi, edge, token_budget, world,
+    steps, f1, f2 = bucket_features(values, pcv, pq1, pq2, lo, hi, edge, batch_size, world,
                                     pad_code, lf_hi, lf_lo)
     return alpha * steps + beta * f1 + gamma * f2
 

@@ -25,6 +25,9 @@ class Objective:
     pad = "edge"
     # True when relaxation(cells) tightens with cells of starts (certified.certified_layers)
     relaxation_cells = False
+    # The memory model the batch sizes come from (set by the solver before ``fit``), or None:
+    # then B(b) = floor(T / b). Every objective reads batch sizes through ``batch_sizes``.
+    memory = None
 
     def candidates(self, groups: Groups, token_budget) -> Groups:
         """The candidate edges the DP may use (by default every group's)."""
@@ -36,6 +39,18 @@ class Objective:
         self.win_lo = np.asarray(win_lo, dtype=np.int64)
         self.win_hi = np.asarray(win_hi, dtype=np.int64)
         return self
+
+    def batch_sizes(self, edges) -> np.ndarray:
+        """B(b) at every edge (int64; edges below 1 are read as 1), by the one rule of
+        :func:`bucketopt.objectives.sizes.batch_sizes`. The DPs are exact for any B that does not
+        increase with the edge (docs/method.md)."""
+        from .sizes import batch_sizes
+
+        sizes = batch_sizes(np.maximum(np.asarray(edges, dtype=np.int64), 1), self.token_budget,
+                            self.memory)
+        if self.memory is not None:  # a batch of B >= N rows takes the whole bucket: as B = n
+            sizes = np.minimum(sizes, max(int(self.groups.hist.n), 1))
+        return sizes
 
     def layers(self, kmax: int, ks=None) -> tuple[np.ndarray, np.ndarray]:
         """(opt, best): ``opt[k-1, j]`` the start of the last bucket of the best cover of groups

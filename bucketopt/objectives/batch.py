@@ -55,8 +55,9 @@ class BatchPadding(Objective):
         self.exact = exact
 
     def fit(self, groups, *, token_budget, win_lo, win_hi):
-        if token_budget is None:
-            raise BucketoptError('pad="batch" needs a token_budget (the batch size comes from it).')
+        if token_budget is None and self.memory is None:
+            raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
+                                 'size comes from it).')
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
     def layers(self, kmax, ks=None):
@@ -101,6 +102,7 @@ class BatchPadding(Objective):
 
         unit_cost = SimpleNamespace(alpha=0.0, beta=1.0, gamma=0.0, world_size=1)
         unit = Time(unit_cost, pad="batch", exact=True)
+        unit.memory = self.memory  # the same batch-size rule
         unit.fit(self.groups, token_budget=self.token_budget, win_lo=self.win_lo,
                  win_hi=self.win_hi)
         opt, best, certs = certified_layers(unit, kmax, ks, exact=True)
@@ -125,7 +127,7 @@ class BatchPadding(Objective):
         g = self.groups
         a = TimeArrays(g.hist, "batch")
         group_end = g.value_end
-        sizes = (self.token_budget // g.edges[1:]).astype(np.int64)
+        sizes = self.batch_sizes(g.edges[1:])
         P = g.prefix_count[1:].astype(np.float64)
         Q = g.prefix_tokens.astype(np.float64)
         A = np.zeros((len(cells), g.g + 1))
@@ -142,7 +144,8 @@ class BatchPadding(Objective):
         from ._batch_kernels import pair_costs
 
         if not hasattr(self, "_data"):
-            self._data = _Data(self.groups, self.token_budget, self.win_lo, self.win_hi)
+            self._data = _Data(self.groups, self.batch_sizes(self.groups.edges), self.win_lo,
+                               self.win_hi)
         d = self._data
         return pair_costs(d.values, d.pc, d.pt, d.lf_hi, d.lf_lo, d.group_end, d.sizes,
                           np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
@@ -153,6 +156,7 @@ class BatchPadding(Objective):
         # recommended k is then refined, by solve() (see sweep_rows_are_solves).
         sweep = refine_ks is not None and len(refine_ks) > 1
         return batch_layers(self.groups, kmax, token_budget=self.token_budget,
+                            sizes=self.batch_sizes(self.groups.edges),
                             win_lo=self.win_lo, win_hi=self.win_hi,
                             candidates=self.candidates_rule,
                             refine_ks=set() if sweep else refine_ks,
@@ -161,16 +165,18 @@ class BatchPadding(Objective):
     def cost(self, edges) -> float:
         edges = np.asarray(edges, dtype=np.int64)
         return float(expected_padding_per_bucket(self.groups.hist, edges,
-                                                 self.token_budget // edges).sum())
+                                                 self.batch_sizes(edges)).sum())
 
 
-def candidate_grid(groups, token_budget, *, count_step=None, ratio=None) -> np.ndarray:
+def candidate_grid(groups, sizes, *, count_step=None, ratio=None) -> np.ndarray:
     """Group indices (increasing, 0 and g included) of the default candidate grid.
 
     A group is a candidate when it closes a new ``count_step`` of the samples by rank, when its
     edge is the first at or below a geometric sequence of ratio ``ratio`` (so the grid is dense
     both where the samples are and along long tails), or when it is the last group with its batch
-    size T // edge or the first with the next one, for batch sizes up to THRESHOLD_BATCH.
+    size B(edge) or the first with the next one, for batch sizes up to THRESHOLD_BATCH.
+    ``sizes``: the batch size at every candidate edge (index 0 unused), or a token budget T
+    (then B = T // edge).
     """
     count_step = GRID_COUNT_STEP if count_step is None else count_step
     ratio = GRID_RATIO if ratio is None else ratio
@@ -189,7 +195,9 @@ def candidate_grid(groups, token_budget, *, count_step=None, ratio=None) -> np.n
     # The cost jumps where the batch size T // edge changes: the last group of every batch size
     # up to THRESHOLD_BATCH and the group after it are candidates (above it, one step of the
     # batch size changes the cost little).
-    sizes = token_budget // groups.edges[1:]
+    if np.ndim(sizes) == 0:
+        sizes = np.r_[0, int(sizes) // groups.edges[1:]]
+    sizes = np.asarray(sizes, dtype=np.int64)[1:]
     last_of_size = np.flatnonzero(np.r_[sizes[1:] != sizes[:-1], True]) + 1
     by_size = last_of_size[sizes[last_of_size - 1] <= THRESHOLD_BATCH]
     by_size = np.r_[by_size, by_size + 1]  # both sides of every jump
@@ -200,16 +208,18 @@ def candidate_grid(groups, token_budget, *, count_step=None, ratio=None) -> np.n
 class _Data:
     """The arrays every kernel call needs, built once per DP."""
 
-    def __init__(self, groups, token_budget, win_lo, win_hi, min_fill=0.0):
+    def __init__(self, groups, sizes, win_lo, win_hi, min_fill_tokens=0.0):
         hist = groups.hist
         self.g = groups.g
         self.values = hist.values
         self.pc = np.r_[0, np.cumsum(hist.counts)].astype(np.int64)
         self.pt = np.r_[0, np.cumsum(hist.values * hist.counts)].astype(np.int64)
         self.lf_hi, self.lf_lo = walk_tables(hist.n)
-        self.min_fill_tokens = float(min_fill * token_budget)
+        self.min_fill_tokens = float(min_fill_tokens)
         self.group_end = groups.value_end
-        self.sizes = (token_budget // np.maximum(groups.edges, 1)).astype(np.int64)
+        if np.ndim(sizes) == 0:  # a token budget: B = T // edge
+            sizes = int(sizes) // np.maximum(groups.edges, 1)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
         self.win_lo = np.asarray(win_lo, dtype=np.int64)
         self.win_hi = np.asarray(win_hi, dtype=np.int64)
 
@@ -245,7 +255,7 @@ class _Data:
 
 
 def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto", refine_ks=None,
-                 min_fill=0.0):
+                 min_fill=0.0, sizes=None):
     """The pad="batch" DP: (opt, best) with the contract of ``_kernels.edge_layers``.
 
     ``refine_ks``: the bucket counts whose grid optimum is refined (default: every layer);
@@ -255,8 +265,14 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
     are at most EXACT_CANDIDATES groups, else the grid of :func:`candidate_grid` followed by
     :func:`refine_chain` on every layer's optimum), "grid" (the grid alone) or an array of group
     indices (0 and g are always added).
+
+    ``sizes``: the batch size at every candidate edge (index 0 unused; default T // edge).
     """
-    data = _Data(groups, token_budget, win_lo, win_hi, min_fill)
+    if sizes is None:
+        sizes = token_budget // np.maximum(groups.edges, 1)
+    if min_fill > 0 and token_budget is None:
+        raise BucketoptError("min_fill needs a token_budget (the fill is per batch).")
+    data = _Data(groups, sizes, win_lo, win_hi, min_fill * (token_budget or 0))
     g = groups.g
     if isinstance(candidates, str):
         if candidates not in ("auto", "all", "grid"):
@@ -270,7 +286,7 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
         # Without refinement the grid is finer for many buckets: 1 / (2 kmax) of the samples.
         step = GRID_COUNT_STEP if refine else 1 / min(SWEEP_GRID_MAX, max(1 / GRID_COUNT_STEP,
                                                                             2 * kmax))
-        cand = candidate_grid(groups, token_budget, count_step=step)
+        cand = candidate_grid(groups, data.sizes, count_step=step)
     else:
         cand = np.unique(np.r_[0, np.asarray(candidates, dtype=np.int64), g])
         refine = False

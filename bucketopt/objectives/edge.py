@@ -7,7 +7,8 @@ Bucket (a, b] costs sum_x c_x (b - x) padded tokens: exact integers. The cost is
 ``min_fill x token_budget``. With N >= B that depends on the edge alone: an edge below it
 cannot close a bucket and is dropped from the candidates (its lengths join the next edge); with
 N < B it asks for at least ceil(min_fill x T / edge) samples, a count window that only moves
-right, so the DP stays exact.
+right, so the DP stays exact. Both hold for any batch-size rule B(edge) (a memory model's too):
+the first condition is a filter on the edge, the second does not involve B.
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ class EdgePadding(Objective):
     def candidates(self, groups, token_budget):
         if self.min_fill <= 0:
             return groups
-        return _fill_candidates(groups, token_budget, self.min_fill)
+        if token_budget is None:
+            raise BucketoptError("min_fill needs a token_budget (the fill is per batch).")
+        sizes = self.batch_sizes_at(groups.edges[1:], token_budget)
+        return _fill_candidates(groups, token_budget, self.min_fill, sizes)
+
+    def batch_sizes_at(self, edges, token_budget):
+        from .sizes import batch_sizes
+
+        return batch_sizes(edges, token_budget, self.memory)
 
     def fit(self, groups, *, token_budget, win_lo, win_hi):
         if self.min_fill > 0:
@@ -58,12 +67,11 @@ class EdgePadding(Objective):
         return int(np.sum((edges[idx] - hist.values) * hist.counts))
 
 
-def _fill_candidates(groups, token_budget, min_fill):
-    """The candidate edges whose full batch fills at least ``min_fill`` of the budget."""
-    if token_budget is None:
-        raise BucketoptError("min_fill needs a token_budget (the fill is per batch).")
+def _fill_candidates(groups, token_budget, min_fill, sizes):
+    """The candidate edges whose full batch (``sizes`` rows, any rule) fills at least
+    ``min_fill`` of the budget."""
     edges = groups.edges[1:]
-    full = (token_budget // edges) * edges  # padded tokens of a full batch
+    full = sizes * edges  # padded tokens of a full batch
     keep = full >= min_fill * token_budget * (1 - 1e-12)
     if not keep[-1]:
         raise BucketoptError(

@@ -25,27 +25,31 @@ def _max_distribution(values, counts, draws):
     return np.diff(np.r_[0.0, cdf])
 
 
-def batch_time_atoms(hist, boundaries, token_budget, pad, cost_model):
+def batch_time_atoms(hist, boundaries, sizes, pad, cost_model):
     """The distribution of micro-batch times of a bucketed epoch: (times, batch counts).
 
     Bucket k with N samples yields q = N // B_k batches of B_k rows and one of r = N mod B_k.
     ``pad="edge"``: rows are padded to the edge, every full batch costs the same.
     ``pad="batch"``: rows are padded to the batch's longest member, whose law is the maximum of
-    draws without replacement from the bucket.
+    draws without replacement from the bucket. ``sizes``: every bucket's batch size B_k, or a
+    token budget T (B_k = T // b_k).
     """
+    from .synced import per_bucket_sizes
+
     edges = np.asarray(boundaries, dtype=np.int64)
+    sizes = per_bucket_sizes(edges, sizes)
     which = np.searchsorted(edges, hist.values, side="left")
     parts = [bucket_time_atoms(hist.values[which == k], hist.counts[which == k], int(edge),
-                               token_budget, pad, cost_model) for k, edge in enumerate(edges)]
+                               int(sizes[k]), pad, cost_model) for k, edge in enumerate(edges)]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def bucket_time_atoms(values, counts, edge, token_budget, pad, cost_model):
+def bucket_time_atoms(values, counts, edge, batch_size, pad, cost_model):
     """(times, batch counts) of one bucket's micro-batches (see :func:`batch_time_atoms`)."""
     n = int(counts.sum())
     if n == 0:
         return np.empty(0), np.empty(0)
-    size = min(token_budget // edge, n)
+    size = min(int(batch_size), n)
     q, r = divmod(n, size)
     times, weights = [], []
     for rows, batches in ((size, q), (r, 1)):
@@ -75,14 +79,14 @@ def expected_step_max(times, weights, draws):
     return out if np.ndim(draws) else out[0]
 
 
-def analytic_epoch_seconds(hist, boundaries, token_budget, pad, cost_model) -> float:
+def analytic_epoch_seconds(hist, boundaries, sizes, pad, cost_model) -> float:
     """Expected epoch time of a bucketed epoch whose batches run in random order.
 
     With nb batches over G ranks there are nb // G full steps, each lasting the expected slowest
     of G batch times (independent draws from the epoch's batch-time distribution), plus one
     step of the remaining nb mod G batches.
     """
-    times, weights = batch_time_atoms(hist, boundaries, token_budget, pad, cost_model)
+    times, weights = batch_time_atoms(hist, boundaries, sizes, pad, cost_model)
     return _seconds_from_atoms(times, weights, cost_model.world_size)
 
 

@@ -57,13 +57,26 @@ def running_draws(hist: Histogram) -> int:
     return s0
 
 
-def bucket_features(arrays: TimeArrays, edges, token_budget, world: int) -> np.ndarray:
+def per_bucket_sizes(edges, sizes) -> np.ndarray:
+    """Every bucket's batch size: ``sizes`` itself (one per edge), or a token budget T (a
+    number) giving T // edge."""
+    edges = np.asarray(edges, dtype=np.int64)
+    if np.ndim(sizes) == 0:
+        return int(sizes) // np.maximum(edges, 1)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if sizes.shape != edges.shape:
+        raise ValueError("one batch size per edge")
+    return sizes
+
+
+def bucket_features(arrays: TimeArrays, edges, sizes, world: int) -> np.ndarray:
     """(buckets, 3): steps, sum of w E[M] and sum of w E[M^2] over each bucket's steps with
     ``world`` ranks (buckets synced across them); seconds are linear in them (see
-    :func:`bucket_seconds`)."""
+    :func:`bucket_seconds`). ``sizes``: every bucket's batch size, or a token budget."""
     from ._time_kernels import bucket_features as kernel
 
     edges = np.asarray(edges, dtype=np.int64)
+    sizes = per_bucket_sizes(edges, sizes)
     cut = np.searchsorted(arrays.values, edges, side="right")
     out = np.zeros((edges.size, 3))
     lo = 0
@@ -71,24 +84,23 @@ def bucket_features(arrays: TimeArrays, edges, token_budget, world: int) -> np.n
         hi = int(hi)
         if hi > lo:
             out[k] = kernel(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, lo, hi,
-                            int(edges[k]), int(token_budget), int(world), arrays.pad_code,
+                            int(edges[k]), int(sizes[k]), int(world), arrays.pad_code,
                             arrays.lf_hi, arrays.lf_lo)
         lo = max(lo, hi)
     return out
 
 
-def bucket_seconds(arrays: TimeArrays, edges, token_budget, cost_model, world: int) -> np.ndarray:
+def bucket_seconds(arrays: TimeArrays, edges, sizes, cost_model, world: int) -> np.ndarray:
     """Expected seconds of every bucket of ``edges`` under ``cost_model`` over ``world`` ranks.
 
     The sum is the epoch time with buckets synced across ``world`` ranks (``world`` = 1: the
     summed micro-batch time).
     """
     m = cost_model
-    return bucket_features(arrays, edges, token_budget, world) @ np.array([m.alpha, m.beta,
-                                                                          m.gamma])
+    return bucket_features(arrays, edges, sizes, world) @ np.array([m.alpha, m.beta, m.gamma])
 
 
-def synced_features(hist: Histogram, edges, token_budget, pad: str, world: int) -> np.ndarray:
+def synced_features(hist: Histogram, edges, sizes, pad: str, world: int) -> np.ndarray:
     """Epoch seconds per unit of alpha, beta and gamma (the step model is linear in them): the
     synced epoch time under (alpha, beta, gamma) is ``features @ (alpha, beta, gamma)``."""
-    return bucket_features(TimeArrays(hist, pad), edges, token_budget, world).sum(axis=0)
+    return bucket_features(TimeArrays(hist, pad), edges, sizes, world).sum(axis=0)

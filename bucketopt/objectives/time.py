@@ -35,13 +35,15 @@ class Time(Objective):
         self.world = cost_model.world_size if synced else 1
 
     def fit(self, groups, *, token_budget, win_lo, win_hi):
-        if token_budget is None:
+        if token_budget is None and self.memory is None:
             raise BucketoptError(
-                'objective="time" needs a token_budget (or a profile that has one).')
-        if groups.edges[-1] > token_budget:
+                'objective="time" needs a token_budget (or a profile that has one) or a memory '
+                'model.')
+        if self.memory is None and groups.edges[-1] > token_budget:
             raise BucketoptError(
                 f"the last bucket edge {int(groups.edges[-1])} exceeds token_budget="
                 f"{token_budget}: a batch of that bucket cannot hold one sample.")
+        self.__dict__.pop("_sizes", None)  # batch sizes of the candidates fitted before
         self.arrays = TimeArrays(groups.hist, self.pad)
         self.group_end = groups.value_end
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
@@ -60,6 +62,7 @@ class Time(Objective):
         from .certified import certified_layers
 
         edge = Time(self.cost_model, pad="edge", sync_buckets=self.sync_buckets)
+        edge.memory = self.memory
         edge.fit(self.groups, token_budget=self.token_budget, win_lo=self.win_lo,
                  win_hi=self.win_hi)
         opt, best, _ = certified_layers(edge, kmax, ks)
@@ -70,7 +73,7 @@ class Time(Objective):
         (i, j] for every start i >= cells[c] of a bucket of at least split[j] samples, A2 in
         place of A for smaller ones (docs/method.md).
 
-        A bucket of N samples at edge e with B = T // e rows a batch runs at least N / (G B)
+        A bucket of N samples at edge e with B = B(e) rows a batch runs at least N / (G B)
         steps, and its steps' largest batches hold at least N / G rows together, each padded to
         the edge (pad="edge"). With pad="batch" all its rows but at most 2 G B (G = 1: B) sit in
         full steps of G B rows, whose longest row is at least as long in expectation as the
@@ -85,16 +88,17 @@ class Time(Objective):
 
         g, m, a = self.groups, self.cost_model, self.arrays
         edges = g.edges[1:]
-        sizes = (self.token_budget // edges).astype(np.float64)
+        isizes = self.batch_sizes(edges)
+        sizes = isizes.astype(np.float64)
         world = float(self.world)
         P = g.prefix_count[1:].astype(np.float64)
         if self.pad == "edge":
             e = edges.astype(np.float64)
             U = m.alpha / (world * sizes) + (m.beta * e + m.gamma * e * e) / world
             return np.r_[0.0, U * P][None, :], np.r_[0.0, U][None, :], np.zeros(g.g + 1)
-        full = self.world * (self.token_budget // edges)
+        full = self.world * isizes
         # every step of a bucket of >= split samples holds >= (G - 1) floor(B / 2) + 1 rows
-        fewest = (self.world - 1) * (self.token_budget // edges // 2) + 1
+        fewest = (self.world - 1) * (isizes // 2) + 1
         rest = (2.0 * world if self.world > 1 else 1.0) * sizes
         A = np.zeros((len(cells), g.g + 1))
         A2 = np.zeros((len(cells), g.g + 1))
@@ -117,8 +121,10 @@ class Time(Objective):
 
     @property
     def sizes(self) -> np.ndarray:
-        """Rows a batch at every candidate edge (index 0 unused)."""
-        return (self.token_budget // np.maximum(self.groups.edges, 1)).astype(np.int64)
+        """Rows a batch at every candidate edge (index 0 unused), by the one rule."""
+        if "_sizes" not in self.__dict__:
+            self._sizes = self.batch_sizes(self.groups.edges)
+        return self._sizes
 
     def pricing(self) -> tuple:
         """What the certified DP's kernels price a bucket with (docs: _certified_kernels)."""
@@ -157,7 +163,8 @@ class Time(Objective):
         return Rows(A, U, np.ascontiguousarray(U2 * P[None, :]), U2, split, Mm, Um, R)
 
     def cost(self, edges) -> float:
-        return float(bucket_seconds(self.arrays, edges, self.token_budget, self.cost_model,
+        edges = np.asarray(edges, dtype=np.int64)
+        return float(bucket_seconds(self.arrays, edges, self.batch_sizes(edges), self.cost_model,
                                     self.world).sum())
 
     def optimality(self, k, best):
@@ -184,7 +191,7 @@ class Time(Objective):
 
     def refine(self, solution):
         if self.world == 1 and self.cost_model.world_size > 1:
-            return refine_time(solution, self.groups, self.cost_model)
+            return refine_time(solution, self.groups, self.cost_model, self.memory)
         return None
 
 
@@ -204,7 +211,7 @@ REFINE_POINTS = 64
 MAX_REFINE_EVALUATIONS = 3000
 
 
-def refine_time(solution, groups, cost_model):
+def refine_time(solution, groups, cost_model, memory=None):
     """Polish the DP's boundaries on the full objective, slowest-of-G wait included:
     (the new boundaries or None when ``solution``'s stay, their certificate), or None when
     nothing is polished.
@@ -221,6 +228,7 @@ def refine_time(solution, groups, cost_model):
         return None
     from ..groups import share_count_bounds
     from .random_order import _seconds_from_atoms, bucket_time_atoms
+    from .sizes import batch_sizes
 
     hist = groups.hist
     candidates = groups.edges[1:]
@@ -234,9 +242,10 @@ def refine_time(solution, groups, cost_model):
     def atoms(start, end):
         if (start, end) not in cache:
             lo, hi = first[start], first[end]
-            cache[start, end] = bucket_time_atoms(hist.values[lo:hi], hist.counts[lo:hi],
-                                                  int(candidates[end - 1]),
-                                                  solution.token_budget, solution.pad, cost_model)
+            edge = int(candidates[end - 1])
+            size = int(batch_sizes([edge], solution.token_budget, memory)[0])
+            cache[start, end] = bucket_time_atoms(hist.values[lo:hi], hist.counts[lo:hi], edge,
+                                                  size, solution.pad, cost_model)
         return cache[start, end]
 
     def seconds(ends_):

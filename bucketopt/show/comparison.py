@@ -43,6 +43,8 @@ class Comparison:
     overflow: dict | None = None
     # where the figures come from: samples, simulated_samples, subsampled, from_histogram, ...
     simulation: dict = field(default_factory=dict)
+    # with a memory model: the model, the budgets searched and the two plans' Ktok/s side by side
+    memory: dict | None = None
 
     def batches(self, name: str, epoch: int = 0) -> list:
         """The batches (dataset indices, training order) row ``name`` timed in ``epoch``.
@@ -73,6 +75,7 @@ class Comparison:
                 "simulations": self.simulations, "seed": self.seed, **self.timing,
                 **({} if self.overflow is None else {"overflow": self.overflow}),
                 **({} if not self.simulation else {"simulation": self.simulation}),
+                **({} if self.memory is None else {"memory": self.memory}),
                 "strategies": self.strategies}
 
 
@@ -124,9 +127,54 @@ class _Stages:
         self.bar.close()
 
 
+# budget_plan(): token budgets tried between the one every boundary set fits and the largest
+# one the longest bucket can take.
+BUDGETS_SEARCHED = 24
+
+
+def budget_plan(hist, k, memory, *, profile, pad="batch", world_size=None, epochs=1,
+                budgets=BUDGETS_SEARCHED, **solver_kwargs):
+    """The best single-token-budget plan whose every batch fits the memory model.
+
+    For each budget T on a grid, the time-optimal boundaries under B_k = floor(T / b_k) are
+    solved; a plan fits when every bucket's predicted peak, m0 + m1 B b + m2 B b^2, is within
+    headroom x capacity. The grid runs from the largest T under which any boundaries fit,
+    (headroom x capacity - m0) / (m1 + m2 x longest), to the largest T the last bucket can take,
+    (B(longest) + 1) x longest - 1. Returns (best fitting Solution, [{token_budget, ktok_per_s,
+    fits, largest_peak_bytes}] for every budget tried).
+    """
+    from ..cost.memory import load_memory
+    from ..solver import solve
+
+    mm = load_memory(memory)
+    longest = int(hist.max_length)
+    last = int(mm.batch_size([longest])[0])
+    if last < 1:
+        from ..cost.memory import batch_sizes
+
+        batch_sizes([longest], None, mm)  # raises the clear error
+    room = mm.usable - mm.m0
+    safe = int(room / (mm.m1 + mm.m2 * longest))
+    high = (last + 1) * longest - 1
+    low = max(longest, min(safe, high))
+    grid = np.unique(np.linspace(low, high, max(int(budgets), 2)).astype(np.int64))
+    best, tried = None, []
+    for budget in grid:
+        sol = solve(hist, k, token_budget=int(budget), pad=pad, objective="time",
+                    profile=profile, world_size=world_size, epochs=epochs, **solver_kwargs)
+        peak = float(np.max(mm.peak_bytes(sol.batch_sizes, sol.boundaries)))
+        fits = peak <= mm.usable
+        tried.append({"token_budget": int(budget), "ktok_per_s": sol.ktok_per_s, "fits": fits,
+                      "largest_peak_bytes": peak})
+        if fits and (best is None or sol.ktok_per_s > best.ktok_per_s):
+            best = sol
+    return best, tried
+
+
 def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1, rules=RULES,
             profile=None, world_size=None, epochs=1, grad_accum=1, diversity=True,
             sampler=False, simulated_samples=SIMULATED_SAMPLES, progress=False,
+            memory=None, memory_headroom=None, gpu_memory=None,
             **solver_kwargs) -> Comparison:
     """Padding of every strategy on ``lengths``: sorted, shuffle, bucketed with bucketopt's
     boundaries (pad-optimal; the edge-optimal ones too when ``pad="batch"``), each rule of thumb
@@ -139,6 +187,11 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
 
     Bucketed strategies use fixed batch sizes B_k = floor(T / b_k), so their simulated padding
     estimates the same quantity as the analytic one. ``solver_kwargs`` go to :func:`solve`.
+
+    ``memory`` (with a ``profile``): two more rows, ``bucketed-memory`` (the time-optimal plan
+    whose batch sizes come from the memory model) and ``bucketed-budget-fit`` (the best plan of
+    one token budget whose every batch fits the same capacity, :func:`budget_plan`), each with
+    its Ktok/s; without ``token_budget`` the other strategies run under that budget.
 
     Scale: the analytic figures come from the histogram, and so does the sorted row (its
     greedy batches are runs of equal lengths: the same batches a per-sample simulation builds).
@@ -162,7 +215,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     True
     """
     from ..data.histogram import Histogram
-    from ..solver import check_k, evaluate
+    from ..solver import check_k, evaluate, solve
 
     k = check_k(k)
     if simulated_samples is not None:
@@ -196,12 +249,35 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     if profile is not None:  # rows gain ktok_per_s / eta_days; budget defaults to the profile's
         from ..cost.costmodel import resolve_cost_model
 
-        cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist)
+        cost_model, token_budget = resolve_cost_model(
+            profile, world_size, token_budget, hist,
+            budget_needed=memory is None and gpu_memory is None)
         cost_model = cost_model.with_epochs(epochs)
         if solver_kwargs.get("objective") == "time":
             solver_kwargs.update(profile=profile, world_size=cost_model.world_size)
     elif solver_kwargs.get("objective") == "time":
         raise BucketoptError('objective="time" needs a profile (--profile).')
+    mem = None
+    if memory is not None or gpu_memory is not None:
+        from ..cost.memory import load_memory
+
+        mem = load_memory(memory, gpu_memory=gpu_memory, headroom=memory_headroom)
+        if cost_model is None:
+            raise BucketoptError("compare with a memory model needs a profile (--profile): its "
+                                 "rows are ranked by predicted Ktok/s.")
+        memory_kwargs = {key: value for key, value in solver_kwargs.items()
+                         if key not in ("objective", "min_fill", "profile", "world_size")}
+        fit_plan, tried = budget_plan(hist, k, mem, profile=profile, pad=pad,
+                                      world_size=cost_model.world_size, epochs=epochs,
+                                      **memory_kwargs)
+        if fit_plan is None:
+            raise BucketoptError("no token budget on the searched grid gives a plan whose every "
+                                 "batch fits the memory model.")
+        memory_plan = solve(hist, k, pad=pad, objective="time", profile=profile,
+                            world_size=cost_model.world_size, epochs=epochs, memory=mem,
+                            **memory_kwargs)
+        if token_budget is None:
+            token_budget = fit_plan.token_budget
     token_budget = check_token_budget(token_budget, hist)
     if token_budget is None:
         raise BucketoptError("compare needs a token_budget (--token-budget): batches are built "
@@ -252,12 +328,28 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
                     add(row.name, row.kind, row.epochs, row.boundaries, extra=row.extra)
 
     simulated("simulated")
+    if mem is not None:
+        from ..training.simulate import simulate
+
+        stages("memory plans")
+        for name, plan in (("bucketed-memory", memory_plan), ("bucketed-budget-fit", fit_plan)):
+            eps = [simulate(sim_lengths, "bucketed", boundaries=plan.boundaries,
+                            batch_sizes=plan.batch_sizes, seed=seed, epoch=e, pad=pad)
+                   for e in range(simulations)]
+            add(name, name, eps, plan.boundaries, plan)
+            from ..cost.intervals import annotate
+
+            rows[name].update(  # random batch order, as the other rows' analytic figure
+                ktok_per_s_analytic=annotate(plan, hist, cost_model).ktok_per_s,
+                token_budget=plan.token_budget,
+                peak_memory_bytes=[float(x) for x in
+                                   mem.peak_bytes(plan.batch_sizes, plan.boundaries)])
     stages("solving")
     bucket_sets = [row for strategy in strategies("bucketed") if strategy.applies(context)
                    for row in strategy.rows(context)]
     analytics = {}
     steps = sum(s.applies(context) for s in strategies() if s.phase != "bucketed")
-    stages.bar.total = (len(bucket_sets) + steps + 2 + bool(diversity)
+    stages.bar.total = (len(bucket_sets) + steps + 2 + bool(diversity) + (mem is not None)
                         + 2 * (cost_model is not None))
     for row in bucket_sets:
         stages(row.name)
@@ -322,8 +414,18 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
                             "ktok_per_s", "eta_days", "wait_fraction", "step_mix_gap",
                             "epoch_churn", "packing_efficiency", "attention_balance"],
     }
+    memory_report = None
+    if mem is not None:
+        memory_report = {
+            "model": mem.to_dict(), "budgets_searched": tried,
+            "budget_fit_token_budget": fit_plan.token_budget,
+            "ktok_per_s_memory": memory_plan.ktok_per_s,
+            "ktok_per_s_budget_fit": fit_plan.ktok_per_s,
+            "ratio": memory_plan.ktok_per_s / fit_plan.ktok_per_s,
+            "note": "analytic Ktok/s of the synced time model (the simulated rows above run "
+                    "the batches in random order)"}
     return Comparison(k, token_budget, pad, simulations, seed, rows, epochs, timing, lengths,
-                      overflow_report, simulation)
+                      overflow_report, simulation, memory_report)
 
 
 def _positive(value, name):

@@ -89,7 +89,8 @@ CONFIG_BYTES = 1 << 20
 
 
 def sampler_kwargs(config) -> dict:
-    """``boundaries`` and ``token_budget`` from a sampler JSON (dict or path), ready for
+    """``boundaries`` and ``token_budget`` (or, for a plan solved with a memory model and no
+    budget, ``batch_sizes``) from a sampler JSON (dict or path), ready for
     ``BucketBatchSampler(lengths, **sampler_kwargs(cfg))``."""
     if isinstance(config, (str, Path)):
         from ..data.guards import read_json, short
@@ -104,6 +105,13 @@ def sampler_kwargs(config) -> dict:
             or any(a >= b for a, b in zip(edges, edges[1:]))):
         raise BucketoptError("sampler config: `boundaries` must be a list of strictly increasing "
                              f"integers >= 1; got {str(edges)[:80]}.")
+    sizes = config.get("batch_sizes")
+    if budget is None and isinstance(sizes, list):  # a plan whose batch sizes came from memory
+        if len(sizes) != len(edges) or not all(
+                isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in sizes):
+            raise BucketoptError("sampler config: `batch_sizes` must hold one integer >= 1 per "
+                                 f"boundary; got {str(sizes)[:80]}.")
+        return {"boundaries": tuple(edges), "batch_sizes": tuple(sizes)}
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
         raise BucketoptError(
             f"sampler config: `token_budget` must be an integer >= 1; got {str(budget)[:40]}.")

@@ -37,6 +37,9 @@ def describe_optimality(optimality: dict, objective: str = "padding") -> str:
 def solution_table(sol: Solution) -> str:
     headers = ["bucket", "samples", "share", "tokens", "batch size", "fill", "padded tokens",
                "padding"]
+    peaks = sol.peak_memory_bytes
+    if peaks is not None:
+        headers.insert(5, "peak GB")
     rows = []
     lo = 0
     for i, edge in enumerate(sol.boundaries):
@@ -53,9 +56,13 @@ def solution_table(sol: Solution) -> str:
             _fmt_int(padded),
             f"{frac * 100:.1f}%",
         ])
+        if peaks is not None:
+            rows[-1].insert(5, f"{peaks[i] / 2**30:.1f}")
         lo = edge
     rows.append(["total", _fmt_int(sol.n_samples), "100.0%", _fmt_int(sol.real_tokens), "", "",
                  _fmt_int(sol.padded_tokens), f"{sol.padding_fraction * 100:.2f}%"])
+    if peaks is not None:
+        rows[-1].insert(5, "")
     kind = "expected dynamic padding" if sol.pad == "batch" else "edge padding"
     head = f"{len(sol.boundaries)} bucket(s), {kind}"
     if sol.k is not None:
@@ -68,7 +75,15 @@ def solution_table(sol: Solution) -> str:
         lines.append("optimality: " + describe_optimality(sol.optimality, sol.objective))
     if sol.fill:
         lines.append("fill: expected padded tokens of each bucket's largest batch over the "
-                     "token budget")
+                     + ("token budget" if sol.token_budget is not None
+                        else "tokens its batch can hold (batch size x edge)"))
+    memory = sol.extra.get("memory")
+    if peaks is not None and memory is not None:
+        lines.append(
+            f"batch sizes from the memory model m0 + m1 s b + m2 s b^2 (m0 {memory['m0']:.4g}, "
+            f"m1 {memory['m1']:.4g}, m2 {memory['m2']:.4g} bytes) within "
+            f"{memory['headroom']:g} x {memory['capacity'] / 2**30:.1f} GB; peak GB: the "
+            "predicted peak of a full batch")
     if sol.ktok_per_s is not None:
         rate = sol.extra.get("ktok_per_s_interval")
         eta = sol.extra.get("eta_days_interval")

@@ -41,6 +41,32 @@ _LOADER_FILES = tuple(os.sep + os.path.join(*parts) + os.sep for parts in (
     ("transformers",)))
 
 
+def _check_batch_sizes(batch_sizes, edges, token_budget) -> np.ndarray:
+    """One positive integer per bucket (at most token_budget // edge when a budget is given)."""
+    try:
+        sizes = np.asarray(batch_sizes)
+    except (TypeError, ValueError):
+        raise BucketoptError(f"batch_sizes must be a list of integers >= 1; got "
+                             f"{batch_sizes!r}.") from None
+    if sizes.ndim != 1 or sizes.size != edges.size:
+        raise BucketoptError(f"batch_sizes must hold one integer per bucket ({edges.size}); got "
+                             f"{str(batch_sizes)[:80]}.")
+    if sizes.dtype.kind == "f" and np.all(np.isfinite(sizes)) and np.all(sizes == np.round(sizes)):
+        sizes = sizes.astype(np.int64)
+    if sizes.dtype.kind not in "iu" or np.any(sizes < 1) or np.any(sizes > 1 << 40):
+        raise BucketoptError(f"batch_sizes must be integers in [1, 2**40]; got "
+                             f"{str(batch_sizes)[:80]}.")
+    sizes = sizes.astype(np.int64)
+    if token_budget is not None:
+        over = sizes > token_budget // edges  # no product: it could pass int64
+        if over.any():
+            k = int(np.flatnonzero(over)[0])
+            raise BucketoptError(
+                f"batch_sizes[{k}]={int(sizes[k])} rows of length {int(edges[k])} exceed "
+                f"token_budget={token_budget}.")
+    return sizes
+
+
 class BucketBatchSampler:
     """Shuffle inside length buckets every epoch and yield batches of dataset indices.
 
@@ -54,7 +80,7 @@ class BucketBatchSampler:
     boundaries : array-like of int, or None
         Inclusive upper bucket edges (e.g. ``bucketopt.solve(...).boundaries``). ``None`` only
         with ``packing="varlen"``: one bucket (plain packing of a shuffle).
-    token_budget : int
+    token_budget : int, optional
         Most padded tokens in one micro-batch on one GPU. ``packing="fixed"`` gives bucket ``k``
         batches of ``floor(token_budget / b_k)`` samples; ``"greedy"`` fills each batch inside
         a bucket while ``(count + 1) * max_len <= token_budget``; ``"varlen"`` packs rows of
@@ -78,6 +104,13 @@ class BucketBatchSampler:
         step holds close to the dataset's mix, but ranks hold different buckets. ``"step"``: as
         ``False``, then the batches of each optimizer step are ordered by bucket, so the ranks
         of a micro-step hold the same or neighbouring buckets (see docs/sampler.md).
+    batch_sizes : list of int, optional
+        One batch size per bucket (``packing="fixed"``), e.g. ``Solution.batch_sizes`` of a
+        plan solved with a memory model; ``token_budget`` is then optional (when given, every
+        batch must fit it too).
+    memory, memory_headroom, gpu_memory : optional
+        A memory model (as :func:`bucketopt.solve` takes it): each bucket's batch size is the
+        largest whose predicted peak memory fits (docs/cost_model.md).
     drop_last : bool
         ``False`` (default) keeps every sample: when the batches do not divide evenly over the
         ranks, the largest batches are split in two. ``True`` drops whole batches instead and
@@ -97,9 +130,10 @@ class BucketBatchSampler:
     ([0, 1, 2, 3, 4, 5], True)
     """
 
-    def __init__(self, lengths, boundaries, *, token_budget, seed=0, rank=0, world_size=1,
+    def __init__(self, lengths, boundaries, *, token_budget=None, seed=0, rank=0, world_size=1,
                  grad_accum=1, packing="fixed", sync_buckets=True, drop_last=False,
-                 max_length=None, overflow="truncate"):
+                 max_length=None, overflow="truncate", batch_sizes=None, memory=None,
+                 memory_headroom=None, gpu_memory=None):
         if isinstance(lengths, Histogram):
             raise BucketoptError("lengths must hold one length per sample in dataset order; got "
                                  "a Histogram, which has no sample order.")
@@ -110,13 +144,25 @@ class BucketBatchSampler:
         lengths, self._item_index, self._item_chunk = overflow_items(
             validate_lengths(lengths), max_length, overflow)
         hist = Histogram.from_lengths(lengths)
-        if token_budget is None:
-            raise BucketoptError("token_budget is required: the most padded tokens per "
-                                 "micro-batch; got None.")
-        self.token_budget = check_token_budget(token_budget, hist)
+        from ..cost.memory import load_memory
+
+        memory = load_memory(memory, gpu_memory=gpu_memory, headroom=memory_headroom)
+        if batch_sizes is not None and memory is not None:
+            raise BucketoptError("give batch_sizes or memory, not both (the memory model sets "
+                                 "the batch sizes).")
         if packing not in PACKINGS:
             raise BucketoptError(f"packing must be one of {PACKINGS}; got {shown(packing)}.")
+        own_sizes = batch_sizes is not None or memory is not None
+        if token_budget is None and (packing != "fixed" or not own_sizes):
+            raise BucketoptError("token_budget is required: the most padded tokens per "
+                                 "micro-batch; got None" + (
+                                     " (batch_sizes= or memory= replace it with "
+                                     "packing='fixed')." if packing == "fixed" else "."))
+        self.token_budget = check_token_budget(token_budget, hist)
         varlen = packing in VARLEN
+        if own_sizes and packing != "fixed":
+            raise BucketoptError(f"batch_sizes and memory apply to packing='fixed'; got "
+                                 f"packing={shown(packing)}.")
         if boundaries is None and varlen:
             boundaries = [hist.max_length]  # one bucket: plain packing of a shuffle
         elif boundaries is None:
@@ -125,7 +171,12 @@ class BucketBatchSampler:
                                  "(one bucket) is for packing='varlen' only.")
         self.edges = check_boundaries(boundaries, hist)
         # rows of documents hold real tokens: a bucket edge above the budget is no obstacle
-        self.batch_sizes = None if varlen else batch_sizes_for(self.edges, self.token_budget)
+        if batch_sizes is not None:
+            self.batch_sizes = _check_batch_sizes(batch_sizes, self.edges, self.token_budget)
+        else:
+            self.batch_sizes = None if varlen else batch_sizes_for(self.edges, self.token_budget,
+                                                                   memory)
+        self.memory = memory
         self.seed = _check_int("seed", seed, 0)
         self.world_size = _check_int("world_size", world_size, 1)
         self.rank = _check_int("rank", rank, 0)
@@ -146,11 +197,13 @@ class BucketBatchSampler:
             "samples": int(lengths.size),
             "lengths": _digest(lengths),
             "boundaries": [int(b) for b in self.edges],
-            "token_budget": int(self.token_budget),
+            "token_budget": None if self.token_budget is None else int(self.token_budget),
             "packing": packing,
             "sync_buckets": self.sync_buckets,
             "drop_last": self.drop_last,
         }
+        if own_sizes:  # states saved with T // b batch sizes keep their fingerprint
+            self._settings["batch_sizes"] = [int(b) for b in self.batch_sizes]
         if max_length is not None:  # states saved without max_length keep their fingerprint
             self._settings.update(max_length=int(max_length), overflow=overflow)
         self._fingerprint = _digest(json.dumps(self._settings, sort_keys=True).encode())

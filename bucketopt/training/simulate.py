@@ -44,13 +44,17 @@ def _check_int(value, name, low):
     return int(value)
 
 
-def _check_plan(lengths, strategy, token_budget, seed, epoch, packing):
-    """Validate the plan's arguments: (token_budget, the epoch's generator)."""
+def _check_plan(lengths, strategy, token_budget, seed, epoch, packing, own_sizes=False):
+    """Validate the plan's arguments: (token_budget, the epoch's generator). ``own_sizes``:
+    the batch sizes are given (bucketed, fixed), so the budget is optional."""
     token_budget = check_token_budget(token_budget)
-    if token_budget is None:
+    if own_sizes and (strategy != "bucketed" or packing != "fixed"):
+        raise BucketoptError('`batch_sizes` applies to strategy="bucketed" with '
+                             'packing="fixed".')
+    if token_budget is None and not own_sizes:
         raise BucketoptError("`token_budget` is required: batches are built under it.")
     longest = int(lengths.max())
-    if longest > token_budget:
+    if token_budget is not None and longest > token_budget:
         raise BucketoptError(
             f"token_budget={token_budget} is smaller than the longest sample ({longest})."
         )
@@ -157,8 +161,8 @@ def _greedy_sizes(lengths, order, groups, token_budget):
     return np.concatenate(parts), per_group
 
 
-def simulate(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=0,
-             packing="fixed", pad="batch", row_length=None) -> Epoch:
+def simulate(lengths, strategy, *, token_budget=None, boundaries=None, seed=0, epoch=0,
+             packing="fixed", pad="batch", row_length=None, batch_sizes=None) -> Epoch:
     """One epoch of a batching strategy, batch by batch.
 
     Parameters
@@ -179,6 +183,10 @@ def simulate(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=
         ``"bucketed"``: pad each batch to its longest member or to the bucket's edge.
     row_length : int, optional
         ``"packed"``: tokens per packed row (default ``token_budget``).
+    batch_sizes : sequence of int, optional
+        ``"bucketed"`` with ``packing="fixed"``: one batch size per bucket (e.g. a memory
+        plan's ``Solution.batch_sizes``) instead of floor(T / b_k); ``token_budget`` is then
+        optional.
 
     Returns
     -------
@@ -196,7 +204,8 @@ def simulate(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=
     if pad not in ("batch", "edge"):
         raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {shown(pad)}.")
     lengths = validate_lengths(lengths)
-    token_budget, rng = _check_plan(lengths, strategy, token_budget, seed, epoch, packing)
+    token_budget, rng = _check_plan(lengths, strategy, token_budget, seed, epoch, packing,
+                                    batch_sizes is not None)
     buckets = None
     if strategy == "sorted":
         from ..data.histogram import Histogram
@@ -208,7 +217,8 @@ def simulate(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=
         sizes, tops, real = greedy_stream(x, token_budget)
         del x
     else:  # bucketed
-        sizes, tops, real, buckets = _bucketed(lengths, boundaries, token_budget, rng, packing)
+        sizes, tops, real, buckets = _bucketed(lengths, boundaries, token_budget, rng, packing,
+                                               batch_sizes)
     # Training order of the batches: random every epoch (for "sorted" too, as in the story).
     batch_order = rng.permutation(sizes.size)
     sizes, tops, real = sizes[batch_order], tops[batch_order], real[batch_order]
@@ -272,7 +282,7 @@ def greedy_stream(x, token_budget, chunk=CHUNK):
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
 
 
-def _bucketed(lengths, boundaries, token_budget, rng, packing):
+def _bucketed(lengths, boundaries, token_budget, rng, packing, batch_sizes=None):
     """Batches of a bucketed epoch (build order: bucket by bucket) and each batch's bucket."""
     from ..data.histogram import Histogram
     from ._sim_kernels import bucket_partition
@@ -280,7 +290,12 @@ def _bucketed(lengths, boundaries, token_budget, rng, packing):
     if boundaries is None:
         raise BucketoptError('strategy="bucketed" needs `boundaries`.')
     edges = check_boundaries(boundaries, Histogram.from_lengths(lengths))
-    per_batch = batch_sizes_for(edges, token_budget)
+    if batch_sizes is not None:
+        from .sampler import _check_batch_sizes
+
+        per_batch = _check_batch_sizes(batch_sizes, edges, token_budget)
+    else:
+        per_batch = batch_sizes_for(edges, token_budget)
     x = compact_lengths(lengths)
     rng.shuffle(x)  # the permutation plan_arrays() draws
     grouped, counts = bucket_partition(x, np.asarray(edges, dtype=np.int64))
