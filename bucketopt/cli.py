@@ -164,7 +164,7 @@ def main(argv=None) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, _interrupted)
-    parser = args = None
+    parser = args = spooled = None
     try:
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)
@@ -175,9 +175,10 @@ def main(argv=None) -> int:
             usage = " ".join(parser.format_usage().split())
             raise BucketoptError(f"a command is required: {', '.join(COMMANDS)} "
                                  f"(bucketopt COMMAND --help); {usage}")
-        from .commands.common import check_args
+        from .commands.common import check_args, spool_stdin_lens
 
         check_args(args)
+        spooled = spool_stdin_lens(args)  # --lens -: standard input, kept in a temporary file
         STAGES["enabled"] = not getattr(args, "quiet", False)
         stdout = sys.stdout
         sys.stdout = _GuardedStdout(stdout)
@@ -189,6 +190,9 @@ def main(argv=None) -> int:
         return code
     except BucketoptError as exc:
         message = str(exc)
+        if spooled is not None:  # --lens -: name standard input, not its temporary file
+            message = message.replace(str(spooled), "standard input").replace(
+                spooled.name, "standard input")
         if args is not None and getattr(args, "command", None):
             message = cli_message(message, _flags(parser, args.command))
         print(f"bucketopt: error: {message}", file=sys.stderr)
@@ -224,6 +228,8 @@ def main(argv=None) -> int:
         return 2
     finally:
         STAGES["enabled"] = False
+        if spooled is not None:
+            spooled.unlink(missing_ok=True)
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
 

@@ -483,3 +483,35 @@ def test_integers_of_thousands_of_digits_are_one_bounded_line(call):
     with pytest.raises(BucketoptError) as info:
         call(10**5000)
     assert len(str(info.value)) < 200 and "digits" in str(info.value)
+
+
+# --- --lens -: lengths from standard input --------------------------------------------------------
+
+def _stdin_run(data: bytes, *argv):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    return subprocess.run([sys.executable, "-m", "bucketopt", *argv], input=data,
+                          capture_output=True, env=env, timeout=120)
+
+
+def test_lens_dash_reads_text_and_npy_from_stdin(tmp_path):
+    import io
+
+    lengths = np.array([5, 6, 7, 100, 120, 121])
+    expected = bucketopt.solve(lengths, 2).boundaries
+    buffer = io.BytesIO()
+    np.save(buffer, lengths)
+    for data in ("\n".join(map(str, lengths)).encode() + b"\n", buffer.getvalue()):
+        done = _stdin_run(data, "solve", "-k", "2", "--lens", "-", "--json", "-q")
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert out["source"] == "standard input"
+        assert tuple(out["boundaries"]) == expected
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("bucketopt-stdin-*"))
+
+
+@pytest.mark.parametrize("data, words", [(b"", "empty"), (b"12\nx\n", "standard input: line 2")])
+def test_lens_dash_bad_stdin_is_one_line(data, words):
+    done = _stdin_run(data, "solve", "-k", "2", "--lens", "-")
+    assert done.returncode == 2
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "bucketopt-stdin" not in lines[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 
 from ..data.guards import path_kind, path_size, short
@@ -14,8 +15,9 @@ from ..errors import BucketoptError
 def add_lens_args(parser, *, required: bool = False) -> None:
     parser.add_argument("--lens", metavar="PATH", required=required,
                         help="lengths: .npy/.npz, text/CSV, Parquet, Arrow/Feather, a Hugging Face "
-                             "save_to_disk dir, a dir or glob of shards, or a length,count "
-                             "histogram; default: the embedded example")
+                             "save_to_disk dir, a dir or glob of shards, a length,count "
+                             "histogram, or - (standard input: one per line or .npy); "
+                             "default: the embedded example")
     parser.add_argument("--column", metavar="NAME", help="column holding the lengths")
     parser.add_argument("--quiet", "-q", action="store_true", help="no notes on stderr")
 
@@ -247,6 +249,58 @@ def check_against_data(args, data) -> None:
             "(over 50% padding); use an --align at most the longest length.")
 
 
+# --lens - reads standard input; more than this many bytes is refused (2**28 lengths as .npy).
+STDIN_LIMIT = 2 << 30
+
+
+def spool_stdin_lens(args):
+    """``--lens -``: copy standard input (one length per line, or a .npy stream) to a temporary
+    file that every reader opens as it would the file; returns its path (the caller removes it),
+    or None when --lens is not ``-``. At most STDIN_LIMIT bytes; a terminal is refused (it would
+    wait for typing)."""
+    if getattr(args, "lens", None) != "-":
+        return None
+    import tempfile
+    from pathlib import Path
+
+    stream = sys.stdin
+    if stream is None or stream.closed:
+        raise BucketoptError("--lens - reads standard input, which is closed.")
+    if stream.isatty():
+        raise BucketoptError("--lens - reads lengths from standard input, which is a terminal: "
+                             "pipe them in (one per line, or a .npy stream).")
+    source = getattr(stream, "buffer", stream)
+    head = source.read(6)
+    head = head.encode() if isinstance(head, str) else head
+    suffix = ".npy" if head == b"\x93NUMPY" else ".txt"
+    fd, name = tempfile.mkstemp(prefix="bucketopt-stdin-", suffix=suffix)
+    path = Path(name)
+    total = len(head)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(head)
+            while True:
+                chunk = source.read(1 << 20)
+                if not chunk:
+                    break
+                chunk = chunk.encode() if isinstance(chunk, str) else chunk
+                total += len(chunk)
+                if total > STDIN_LIMIT:
+                    raise BucketoptError(f"--lens - : standard input holds more than "
+                                         f"{STDIN_LIMIT >> 30} GiB; write it to a file (.npy or "
+                                         "Parquet) and give its path.")
+                out.write(chunk)
+        if total == 0:
+            raise BucketoptError("--lens - : standard input is empty: pipe in one length per "
+                                 "line, or a .npy stream.")
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    args.lens_label = "standard input"
+    args.lens = str(path)
+    return path
+
+
 def read_lengths(args, *, per_sample: bool = False):
     """Lengths (or a Histogram) from --lens/--column, or the embedded example; and a label.
 
@@ -273,7 +327,7 @@ def read_lengths(args, *, per_sample: bool = False):
     else:
         data = source.histogram(progress=False if getattr(args, "quiet", False) else None)
     check_against_data(args, data)
-    return data, str(args.lens)
+    return data, getattr(args, "lens_label", str(args.lens))
 
 
 def emit_json(obj) -> None:
