@@ -54,8 +54,8 @@ def shown(value, limit: int = 60) -> str:
     --------
     >>> shown(10 ** 5000)
     'an integer of about 5,001 digits'
-    >>> shown("x" * 1000)
-    "'xxxxxxxxxxxxxxxxxx...xxxxxxxxxxxxxxxxxx'"
+    >>> len(shown("x" * 1000)) <= 60
+    True
     """
     if isinstance(value, (bool, np.bool_)):
         return repr(bool(value))

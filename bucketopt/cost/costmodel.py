@@ -304,15 +304,18 @@ def step_times(epoch, cost_model: CostModel) -> np.ndarray:
     return padded.reshape(steps, g).max(axis=1)
 
 
+# What time_epoch() reads of an Epoch.
+EPOCH_FIELDS = ("strategy", "n_batches", "total_real_tokens", "sizes", "padded_lens", "attention")
+
+
 def time_epoch(epoch, cost_model: CostModel) -> EpochTiming:
     """Time of an :class:`~bucketopt.training.epoch.Epoch` in training order under ``cost_model``.
 
     Batches ``i*G .. i*G + G - 1`` form step ``i`` (a DistributedSampler-style split); a step
     lasts as long as its slowest micro-batch. Ktok/s counts real tokens over all GPUs.
     """
-    from ..training.epoch import Epoch
-
-    if not isinstance(epoch, Epoch):
+    # (duck-typed: cost sits below training, where Epoch lives)
+    if not all(hasattr(epoch, name) for name in EPOCH_FIELDS):
         raise BucketoptError(f"`epoch` must be an Epoch (from bucketopt.simulate or "
                              f"epoch_batches); got {type(epoch).__name__}.")
     if not isinstance(cost_model, CostModel):

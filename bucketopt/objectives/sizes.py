@@ -65,8 +65,8 @@ class MemoryModel:
     --------
     >>> mm = MemoryModel(m0=10e9, m1=1e5, m2=10.0, capacity=96e9)
     >>> mm.batch_size([1024, 4096]).tolist()
-    [588, 69]
-    >>> mm.peak_bytes(69, 4096) <= 0.9 * 96e9 < mm.peak_bytes(70, 4096)
+    [676, 132]
+    >>> mm.peak_bytes(132, 4096) <= 0.9 * 96e9 < mm.peak_bytes(133, 4096)
     True
     """
 
