@@ -31,18 +31,12 @@ from bucketopt.data.output import atomic_writer
 from bucketopt.errors import BucketoptError
 from bucketopt.validate import check_int, check_number, shown
 
+from .test_robustness import one_line
+
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = {"alpha": 0.01, "beta": 1e-6, "gamma": 1e-10}
 
 
-def one_line(capsys, argv, *words) -> str:
-    code = main(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2, (argv, err)
-    assert len(err) == 1 and err[0].startswith("bucketopt: error: "), err
-    for word in words:
-        assert word in err[0], (word, err[0])
-    return err[0]
 
 
 def nested(depth: int):
