@@ -61,25 +61,34 @@ def test_certified_time_dp_equals_brute_force(lengths, k, budget, coeffs, world,
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 12), min_size=1, max_size=8), st.integers(1, 3),
        st.integers(12, 40), coefficients, st.sampled_from([1, 2, 3]),
-       st.sampled_from(["batch", "edge"]))
-def test_work_limit_certificate_below_brute_force(lengths, k, budget, coeffs, world, pad):
-    """Past the work limit (here: at once) the best cover found carries a bound, the larger of
-    the relaxation's and the every-row-at-its-length floor, at or below the optimum."""
+       st.sampled_from(["batch", "edge"]), st.sampled_from([-1, 0, 3, 30]))
+def test_work_limit_certificate_below_brute_force(lengths, k, budget, coeffs, world, pad,
+                                                  work_limit):
+    """Past the work limit (-1: at once) the layers finished before it are proven and
+    backtrack to their optimum; every other k takes the best cover found with a bound, the
+    larger of the relaxation's and the every-row-at-its-length floor, at or below the optimum."""
     import bucketopt.objectives.certified as certified
+    from bucketopt.groups import backtrack
 
-    oracle = naive.brute_force_synced(lengths, k, budget, *coeffs, world, pad=pad)
     obj = _fitted(lengths, "time", pad, budget, coeffs, world)
     kmax = min(k, obj.groups.g)
     limit = certified.WORK_LIMIT
-    certified.WORK_LIMIT = -1
+    certified.WORK_LIMIT = work_limit
     try:
-        certs = certified_layers(obj, kmax, [kmax])[2]
+        opt, best, certs = certified_layers(obj, kmax, range(1, kmax + 1))
     finally:
         certified.WORK_LIMIT = limit
-    cert = certs[kmax]
-    assert not cert.exact
-    assert cert.lower_bound <= oracle[0] * (1 + 1e-9) + 1e-12
-    assert cert.value >= oracle[0] * (1 - 1e-9) - 1e-12
+    for layer in range(1, kmax + 1):
+        oracle = naive.brute_force_synced(lengths, layer, budget, *coeffs, world, pad=pad)
+        cert = certs[layer]
+        assert work_limit >= 0 or not cert.exact
+        assert cert.lower_bound <= oracle[0] * (1 + 1e-9) + 1e-12
+        assert cert.value >= oracle[0] * (1 - 1e-9) - 1e-12
+        ends = backtrack(opt, layer, obj.groups.g)
+        assert obj.cost(obj.groups.edges[ends]) == pytest.approx(best[layer - 1], rel=1e-9,
+                                                                  abs=1e-12)
+        if cert.exact:
+            assert cert.value == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
     floor = certified._mean_floor(obj.rows(np.zeros(1, np.int64)), obj.groups.prefix_count)
     assert floor <= oracle[0] * (1 + 1e-9) + 1e-12
 

@@ -153,6 +153,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
     for k in ks:
         best[k - 1] = np.inf
     work = np.array([0, 2**62 if exact else WORK_LIMIT], dtype=np.int64)
+    done = [0]
     if feasible:
         run = obj.pricing()
         ks_arr = np.asarray(feasible, dtype=np.int64)
@@ -169,6 +170,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
                               pascal, work)
                 if work[0] > work[1]:
                     return
+                done[0] = t  # layers 1..t are whole: F[k, g] is proven for every k <= t
 
         in_worker(layers)
     certs = {}
@@ -177,13 +179,21 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
             best[k - 1] = F[k, g]
             certs[k] = exact_value(F[k, g])
         return start[1:].astype(np.int32), best, certs
-    # past the work limit: the best covers found, with the gaps the bounds prove
+    # past the work limit: the layers finished before it prove their k; the others take the best
+    # covers found, with the gaps the bounds prove
+    from ..groups import backtrack
+
     opt = np.full((kmax, g + 1), -1, dtype=np.int32)
-    written = _write(opt, chains, g)
+    opt[:done[0]] = start[1:done[0] + 1]
+    proven = {k: backtrack(opt, k, g) for k in feasible if k <= done[0]}
+    written = _write(opt, {k: c for k, c in chains.items() if k not in proven}, g, proven)
     floor = _lower(_mean_floor(rows, groups.prefix_count))
     for k in feasible:
         lower = max(_lower(fwd[k, g]), floor)
-        if k in written:
+        if k in proven:
+            best[k - 1] = F[k, g]
+            certs[k] = exact_value(F[k, g])
+        elif k in written:
             best[k - 1] = upper[k]
             certs[k] = Optimality(False, min(lower, upper[k]), upper[k])
         else:  # no cover of its own fits the table: nothing is claimed
@@ -200,12 +210,13 @@ def _mean_floor(rows, prefix_count) -> float:
     return float(rows.R[0] - rows.R[-1] + np.sum(counts * um[1:]))
 
 
-def _write(opt_out, tables, g):
+def _write(opt_out, tables, g, kept=None):
     """Write every k's cover (group ends) into ``opt_out`` so that backtracking layer k gives
-    it; a cover that would break one written before is left out (then k is not returned)."""
+    it; a cover that would break one written before, or one of ``kept`` (k -> the ends its
+    backtracking gives now), is left out (then k is not returned)."""
     from ..groups import backtrack
 
-    written = {}
+    written = dict(kept or {})
     for k in sorted(tables, reverse=True):
         ends = list(tables[k])
         trial = opt_out.copy()
