@@ -122,3 +122,26 @@ def test_real_subprocess(lens_file):
                           "-k", "5:2"], capture_output=True, text=True, cwd=root, check=False)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_table_says_which_rows_are_not_proven(lens_file, capsys, monkeypatch):
+    # every row proven: no column; a time DP stopped at its work limit at once: each row says
+    # its certified gap (or that no bound was proven), as its JSON optimality does
+    import bucketopt.objectives.certified as certified
+
+    path, _ = lens_file
+    argv = ["sweep", "--lens", str(path), "-k", "1:3", "--token-budget", "16384", "-q",
+            "--profile", "rtx-pro-6000-blackwell", "--gpus", "8", "--pad", "batch"]
+    assert main(argv) == 0
+    assert "optimum" not in capsys.readouterr().out
+    monkeypatch.setattr(certified, "WORK_LIMIT", -1)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "optimum" in out.splitlines()[1]
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    for k, row in zip((1, 2, 3), rows):
+        cert = row["optimality"]
+        assert not cert["exact"]
+        line = next(x for x in out.splitlines() if x.lstrip().startswith(str(k)))
+        assert ("no bound" if cert["gap"] is None else f"gap {cert['gap']:.1e}") in line
