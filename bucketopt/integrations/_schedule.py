@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import BucketoptError
-from ..training.sampler import _check_int
+from ..training.ranks import _check_int
 
 __all__ = ["Schedule", "trainer_schedule"]
 

@@ -27,6 +27,7 @@ from ..solution import batch_sizes_for, check_boundaries, check_token_budget
 from ..validate import shown
 from ._sampler_plan import EpochPlan, build_plan, infeasible
 from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
+from .ranks import INT64_MAX, RankedSampler, _check_bool, _check_int  # noqa: F401
 
 __all__ = ["BucketBatchSampler", "EpochPlan", "TrackedLoader"]
 
@@ -67,7 +68,7 @@ def _check_batch_sizes(batch_sizes, edges, token_budget) -> np.ndarray:
     return sizes
 
 
-class BucketBatchSampler:
+class BucketBatchSampler(RankedSampler):
     """Shuffle inside length buckets every epoch and yield batches of dataset indices.
 
     Iterating yields lists of ``int`` indices, so it drops into
@@ -177,12 +178,7 @@ class BucketBatchSampler:
             self.batch_sizes = None if varlen else batch_sizes_for(self.edges, self.token_budget,
                                                                    memory)
         self.memory = memory
-        self.seed = _check_int("seed", seed, 0)
-        self.world_size = _check_int("world_size", world_size, 1)
-        self.rank = _check_int("rank", rank, 0)
-        if self.rank >= self.world_size:
-            raise BucketoptError(
-                f"rank must be in [0, world_size) = [0, {self.world_size}); got {self.rank}.")
+        self._init_ranks(seed=seed, rank=rank, world_size=world_size)
         self.grad_accum = _check_int("grad_accum", grad_accum, 1)
         self.packing = packing
         from ..solver import check_sync
@@ -241,18 +237,12 @@ class BucketBatchSampler:
                 "or more data.")
 
     # ----------------------------------------------------------------------------- the torch API
-    @property
-    def epoch(self) -> int:
-        return self._epoch
-
-    def set_epoch(self, epoch) -> None:
-        """Select the epoch to iterate. Re-selecting a checkpoint's epoch keeps its resume point."""
-        epoch = _check_int("epoch", epoch, 0)
-        if epoch != self._epoch:
-            self._epoch = epoch
-            self._segments = ()
-            self._resume = self._handed = self._consumed = 0
-            self._driven = False
+    def _new_epoch(self) -> None:
+        # another epoch: its plan starts at its beginning (re-selecting a checkpoint's epoch
+        # keeps its resume point, as set_epoch only calls this for a new epoch)
+        self._segments = ()
+        self._resume = self._handed = self._consumed = 0
+        self._driven = False
 
     def __len__(self) -> int:
         """Batches the next iteration yields on this rank (the epoch, less a resume point)."""
@@ -545,29 +535,6 @@ def _describe(key, saved, mine) -> str:
     if key == "samples":
         return f"samples={shown(saved)} (this sampler: {shown(mine)}): the dataset differs"
     return f"{key}={shown(saved)} (this sampler: {key}={shown(mine)})"
-
-
-def _check_int(name, value, low):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.")
-    value = int(value)
-    if value < low:
-        raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.")
-    if value > INT64_MAX:  # seeds, epochs and positions are int64 in the plans and in states
-        raise BucketoptError(f"{name} must be at most 2**63 - 1; got {shown(value)}.")
-    return value
-
-
-INT64_MAX = 2**63 - 1
-
-
-def _check_bool(name, value):
-    if not isinstance(value, (bool, np.bool_)):
-        raise BucketoptError(f"{name} must be True or False; got {shown(value)}.")
-    return bool(value)
 
 
 CHUNK = 1 << 20  # samples per step of the per-sample passes (bounded temporaries)

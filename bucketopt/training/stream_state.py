@@ -150,7 +150,7 @@ def _reopen(batcher, indices, position):
 
 def check_state(batcher, state) -> dict:
     """The state, validated against the batcher (one clear error otherwise)."""
-    from .sampler import _check_int
+    from .ranks import _check_int
 
     if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
         raise BucketoptError("state must be a dict saved by StreamBatcher.state_dict() "

@@ -41,6 +41,7 @@ from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries, check_token_budget
 from ..validate import shown
+from .ranks import RankedSampler, _check_bool, _check_int
 from .stream_sources import check_source
 from .stream_state import Pass, StreamStats, check_state
 
@@ -217,7 +218,7 @@ def _pick(ready, rng):
     return rng.choices(keys, weights=[ready[k] for k in keys])[0]
 
 
-class StreamBatcher:
+class StreamBatcher(RankedSampler):
     """Batches of a stream, online, under the token budget, for one data-parallel rank.
 
     Parameters
@@ -262,20 +263,13 @@ class StreamBatcher:
 
     def __init__(self, stream, boundaries, *, token_budget, length=len, buffer_size=None,
                  seed=0, rank=0, world_size=1, drop_last=False):
-        from .sampler import _check_bool, _check_int
-
         self.token_budget = check_token_budget(token_budget)
         if self.token_budget is None:
             raise BucketoptError("token_budget is required: batches are built under it.")
         edges = validate_lengths(boundaries, name="boundaries")
         self.edges = check_boundaries(edges, Histogram.from_lengths(edges[-1:]))
         self.batch_sizes = batch_sizes_for(self.edges, self.token_budget)
-        self.world_size = _check_int("world_size", world_size, 1)
-        self.rank = _check_int("rank", rank, 0)
-        if self.rank >= self.world_size:
-            raise BucketoptError(
-                f"rank must be in [0, world_size) = [0, {self.world_size}); got {self.rank}.")
-        self.seed = _check_int("seed", seed, 0)
+        self._init_ranks(seed=seed, rank=rank, world_size=world_size)
         self.drop_last = _check_bool("drop_last", drop_last)
         if not callable(length):
             raise BucketoptError(f"length must be a callable item -> int; got {shown(length)}.")
@@ -290,15 +284,9 @@ class StreamBatcher:
                 f"world_size x batch size - 1, plus 1) so that a full buffer always holds a whole "
                 f"micro-step of one bucket; got {self.buffer_size}.")
         self.stream = check_source(stream)
-        self.epoch = 0
         self.stats = StreamStats()
         self._pass = None  # the pass under way (or the last one): what state_dict() saves
         self._resume = None  # a loaded state, for the next pass of its epoch
-
-    def set_epoch(self, epoch) -> None:
-        from .sampler import _check_int
-
-        self.epoch = _check_int("epoch", epoch, 0)
 
     def __iter__(self):
         for step in self.micro_steps():
@@ -379,7 +367,7 @@ class StreamBatcher:
         ``stats.dropped``).
         """
         self._resume = check_state(self, state)
-        self.epoch = self._resume["epoch"]
+        self._epoch = self._resume["epoch"]
 
     def _start(self):
         state, self._resume = self._resume, None
