@@ -34,6 +34,9 @@ MODULE_MOVES = {
     "bucketopt.synced": "bucketopt.objectives.synced",
     "bucketopt._time_kernels": "bucketopt.objectives._time_kernels",
     "bucketopt.data._pchip": "bucketopt.data.pchip",
+    "bucketopt.show.comparison": "bucketopt.training.compare",
+    "bucketopt.show.packed_rows": "bucketopt.training.packed_rows",
+    "bucketopt.show.rows": "bucketopt.training.rows",
 }
 
 # (module, name) -> the module that holds the name now (after MODULE_MOVES)
@@ -55,7 +58,7 @@ NAME_MOVES = {
     ("bucketopt.cost.intervals", "parse_uncertainty"): "bucketopt.cost.costmodel",
     ("bucketopt.cost.intervals", "MAX_SETS"): "bucketopt.cost.costmodel",
     ("bucketopt.cost.costmodel", "annotate"): "bucketopt.cost.intervals",
-    ("bucketopt.show.comparison", "strategy_row"): "bucketopt.show.rows",
+    ("bucketopt.training.compare", "strategy_row"): "bucketopt.training.rows",
 }
 
 TEXT_SUFFIXES = {".py", ".md", ".ipynb", ".toml"}
@@ -87,7 +90,9 @@ def new_home(module: str, name: str | None) -> str:
     return module
 
 
-def rewrite_imports(path: Path, source: str) -> str:
+def rewrite_imports(path: Path, source: str, moved=frozenset()) -> str:
+    """``source`` with its imports of moved modules rewritten; ``moved``: the modules this run
+    moved, whose relative imports were written from their old package."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -96,7 +101,7 @@ def rewrite_imports(path: Path, source: str) -> str:
     name, package = module_of(path)
     old_package = package  # where the file's relative imports were written
     for old, new in MODULE_MOVES.items():
-        if new == name:
+        if new == name and name in moved:
             old_package = old.split(".")[:-1]
     lines = source.splitlines(keepends=True)
     edits = []  # (first line, last line, replacement text)
@@ -173,16 +178,19 @@ def main(argv):
     if unknown:
         sys.exit(f"relayout.py: unknown argument(s) {' '.join(unknown)}; usage: "
                  "python .ci/relayout.py [--imports]")
+    moved = set()  # modules moved now: their relative imports still name their old package
     if "--imports" not in argv:
         for old, new in MODULE_MOVES.items():
             src = ROOT / (old.replace(".", "/") + ".py")
             dst = ROOT / (new.replace(".", "/") + ".py")
             if src.exists():
                 subprocess.run(["git", "mv", str(src), str(dst)], cwd=ROOT, check=True)
+                moved.add(new)
     changed = 0
     for path in files():
         source = path.read_text()
-        new = rewrite_text(rewrite_imports(path, source) if path.suffix == ".py" else source)
+        new = rewrite_text(rewrite_imports(path, source, moved) if path.suffix == ".py"
+                           else source)
         if new != source:
             path.write_text(new)
             changed += 1

@@ -308,7 +308,7 @@ def time_objective(coef, token_budget):
 def story_check(profile):
     """Intervals of ``bucketopt compare`` (k=6, 8 GPUs, 6 epochs) with ``profile``, on
     seed_like(): do they contain the published figures?"""
-    from bucketopt.show.comparison import compare
+    from bucketopt.training.compare import compare
 
     rows = compare(seed_like(), K, profile=profile.to_dict(), world_size=GPUS,
                    epochs=EPOCHS).strategies

@@ -96,7 +96,7 @@ def full_check(path) -> list[tuple]:
     import numpy as np
 
     from bucketopt import load_lengths
-    from bucketopt.show.comparison import compare
+    from bucketopt.training.compare import compare
 
     lengths = load_lengths(path, column="seq_len")
     kw = dict(token_budget=65536, profile=PROFILE, world_size=8)

@@ -9,7 +9,7 @@ where m2 > 0, it prints the predicted Ktok/s of
 - the memory-aware plan: solve(objective="time", memory=MODEL), every bucket's batch the largest
   whose predicted peak fits 0.9 x 96 GB, boundaries and batch sizes optimised together;
 - the best single-token-budget plan whose every batch fits the same capacity: for each budget T
-  on a grid (bucketopt.show.comparison.budget_plan), the time-optimal boundaries under
+  on a grid (bucketopt.training.compare.budget_plan), the time-optimal boundaries under
   B_k = floor(T / b_k), kept when every bucket's predicted peak fits; the fastest is shown;
 
 and their ratio. Every figure is a prediction of the cost model; nothing here ran on a GPU.
@@ -37,7 +37,7 @@ import numpy as np
 
 import bucketopt
 from bucketopt.cost.memory import MemoryModel
-from bucketopt.show.comparison import budget_plan
+from bucketopt.training.compare import budget_plan
 
 MODEL = dict(m0=22e9, m1=4.7e5, m2=160.0, capacity=96 * 2**30, headroom=0.9)
 PROFILE = "rtx-pro-6000-blackwell"

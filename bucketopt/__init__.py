@@ -14,7 +14,7 @@ _LAZY = {
     "CostModel": ".cost.costmodel", "Profile": ".cost.costmodel",
     "load_profile": ".cost.costmodel", "time_epoch": ".cost.costmodel",
     "Histogram": ".data.histogram",
-    "Comparison": ".show.comparison", "compare": ".show.comparison",
+    "Comparison": ".training.compare", "compare": ".training.compare",
     "Solution": ".solution",
     "Sweep": ".solver", "evaluate": ".solver", "solve": ".solver", "sweep": ".solver",
     "BatchPlan": ".training.plans", "batch_plan": ".training.plans",

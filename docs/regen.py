@@ -156,7 +156,7 @@ def dp_batch_table() -> str:
 def story_comparison():
     """compare() on the embedded example, 8 GPUs of the story profile, 6 epochs (shared by the
     sections that show it)."""
-    from bucketopt.show.comparison import compare
+    from bucketopt.training.compare import compare
 
     return compare(lengths(), 6, profile="rtx-pro-6000-blackwell", world_size=8, epochs=6)
 
@@ -180,7 +180,7 @@ def readme_throughput() -> str:
 
 @generator("packing-answer", slow=True)
 def packing_answer() -> str:
-    from bucketopt.show.packed_rows import fastest_diverse
+    from bucketopt.training.packed_rows import fastest_diverse
 
     c = story_comparison()
     lines = ["| strategy | padding | Ktok/s | ETA, 6 epochs | wait | step mix gap | epoch churn "

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from bucketopt import BucketoptError
 from bucketopt.cli import main
 from bucketopt.cost.costmodel import CostModel, time_epoch
-from bucketopt.show.comparison import compare
-from bucketopt.show.packed_rows import packed_rows
+from bucketopt.training.compare import compare
 from bucketopt.training.epoch import packed_epoch
+from bucketopt.training.packed_rows import packed_rows
 from bucketopt.training.packing import attention_balance
 
 from . import naive

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucketopt import BucketoptError, Histogram, simulate
-from bucketopt.show.comparison import _Stages, compare, subsample
+from bucketopt.training.compare import _Stages, compare, subsample
 from bucketopt.training.diversity import (
     decile_bins,
     decile_cuts,
@@ -345,7 +345,7 @@ def test_cli_reads_the_histogram_beyond_the_threshold(tmp_path, monkeypatch, cap
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
-    import bucketopt.show.comparison as comparison_module
+    import bucketopt.training.compare as comparison_module
     from bucketopt.cli import main
 
     path = tmp_path / "lengths.parquet"

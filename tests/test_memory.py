@@ -308,7 +308,7 @@ def test_sampler_config_of_a_memory_plan_round_trips():
 
 
 def test_compare_puts_the_memory_plan_beside_the_best_fitting_budget():
-    from bucketopt.show.comparison import compare
+    from bucketopt.training.compare import compare
 
     rng = np.random.default_rng(11)
     lengths = rng.integers(16, 2048, size=3000)

@@ -13,8 +13,7 @@ from bucketopt import BucketoptError
 from bucketopt.cost.costmodel import CostModel, load_profile, step_times, time_epoch
 from bucketopt.datasets import seed_like
 from bucketopt.objectives.packed import expected_max_normal
-from bucketopt.show.comparison import compare
-from bucketopt.show.packed_rows import fastest_diverse, packed_rows
+from bucketopt.training.compare import compare
 from bucketopt.training.epoch import epoch_from_batches, packed_epoch
 from bucketopt.training.packed import (
     STRATEGIES,
@@ -23,6 +22,7 @@ from bucketopt.training.packed import (
     packing_levels,
     simulate_packed,
 )
+from bucketopt.training.packed_rows import fastest_diverse, packed_rows
 
 from . import naive
 

@@ -136,7 +136,7 @@ def packed_table(strategies, token_budget) -> str:
 def fastest_diverse_name(comparison):
     """The fastest row whose step mix gap is at most the shuffle's (None without a profile or
     without the diversity figures)."""
-    from ..show.packed_rows import fastest_diverse
+    from ..training.packed_rows import fastest_diverse
 
     return fastest_diverse(comparison.strategies) if comparison.timing else None
 
@@ -146,7 +146,7 @@ def _beyond_simulation(args) -> bool:
     if args.lens is None:
         return False
     from ..data.io import open_source
-    from ..show.comparison import SIMULATED_SAMPLES
+    from ..training.compare import SIMULATED_SAMPLES
 
     rows = open_source(args.lens, column=args.column).num_rows
     return rows is not None and rows > SIMULATED_SAMPLES
@@ -154,7 +154,7 @@ def _beyond_simulation(args) -> bool:
 
 def run(args) -> int:
     from ..errors import BucketoptError
-    from ..show.comparison import compare
+    from ..training.compare import compare
 
     if args.token_budget is None and args.profile is None:
         raise BucketoptError("compare needs --token-budget T (or a --profile, whose calibrated "

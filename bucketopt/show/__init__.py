@@ -1,3 +1,3 @@
-"""Output for people: plots, reports, exports to other tools, and the side-by-side comparison of
-batching strategies.
+"""Output for people: plots, reports and exports to other tools (the figures they draw are
+computed in :mod:`bucketopt.training`, :func:`bucketopt.compare` among them).
 """

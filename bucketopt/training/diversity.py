@@ -190,7 +190,7 @@ def compare_diversity(lengths, boundaries, *, token_budget, world_size=8, grad_a
 
 def row_diversity(lengths, boundaries, *, token_budget, world_size=1, grad_accum=1,
                          seed=0, dataset=None) -> dict[str, dict]:
-    """Step mix gap and epoch churn for the rows of :func:`bucketopt.show.comparison.compare`.
+    """Step mix gap and epoch churn for the rows of :func:`bucketopt.training.compare.compare`.
 
     "sorted", "shuffle" and "bucketed" are measured on the very batches their rows simulate
     (:func:`bucketopt.training.simulate.plan_arrays`, epochs 0 and 1, fixed packing; "bucketed" puts

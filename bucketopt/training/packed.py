@@ -26,7 +26,7 @@ Strategies (:data:`STRATEGIES`):
   go in random order. A level's last, partial step is dealt over G rows where it has G
   documents.
 
-:func:`bucketopt.show.packed_rows.packed_rows` builds the ``compare`` rows: each strategy
+:func:`bucketopt.training.packed_rows.packed_rows` builds the ``compare`` rows: each strategy
 simulated, timed (``ktok_per_s``, ``eta_days``, ``wait_fraction`` and intervals), with its step
 mix gap and epoch churn (:mod:`bucketopt.training.diversity`) and, for ``packed`` and
 ``packed-bucketed``, the analytic estimate (:func:`analytic_packed_seconds`).

@@ -1,9 +1,9 @@
 """compare(): batching strategies side by side on one dataset (``bucketopt compare``).
 
-Every strategy gets one row, a plain dict built by :func:`~bucketopt.show.rows.strategy_row` from
-its boundaries (if
-any), its analytic expectation (if one exists) and its simulated epochs; extend a row there (or
-from ``Comparison.epochs``, which keeps the simulated :class:`~bucketopt.training.epoch.Epoch`
+Every strategy gets one row, a plain dict built by
+:func:`~bucketopt.training.rows.strategy_row` from its boundaries (if any), its analytic
+expectation (if one exists) and its simulated epochs; extend a row there (or from
+``Comparison.epochs``, which keeps the simulated :class:`~bucketopt.training.epoch.Epoch`
 objects).
 """
 
@@ -51,7 +51,7 @@ class Comparison:
 
         When the simulation ran on a subsample (``simulation["subsampled"]``), these are the
         batches of the whole dataset planned the same way, not the subsample's timed ones."""
-        from ..training.plans import comparison_batches
+        from .plans import comparison_batches
 
         return comparison_batches(self, name, epoch)
 
@@ -208,7 +208,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     Examples
     --------
     >>> import numpy as np
-    >>> from bucketopt.show.comparison import compare
+    >>> from bucketopt.training.compare import compare
     >>> lengths = np.random.default_rng(0).integers(10, 500, size=2_000)
     >>> c = compare(lengths, 3, token_budget=2_000)
     >>> c.strategies["packed"]["padding_fraction"] < c.strategies["shuffle"]["padding_fraction"]
@@ -302,7 +302,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     scale = (int(sim_lengths.size), hist.real_tokens) if subsampled else None
     stages = _Stages(None, progress)
 
-    from ..training.strategies import Context, strategies
+    from .strategies import Context, strategies
 
     ranks = cost_model.world_size if cost_model is not None else (world_size or 1)
     context = Context(hist, sim_lengths, k, token_budget, pad, seed, simulations, cost_model,
@@ -329,7 +329,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
 
     simulated("simulated")
     if mem is not None:
-        from ..training.simulate import simulate
+        from .simulate import simulate
 
         stages("memory plans")
         for name, plan in (("bucketed-memory", memory_plan), ("bucketed-budget-fit", fit_plan)):
@@ -359,7 +359,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         add(row.name, row.kind, eps, row.boundaries, analytic, extra=row.extra)
     simulated("after")
     if diversity:  # bucketopt.training.diversity
-        from ..training.diversity import row_diversity
+        from .diversity import row_diversity
 
         edges = rows["bucketed"]["boundaries"]
         stages("diversity")

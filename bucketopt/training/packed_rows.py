@@ -16,8 +16,8 @@ import numpy as np
 
 from ..data.histogram import validate_lengths
 from ..errors import BucketoptError
-from ..training.diversity import measure
-from ..training.packed import (
+from .diversity import measure
+from .packed import (
     STRATEGIES,
     analytic_packed_seconds,
     level_align,
@@ -36,7 +36,7 @@ def packed_rows(lengths, k, *, token_budget, cost_model=None, world_size=1, grad
 
     Without a cost model only ``"packed"`` is built (the other strategies plan for time: the
     balancing weights and the levels come from the cost model). ``world_size`` is the cost
-    model's when one is given. Each row holds what :func:`bucketopt.show.rows.strategy_row`
+    model's when one is given. Each row holds what :func:`bucketopt.training.rows.strategy_row`
     gives (padding 0: rows are padding-free; ``batches`` counts rows), ``packer``
     (``"greedy"``: every row packs the shuffled documents greedily, one open row at a time),
     the :func:`packing_fields` (``packing_efficiency``, ``rows_lower_bound``,
@@ -105,7 +105,7 @@ def packing_fields(row, epochs, token_budget, world_size) -> dict:
     - ``attention_balance``: :func:`bucketopt.training.packing.attention_balance` over
       ``world_size`` ranks (1: every step's ranks carry equal attention).
     """
-    from ..training.packing import attention_balance
+    from .packing import attention_balance
 
     efficiency = float(np.mean([e.total_real_tokens / (e.n_batches * token_budget)
                                 for e in epochs]))
