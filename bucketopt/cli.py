@@ -238,12 +238,8 @@ def main(argv=None) -> int:
                 spooled.name, "standard input")
         if args is not None and getattr(args, "command", None):
             flags = _flags(parser, args.command)
-            flag = param_flag(_subparser(parser, args.command), getattr(exc, "param", None))
-            message = cli_message(message, flags, getattr(exc, "param", None), flag)
-            if os.environ.get("BUCKETOPT_CHECK_NAMED") and flag:  # temporary check
-                with open(os.environ["BUCKETOPT_CHECK_NAMED"], "a") as log:
-                    log.write(f"{exc.param}\t{str(exc)!r}\t{message!r}\t"
-                              f"{_guessed(str(exc), flags)!r}\n")
+            flag = param_flag(_subparser(parser, args.command), exc.param)
+            message = cli_message(message, flags, exc.param, flag)
         print(f"bucketopt: error: {message}", file=sys.stderr)
         return 2
     except SystemExit as exc:  # --help / --version
