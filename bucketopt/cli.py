@@ -43,8 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Python parameter -> CLI flag, for messages the library raises during a command: the command
-# line speaks flags (--token-budget), never the API's names (token_budget=).
+# Python parameter -> CLI flag, for the fallback only: messages of errors that carry no
+# ``param`` are searched for these names (the command line speaks flags, --token-budget, never
+# the API's names, token_budget=). An error with a ``param`` is named from the parser instead.
 PARAMETER_FLAGS = {
     "k": "-k", "ks": "-k", "token_budget": "--token-budget", "pad": "--pad",
     "objective": "--objective", "min_share": "--min-share", "max_share": "--max-share",
@@ -59,10 +60,52 @@ PARAMETER_FLAGS = {
 _VALUE = r"(\"[^\"]*\"|'[^']*'|[^\s,;)]*[^\s,;).])"
 
 
-def cli_message(message: str, flags) -> str:
+def cli_message(message: str, flags, param: str | None = None, flag: str | None = None) -> str:
     """Reword an API message for the command line: ``token_budget=4096`` -> ``--token-budget
     4096``, `` `align` `` -> ``--align``, ``pass drop_last=True or ...`` (no such flag) -> the
-    rest. ``flags``: the option strings of the command that ran."""
+    rest. ``flags``: the option strings of the command that ran. ``param``, ``flag``: the
+    parameter the error is about (:attr:`BucketoptError.param`) and its flag in this command
+    (:func:`param_flag`): then that parameter is named by its flag, with nothing guessed."""
+    if param and flag:
+        return _named(message, param, flag)
+    return _guessed(message, flags)
+
+
+# Python parameter -> the parser's dest, where they differ (-k of sweep has dest k_range).
+PARAM_DESTS = {"world_size": ("gpus",), "k": ("k", "k_range"), "ks": ("k", "k_range")}
+
+
+def param_flag(subparser, param: str | None) -> str | None:
+    """The option string of ``subparser`` that sets ``param`` (its long form), or None."""
+    if not param or subparser is None:
+        return None
+    options = {a.dest: a.option_strings for a in subparser._actions if a.option_strings}
+    for dest in PARAM_DESTS.get(param, (param,)):
+        if dest in options:
+            strings = options[dest]
+            return next((o for o in strings if o.startswith("--")), strings[0])
+    return None
+
+
+def _named(message: str, param: str, flag: str) -> str:
+    """``message`` with the mentions of ``param`` (`` `param` ``, ``param=VALUE``, a bare
+    ``param``) in the flag's form: the error says which parameter it is about."""
+    for said in (f"`{param}` ({flag})", f"{param}= ({flag})", f"{param} ({flag})",
+                 f"{param} (CLI: {flag})"):
+        message = message.replace(said, flag)
+    message = message.replace(f"`{param}`", flag)
+    words = re.escape(param)
+    message = re.sub(rf"(?<![\w/.-]){words}=" + _VALUE + "?",
+                     lambda m: f"{flag} {m.group(1).strip(chr(34) + chr(39))}" if m.group(1)
+                     else flag, message)
+    if "_" in param:  # a bare one-letter name (k) is a word, not a parameter
+        message = re.sub(rf"(?<![\w/.-]){words}(?![\w/-]|\.\w)", flag, message)
+    return message
+
+
+def _guessed(message: str, flags) -> str:
+    """The fallback for errors that carry no parameter (or one with no flag in this command):
+    find parameter names in the message by their forms and reword those with a flag."""
     def flag(name):
         found = PARAMETER_FLAGS.get(name)
         return found if found in flags else None
@@ -194,7 +237,9 @@ def main(argv=None) -> int:
             message = message.replace(str(spooled), "standard input").replace(
                 spooled.name, "standard input")
         if args is not None and getattr(args, "command", None):
-            message = cli_message(message, _flags(parser, args.command))
+            flags = _flags(parser, args.command)
+            flag = param_flag(_subparser(parser, args.command), exc.param)
+            message = cli_message(message, flags, exc.param, flag)
         print(f"bucketopt: error: {message}", file=sys.stderr)
         return 2
     except SystemExit as exc:  # --help / --version

@@ -9,4 +9,21 @@ class BucketoptError(ValueError):
     It is a ``ValueError``, so callers that already catch ``ValueError`` keep working. The message
     is one line that names the parameter, the rule and the offending value. The CLI prints it on
     stderr and exits with code 2.
+
+    ``param`` is the name of the Python parameter the error is about (``"token_budget"``), or
+    ``None`` when it is about no single parameter. The CLI names the matching flag from it
+    (``--token-budget``); ``str(exc)`` is the message alone.
+
+    Examples
+    --------
+    >>> err = BucketoptError("`k` must be an integer >= 1; got 0.", param="k")
+    >>> str(err), err.param
+    ('`k` must be an integer >= 1; got 0.', 'k')
     """
+
+    def __init__(self, message="", param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+    def __reduce__(self):  # pickling and copying keep the parameter
+        return type(self), (self.args[0] if self.args else "", self.param)

@@ -142,16 +142,20 @@ def check_token_budget(token_budget, hist: Histogram | None = None):
             token_budget = int(token_budget)
         else:
             raise BucketoptError(
-                f"token_budget must be an integer >= 1; got {shown(token_budget)}."
+                f"token_budget must be an integer >= 1; got {shown(token_budget)}.",
+                param="token_budget"
             )
     token_budget = int(token_budget)
     if token_budget < 1:
-        raise BucketoptError(f"token_budget must be an integer >= 1; got {shown(token_budget)}.")
+        raise BucketoptError(f"token_budget must be an integer >= 1; got {shown(token_budget)}.",
+                             param="token_budget")
     if token_budget > TOKEN_LIMIT:  # batch sizes and padded tokens are int64
-        raise BucketoptError(f"token_budget must be at most 2**60; got {shown(token_budget)}.")
+        raise BucketoptError(f"token_budget must be at most 2**60; got {shown(token_budget)}.",
+                             param="token_budget")
     if hist is not None and hist.max_length > token_budget:
         raise BucketoptError(
-            f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length})."
+            f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length}).",
+            param="token_budget"
         )
     if hist is not None:  # batch sizes in the trillions: refused before any allocation
         from .data.guards import check_budget_scale
@@ -168,18 +172,19 @@ def check_boundaries(boundaries, hist: Histogram) -> np.ndarray:
     if edges.size > 1 and np.any(np.diff(edges) <= 0):
         i = int(np.flatnonzero(np.diff(edges) <= 0)[0])
         raise BucketoptError(
-            f"boundaries must be strictly increasing; got {int(edges[i])} then {int(edges[i + 1])}."
+            f"boundaries must be strictly increasing; got {int(edges[i])} then "
+            f"{int(edges[i + 1])}.", param="boundaries"
         )
     if edges[-1] < hist.max_length:
         raise BucketoptError(
             f"boundaries end at {int(edges[-1])}, below the longest sample ({hist.max_length}); "
-            "the last boundary must be >= every length."
+            "the last boundary must be >= every length.", param="boundaries"
         )
     if float(edges[-1]) * float(hist.n) >= TOKEN_LIMIT:
         raise BucketoptError(
             f"boundaries reach {int(edges[-1]):,}: {hist.n:,} samples padded to it exceed 2**60 "
             "tokens, beyond exact int64 totals; use boundaries near the longest length "
-            f"({hist.max_length:,}).")
+            f"({hist.max_length:,}).", param="boundaries")
     return edges
 
 
@@ -222,7 +227,7 @@ def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str
         padded, full = expected_padding_and_fill(hist, edges, sizes)
         fill = full / per_batch
     else:
-        raise BucketoptError(f"pad must be one of {PADS}; got {shown(pad)}.")
+        raise BucketoptError(f"pad must be one of {PADS}; got {shown(pad)}.", param="pad")
     return counts, real, padded, sizes, fill
 
 

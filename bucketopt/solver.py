@@ -48,11 +48,11 @@ def check_k(k, name: str = "k") -> int:
         if isinstance(k, float) and k.is_integer():
             k = int(k)
         else:
-            raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.")
+            raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.", param=name)
     if k < 1:
-        raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.")
+        raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.", param=name)
     if k > K_LIMIT:  # at most k buckets: beyond the distinct lengths k changes nothing
-        raise BucketoptError(f"`{name}` must be at most 2**62; got {shown(k)}.")
+        raise BucketoptError(f"`{name}` must be at most 2**62; got {shown(k)}.", param=name)
     return int(k)
 
 
@@ -63,9 +63,9 @@ def check_align(align) -> int:
     if isinstance(align, float) and align.is_integer():
         align = int(align)
     if isinstance(align, bool) or not isinstance(align, (int, np.integer)) or align < 1:
-        raise BucketoptError(f"`align` must be an integer >= 1; got {shown(align)}.")
+        raise BucketoptError(f"`align` must be an integer >= 1; got {shown(align)}.", param="align")
     if align > TOKEN_LIMIT:  # larger edges overflow int64 (and n x edge exceeds 2**60 anyway)
-        raise BucketoptError(f"`align` must be at most 2**60; got {shown(align)}.")
+        raise BucketoptError(f"`align` must be at most 2**60; got {shown(align)}.", param="align")
     return int(align)
 
 
@@ -89,13 +89,14 @@ def check_objective(objective, profile) -> str:
         return "time" if profile is not None else "padding"
     if objective not in objective_names():
         raise BucketoptError(
-            f"`objective` must be one of {', '.join(objective_names())}; got {shown(objective)}.")
+            f"`objective` must be one of {', '.join(objective_names())}; got {shown(objective)}.",
+            param="objective")
     return objective
 
 
 def check_exact(exact) -> bool:
     if not isinstance(exact, (bool, np.bool_)):
-        raise BucketoptError(f"`exact` must be True or False; got {shown(exact)}.")
+        raise BucketoptError(f"`exact` must be True or False; got {shown(exact)}.", param="exact")
     return bool(exact)
 
 
@@ -105,7 +106,7 @@ def check_sync(sync_buckets):
     if isinstance(sync_buckets, (bool, np.bool_)):
         return bool(sync_buckets)
     raise BucketoptError(f'`sync_buckets` must be True, False or "step"'
-                         f'; got {shown(sync_buckets)}.')
+                         f'; got {shown(sync_buckets)}.', param="sync_buckets")
 
 
 def _infeasible(groups, kmax, min_share, max_share, align, min_fill=0.0) -> BucketoptError:
@@ -226,7 +227,8 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
     min_fill = check_min_fill(min_fill)
     sync_buckets = check_sync(sync_buckets)
     if pad not in PADS:
-        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.")
+        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.",
+                             param="pad")
     objective = check_objective(objective, profile)
     check = registration(objective, pad).check
     if check is not None:  # the objective's own preconditions on the options
@@ -386,7 +388,8 @@ def recommend_k(ks, solutions, tolerance=0.01, *, criterion=None):
     if criterion == "throughput":
         rates = [s.ktok_per_s for s in solutions]
         if any(r is None for r in rates):
-            raise BucketoptError('criterion="throughput" needs a profile (Ktok/s per k).')
+            raise BucketoptError('criterion="throughput" needs a profile (Ktok/s per k).',
+                                 param="criterion")
         top = max(rates)
         for k, r in zip(ks, rates):
             if r >= top * (1.0 - tolerance) - 1e-12:
@@ -398,7 +401,7 @@ def recommend_k(ks, solutions, tolerance=0.01, *, criterion=None):
         raise AssertionError("unreachable")
     if criterion != "padding":
         raise BucketoptError(f"`criterion` must be 'padding' or 'throughput'"
-                             f"; got {shown(criterion)}.")
+                             f"; got {shown(criterion)}.", param="criterion")
     fractions = [s.padding_fraction for s in solutions]
     best = min(fractions)
     for k, f in zip(ks, fractions):
@@ -434,16 +437,17 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
         ks = range(1, int(ks) + 1)
     if isinstance(ks, (str, bytes)):
         raise BucketoptError(f"`ks` must be an integer or a list of integers >= 1; got {shown(ks)} "
-                             "(on the command line, -k A:B gives a range).")
+                             "(on the command line, -k A:B gives a range).", param="ks")
     try:
         ks = list(itertools.islice(ks, MAX_SWEEP_KS + 1))
         if len(ks) > MAX_SWEEP_KS:
-            raise BucketoptError(f"`ks` holds more than {MAX_SWEEP_KS:,} values.")
+            raise BucketoptError(f"`ks` holds more than {MAX_SWEEP_KS:,} values.", param="ks")
         ks = sorted({check_k(k, "ks") for k in ks})
     except TypeError:
-        raise BucketoptError(f"`ks` must be a list of integers >= 1; got {shown(ks)}.") from None
+        raise BucketoptError(f"`ks` must be a list of integers >= 1; got {shown(ks)}.",
+                             param="ks") from None
     if not ks:
-        raise BucketoptError("`ks` is empty: give at least one k.")
+        raise BucketoptError("`ks` is empty: give at least one k.", param="ks")
     run = _run(lengths, ks, token_budget=token_budget, pad=pad, objective=objective,
                min_share=min_share, max_share=max_share, align=align, profile=profile,
                world_size=world_size, epochs=epochs, min_fill=min_fill,
@@ -490,7 +494,8 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None
 
     sync_buckets = check_sync(sync_buckets)
     if pad not in PADS:
-        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.")
+        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.",
+                             param="pad")
     memory = load_memory(memory, gpu_memory=gpu_memory, headroom=memory_headroom)
     hist, overflow_report = apply_overflow(as_histogram(lengths), max_length, overflow)
     edges = check_boundaries(boundaries, hist)

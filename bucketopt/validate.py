@@ -70,16 +70,29 @@ def shown(value, limit: int = 60) -> str:
     return text
 
 
+def _refused(name, where, rule, value, param) -> BucketoptError:
+    return BucketoptError(f"`{name}`{where} must be {rule}; got {shown(value)}.", param=param)
+
+
+def _param(name: str, param: str | None) -> str | None:
+    """The parameter an error is about: ``param`` when given, else ``name`` if it is one."""
+    if param != "":
+        return param
+    return name if name.isidentifier() else None
+
+
 def _is_bool(value) -> bool:
     return isinstance(value, (bool, np.bool_))
 
 
 def check_int(value, name: str, *, low: int | None = None, high: int | None = None,
-              where: str = "") -> int:
+              where: str = "", param: str | None = "") -> int:
     """``value`` as a Python int within [low, high], else a :class:`BucketoptError`.
 
     Takes ints, numpy integers and floats that are whole numbers (2.0); refuses booleans,
     strings and everything else. ``where`` is added after the name (" in profile.json").
+    ``param``: the parameter the error carries (:attr:`BucketoptError.param`); by default
+    ``name`` when it is an identifier, else none.
 
     Examples
     --------
@@ -87,20 +100,21 @@ def check_int(value, name: str, *, low: int | None = None, high: int | None = No
     4
     """
     rule = _int_rule(low, high)
+    param = _param(name, param)
     if _is_bool(value) or isinstance(value, (str, bytes)):
-        raise BucketoptError(f"`{name}`{where} must be {rule}; got {shown(value)}.")
+        raise _refused(name, where, rule, value, param)
     if isinstance(value, (float, np.floating)):
         if not (math.isfinite(value) and float(value).is_integer()):
-            raise BucketoptError(f"`{name}`{where} must be {rule}; got {shown(value)}.")
+            raise _refused(name, where, rule, value, param)
         value = int(value)
     if not isinstance(value, (int, np.integer)):
-        raise BucketoptError(f"`{name}`{where} must be {rule}; got {shown(value)}.")
+        raise _refused(name, where, rule, value, param)
     value = int(value)
     if low is not None and value < low:
-        raise BucketoptError(f"`{name}`{where} must be {rule}; got {shown(value)}.")
+        raise _refused(name, where, rule, value, param)
     if high is not None and value > high:
         raise BucketoptError(f"`{name}`{where} must be at most {_bound(high)}; got "
-                             f"{shown(value)}.")
+                             f"{shown(value)}.", param=param)
     return value
 
 
@@ -121,17 +135,18 @@ def _int_rule(low, high) -> str:
 
 
 def check_number(value, name: str, *, low: float | None = None, high: float | None = None,
-                 where: str = "", low_open: bool = False) -> float:
+                 where: str = "", low_open: bool = False, param: str | None = "") -> float:
     """``value`` as a finite float within [low, high] (``low_open``: (low, high]).
 
     Takes ints, floats and numpy numbers; refuses booleans, strings (``"0.5"`` is not coerced),
-    NaN, infinities and integers too large for a float.
+    NaN, infinities and integers too large for a float. ``param`` as in :func:`check_int`.
 
     Examples
     --------
     >>> check_number(1, "max_share", low=0, high=1)
     1.0
     """
+    param = _param(name, param)
     rule = "a finite number"
     if low is not None and high is not None:
         rule = f"a number in {'(' if low_open else '['}{low:g}, {high:g}]"
@@ -140,14 +155,14 @@ def check_number(value, name: str, *, low: float | None = None, high: float | No
     elif high is not None:
         rule = f"a finite number <= {high:g}"
     if _is_bool(value) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise BucketoptError(f"`{name}`{where} must be {rule}; got {shown(value)}.")
+        raise _refused(name, where, rule, value, param)
     try:
         number = float(value)
     except OverflowError:
-        raise BucketoptError(f"`{name}`{where} must be {rule}; got {shown(value)}.") from None
+        raise _refused(name, where, rule, value, param) from None
     if not math.isfinite(number):
-        raise BucketoptError(f"`{name}`{where} must be {rule}; got {shown(value)}.")
+        raise _refused(name, where, rule, value, param)
     too_low = low is not None and (number <= low if low_open else number < low)
     if too_low or (high is not None and number > high):
-        raise BucketoptError(f"`{name}`{where} must be {rule}; got {shown(value)}.")
+        raise _refused(name, where, rule, value, param)
     return number

@@ -55,7 +55,7 @@ def _coefficient(value, name: str, source: str = "") -> float:
     if value > COEFFICIENT_LIMIT:
         raise BucketoptError(
             f"`{name}`{where} is {value:g} seconds: a profile coefficient must be at most "
-            f"{COEFFICIENT_LIMIT:g} (no GPU is that slow; check the profile's units).")
+            f"{COEFFICIENT_LIMIT:g} (no GPU is that slow; check the profile's units).", param=name)
     return value
 
 
@@ -221,7 +221,7 @@ def load_profile(profile) -> Profile:
     if not isinstance(profile, (str, Path)):
         raise BucketoptError(
             f"`profile` must be a profile name, a JSON file path or a Profile; got "
-            f"{type(profile).__name__}."
+            f"{type(profile).__name__}.", param="profile"
         )
     text = str(profile)
     if text in available_profiles():
@@ -262,13 +262,14 @@ def resolve_cost_model(profile, world_size, token_budget, hist, *, budget_needed
         if prof.token_budget is None:
             raise BucketoptError(
                 f"profile {shown(prof.name)}"
-                f" has no token_budget: pass token_budget= (--token-budget)."
+                f" has no token_budget: pass token_budget= (--token-budget).", param="token_budget"
             )
         token_budget = prof.token_budget
         if hist is not None and hist.max_length > token_budget:
             raise BucketoptError(
                 f"the profile's token_budget={token_budget} is smaller than the longest sample "
-                f"({hist.max_length}); pass a larger token_budget= (--token-budget)."
+                f"({hist.max_length}); pass a larger token_budget= (--token-budget).",
+                param="token_budget"
             )
     return model, token_budget
 
@@ -317,10 +318,10 @@ def time_epoch(epoch, cost_model: CostModel) -> EpochTiming:
     # (duck-typed: cost sits below training, where Epoch lives)
     if not all(hasattr(epoch, name) for name in EPOCH_FIELDS):
         raise BucketoptError(f"`epoch` must be an Epoch (from bucketopt.simulate or "
-                             f"epoch_batches); got {type(epoch).__name__}.")
+                             f"epoch_batches); got {type(epoch).__name__}.", param="epoch")
     if not isinstance(cost_model, CostModel):
         raise BucketoptError(f"`cost_model` must be a CostModel (Profile.cost_model()); got "
-                             f"{type(cost_model).__name__}.")
+                             f"{type(cost_model).__name__}.", param="cost_model")
     if epoch.n_batches == 0:
         raise BucketoptError("the epoch has no batches.")
     steps = step_times(epoch, cost_model)

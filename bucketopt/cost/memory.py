@@ -75,7 +75,7 @@ def load_memory(memory, *, gpu_memory=None, headroom=None) -> MemoryModel | None
         if isinstance(gpu_memory, bool) or not isinstance(gpu_memory, (int, float, np.number)) \
                 or not math.isfinite(float(gpu_memory)) or not 0 < float(gpu_memory) <= 1e9:
             raise BucketoptError(f"`gpu_memory` (--gpu-memory) must be a number of GB in "
-                                 f"(0, 1e9]; got {gpu_memory!r}.")
+                                 f"(0, 1e9]; got {gpu_memory!r}.", param="gpu_memory")
         capacity = float(gpu_memory) * GIB
     if isinstance(memory, MemoryModel):
         if capacity is None and headroom is None:
@@ -94,7 +94,7 @@ def load_memory(memory, *, gpu_memory=None, headroom=None) -> MemoryModel | None
         return memory
     if not isinstance(memory, (str, Path)):
         raise BucketoptError(f"`memory` must be a dict, a JSON file path or a profile name; got "
-                             f"{type(memory).__name__}.")
+                             f"{type(memory).__name__}.", param="memory")
     text = str(memory)
     from .costmodel import _profiles_dir, available_profiles
 

@@ -105,7 +105,8 @@ def check_budget_scale(token_budget: int, hist, name: str = "token_budget") -> N
         raise BucketoptError(
             f"{name}={token_budget} allows batches of {largest:,} samples of the shortest length "
             f"({hist.min_length}), more than the {hist.n:,} samples there are: no batch could "
-            f"ever be full; use {name} <= {max(top, BUDGET_OVER_LONGEST * hist.max_length):,}."
+            f"ever be full; use {name} <= {max(top, BUDGET_OVER_LONGEST * hist.max_length):,}.",
+            param=name
         )
 
 

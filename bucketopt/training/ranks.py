@@ -17,24 +17,33 @@ from ..validate import shown
 INT64_MAX = 2**63 - 1
 
 
+def _param(name: str):
+    # the parameter an error is about, when the name is one (not "state epoch")
+    return name if name.isidentifier() else None
+
+
 def _check_int(name, value, low):
     """``value`` as an int >= ``low`` (an integral float is taken; bools and others refused)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.")
+            raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.",
+                                 param=_param(name))
     value = int(value)
     if value < low:
-        raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.")
+        raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.",
+                             param=_param(name))
     if value > INT64_MAX:  # seeds, epochs and positions are int64 in the plans and in states
-        raise BucketoptError(f"{name} must be at most 2**63 - 1; got {shown(value)}.")
+        raise BucketoptError(f"{name} must be at most 2**63 - 1; got {shown(value)}.",
+                             param=_param(name))
     return value
 
 
 def _check_bool(name, value):
     if not isinstance(value, (bool, np.bool_)):
-        raise BucketoptError(f"{name} must be True or False; got {shown(value)}.")
+        raise BucketoptError(f"{name} must be True or False; got {shown(value)}.",
+                             param=_param(name))
     return bool(value)
 
 

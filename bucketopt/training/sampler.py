@@ -48,15 +48,15 @@ def _check_batch_sizes(batch_sizes, edges, token_budget) -> np.ndarray:
         sizes = np.asarray(batch_sizes)
     except (TypeError, ValueError):
         raise BucketoptError(f"batch_sizes must be a list of integers >= 1; got "
-                             f"{batch_sizes!r}.") from None
+                             f"{batch_sizes!r}.", param="batch_sizes") from None
     if sizes.ndim != 1 or sizes.size != edges.size:
         raise BucketoptError(f"batch_sizes must hold one integer per bucket ({edges.size}); got "
-                             f"{str(batch_sizes)[:80]}.")
+                             f"{str(batch_sizes)[:80]}.", param="batch_sizes")
     if sizes.dtype.kind == "f" and np.all(np.isfinite(sizes)) and np.all(sizes == np.round(sizes)):
         sizes = sizes.astype(np.int64)
     if sizes.dtype.kind not in "iu" or np.any(sizes < 1) or np.any(sizes > 1 << 40):
         raise BucketoptError(f"batch_sizes must be integers in [1, 2**40]; got "
-                             f"{str(batch_sizes)[:80]}.")
+                             f"{str(batch_sizes)[:80]}.", param="batch_sizes")
     sizes = sizes.astype(np.int64)
     if token_budget is not None:
         over = sizes > token_budget // edges  # no product: it could pass int64
@@ -152,7 +152,8 @@ class BucketBatchSampler(RankedSampler):
             raise BucketoptError("give batch_sizes or memory, not both (the memory model sets "
                                  "the batch sizes).")
         if packing not in PACKINGS:
-            raise BucketoptError(f"packing must be one of {PACKINGS}; got {shown(packing)}.")
+            raise BucketoptError(f"packing must be one of {PACKINGS}; got {shown(packing)}.",
+                                 param="packing")
         own_sizes = batch_sizes is not None or memory is not None
         if token_budget is None and (packing != "fixed" or not own_sizes):
             raise BucketoptError("token_budget is required: the most padded tokens per "
@@ -289,7 +290,7 @@ class BucketBatchSampler(RankedSampler):
                 f"batches={batches} would bring the consumed count to "
                 f"{self._consumed + batches}, more than the {self._handed} batches this sampler "
                 f"has handed out in epoch {self._epoch}; report batches of this sampler's "
-                "current iteration only.")
+                "current iteration only.", param="batches")
         self._tracked = True
         self._consumed += batches
 
@@ -314,7 +315,7 @@ class BucketBatchSampler(RankedSampler):
             position = _check_int("position", position, 0)
             if position > steps:
                 raise BucketoptError(f"position must be <= {steps} (batches per rank in epoch "
-                                     f"{self._epoch}); got {position}.")
+                                     f"{self._epoch}); got {position}.", param="position")
         elif self._tracked:
             position = self._consumed
         elif self._driven:
@@ -341,7 +342,7 @@ class BucketBatchSampler(RankedSampler):
         """
         if not isinstance(state, dict):
             raise BucketoptError(f"state must be a dict from state_dict(); got "
-                                 f"{type(state).__name__}.")
+                                 f"{type(state).__name__}.", param="state")
         missing = [key for key in _STATE_KEYS if key not in state]
         if missing:
             raise BucketoptError(f"state is missing {', '.join(missing)}: pass a dict returned "

@@ -38,9 +38,10 @@ CHUNK = 1 << 20  # samples per call of the streaming greedy kernel
 
 def _check_int(value, name, low):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise BucketoptError(f"`{name}` must be an integer >= {low}; got {shown(value)}.")
+        raise BucketoptError(f"`{name}` must be an integer >= {low}; got {shown(value)}.",
+                             param=name)
     if value > 2**63 - 1:  # seeds and epochs are int64 wherever they are stored
-        raise BucketoptError(f"`{name}` must be at most 2**63 - 1; got {shown(value)}.")
+        raise BucketoptError(f"`{name}` must be at most 2**63 - 1; got {shown(value)}.", param=name)
     return int(value)
 
 
@@ -52,22 +53,26 @@ def _check_plan(lengths, strategy, token_budget, seed, epoch, packing, own_sizes
         raise BucketoptError('`batch_sizes` applies to strategy="bucketed" with '
                              'packing="fixed".')
     if token_budget is None and not own_sizes:
-        raise BucketoptError("`token_budget` is required: batches are built under it.")
+        raise BucketoptError("`token_budget` is required: batches are built under it.",
+                             param="token_budget")
     longest = int(lengths.max())
     if token_budget is not None and longest > token_budget:
         raise BucketoptError(
-            f"token_budget={token_budget} is smaller than the longest sample ({longest})."
+            f"token_budget={token_budget} is smaller than the longest sample ({longest}).",
+            param="token_budget"
         )
     seed = _check_int(seed, "seed", 0)
     epoch = _check_int(epoch, "epoch", 0)
     if packing not in PACKINGS:
         raise BucketoptError(f"`packing` must be one of {', '.join(PACKINGS)}"
-                             f"; got {shown(packing)}.")
+                             f"; got {shown(packing)}.", param="packing")
     if strategy == "packed":
-        raise BucketoptError('strategy="packed" builds rows, not batches: use simulate().')
+        raise BucketoptError('strategy="packed" builds rows, not batches: use simulate().',
+                             param="strategy")
     if strategy not in STRATEGIES:
         raise BucketoptError(
-            f"`strategy` must be one of {', '.join(STRATEGIES)}; got {shown(strategy)}."
+            f"`strategy` must be one of {', '.join(STRATEGIES)}; got {shown(strategy)}.",
+            param="strategy"
         )
     return token_budget, np.random.default_rng((seed, epoch))
 
@@ -202,7 +207,7 @@ def simulate(lengths, strategy, *, token_budget=None, boundaries=None, seed=0, e
     if strategy == "packed":
         return _packed(lengths, token_budget, row_length, seed, epoch)
     if pad not in ("batch", "edge"):
-        raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {shown(pad)}.")
+        raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {shown(pad)}.", param="pad")
     lengths = validate_lengths(lengths)
     token_budget, rng = _check_plan(lengths, strategy, token_budget, seed, epoch, packing,
                                     batch_sizes is not None)
@@ -244,7 +249,8 @@ def sorted_epoch(hist, token_budget, *, seed=0, epoch=0) -> Epoch:
     Epoch, array for array), in O(m + batches) time and memory."""
     token_budget = check_token_budget(token_budget, hist)
     if token_budget is None:
-        raise BucketoptError("`token_budget` is required: batches are built under it.")
+        raise BucketoptError("`token_budget` is required: batches are built under it.",
+                             param="token_budget")
     rng = np.random.default_rng((_check_int(seed, "seed", 0), _check_int(epoch, "epoch", 0)))
     return _sorted_epoch(hist, token_budget, rng)
 
@@ -323,7 +329,8 @@ def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:
     lengths = validate_lengths(lengths)
     token_budget = check_token_budget(token_budget)
     if token_budget is None:
-        raise BucketoptError("`token_budget` is required: rows are packed under it.")
+        raise BucketoptError("`token_budget` is required: rows are packed under it.",
+                             param="token_budget")
     row_length = token_budget if row_length is None else _check_int(row_length, "row_length", 1)
     if row_length > token_budget:
         raise BucketoptError(
@@ -332,7 +339,8 @@ def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:
     longest = int(lengths.max())
     if longest > row_length:
         raise BucketoptError(
-            f"row_length={row_length} is smaller than the longest sample ({longest})."
+            f"row_length={row_length} is smaller than the longest sample ({longest}).",
+            param="row_length"
         )
     rng = np.random.default_rng((_check_int(seed, "seed", 0), _check_int(epoch, "epoch", 0)))
     desc = np.sort(lengths)[::-1].copy()
