@@ -57,7 +57,9 @@ WARMUP = 2
 MEMORY_FRACTION = 0.9
 MAX_SHAPES = 400
 FIT_RESERVE_S = 2.0  # seconds kept for the fit when a time limit applies
-TOKEN_LIMIT = 2**31  # far above any real micro-batch; int64 ids of this many tokens = 16 GiB
+# The most tokens of one probed micro-batch (and longest length): far above any real
+# micro-batch; int64 ids of this many tokens take 16 GiB.
+PROBE_TOKEN_LIMIT = 2**31
 PROGRESS_DELAY_S = 1.0  # the progress line's first draw
 PROGRESS_EVERY_S = 10.0  # off a terminal: a plain line this often (docs/cost_model.md)
 CSV_COLUMNS = ("batch_size", "padded_len", "seconds", "round", "peak_memory_bytes")
@@ -135,8 +137,8 @@ def design_shapes(token_budget: int, max_length: int, *, lengths: int = LENGTHS)
     >>> design_shapes(4096, 512)[:3]
     [(1, 16), (51, 16), (256, 16)]
     """
-    token_budget = _positive(token_budget, "token_budget (--token-budget)", TOKEN_LIMIT)
-    max_length = _positive(max_length, "max_length (--max-length)", TOKEN_LIMIT)
+    token_budget = _positive(token_budget, "token_budget (--token-budget)", PROBE_TOKEN_LIMIT)
+    max_length = _positive(max_length, "max_length (--max-length)", PROBE_TOKEN_LIMIT)
     if max_length > token_budget:
         raise BucketoptError(f"max_length={max_length} (--max-length) exceeds token_budget="
                              f"{token_budget} (--token-budget): no batch of that length fits.")
@@ -509,8 +511,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     >>> result.profile.save("cpu.json")                         # doctest: +SKIP
     """
     start = time.monotonic()
-    token_budget = _positive(token_budget, "token_budget (--token-budget)", TOKEN_LIMIT)
-    max_length = _positive(max_length, "max_length (--max-length)", TOKEN_LIMIT)
+    token_budget = _positive(token_budget, "token_budget (--token-budget)", PROBE_TOKEN_LIMIT)
+    max_length = _positive(max_length, "max_length (--max-length)", PROBE_TOKEN_LIMIT)
     if repeats is not None:
         repeats = _positive(repeats, "repeats (--repeats)", MAX_ROUNDS)
     rounds = repeats if repeats is not None else (REPEATS if time_limit is None else MAX_ROUNDS)
@@ -537,13 +539,13 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     if shapes is None:
         shapes = design_shapes(token_budget, max_length)
     else:
-        shapes = [(_positive(s, "shapes batch_size", TOKEN_LIMIT),
+        shapes = [(_positive(s, "shapes batch_size", PROBE_TOKEN_LIMIT),
                    _positive(L, "shapes padded_len", max_length)) for s, L in shapes]
         if any(s * L > token_budget for s, L in shapes):
             raise BucketoptError("every shape must hold at most token_budget tokens.")
     holdout = [] if holdout is None else [
-        (_positive(s, "holdout batch_size", TOKEN_LIMIT),
-         _positive(L, "holdout padded_len", TOKEN_LIMIT)) for s, L in holdout]
+        (_positive(s, "holdout batch_size", PROBE_TOKEN_LIMIT),
+         _positive(L, "holdout padded_len", PROBE_TOKEN_LIMIT)) for s, L in holdout]
     fitted = set(shapes)
     plan = list(shapes) + [s for s in dict.fromkeys(holdout) if s not in fitted]
     torch = _torch()

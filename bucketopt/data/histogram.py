@@ -59,7 +59,7 @@ class Histogram:
         if counts.min() < 0:
             raise BucketoptError(f"histogram counts must be >= 0; got {int(counts.min())}.")
         # before any merge of repeated values: their int64 sum could wrap around
-        _check_token_total(values.max(initial=0)[None], counts)
+        _check_token_total(values[counts > 0].max(initial=0)[None], counts)
         if values.size > 1 and np.any(np.diff(values) <= 0):
             order = np.argsort(values, kind="stable")
             values, counts = values[order], counts[order]

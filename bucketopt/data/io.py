@@ -28,16 +28,15 @@ import numpy as np
 
 from ..errors import BucketoptError
 from .guards import compressed_kind, path_kind, short
-from .histogram import Histogram, HistogramBuilder, validate_lengths
+from .histogram import EXPAND_LIMIT, Histogram, HistogramBuilder, validate_lengths
 
 LENGTH_COLUMN_NAMES = ("seq_len", "length", "lengths", "len", "num_tokens", "n_tokens",
                        "token_count", "seq_length", "sequence_length")
 COUNT_COLUMN_NAMES = ("count", "counts", "count_star()", "frequency", "freq", "n_samples",
                       "num_samples")
 TOKEN_LIST_NAMES = ("input_ids", "token_ids", "tokens")
-# load_lengths() expands a histogram input to one length per sample only up to this many samples
-# (a tiny file of counts must not allocate gigabytes); load_histogram() has no such limit.
-EXPAND_LIMIT = 1 << 28
+# load_lengths() expands a histogram input to one length per sample only up to EXPAND_LIMIT
+# samples (a tiny file of counts must not allocate gigabytes); load_histogram() has no such limit.
 
 _TABLE_FORMATS = ("parquet", "arrow")
 # A directory or glob of more files than this is refused (a glob like '/**' must not walk the

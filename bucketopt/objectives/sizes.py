@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..data.histogram import TOKEN_LIMIT
 from ..errors import BucketoptError
 
 # Default fraction of the card's memory a plan may fill (NeMo's OOMptimizer uses the same).
 HEADROOM = 0.9
 # Coefficients and capacities above this many bytes (an exabyte) are refused as nonsense.
 MAX_BYTES = 1e18
-# Batch sizes are capped so that s x b never passes 2**60 (int64 padded-token arithmetic).
-TOKEN_LIMIT = 1 << 60
+# Batch sizes are capped so that s x b never passes TOKEN_LIMIT (2**60: int64 padded-token
+# arithmetic; defined once, with the histogram's totals).
 GIB = 1 << 30
 
 
