@@ -47,6 +47,25 @@ WALK_WORK = 4
 
 
 @njit(cache=True, inline="always")
+def _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top, lo, xs, ys):
+    # (the least of A[c, j] - U[c, j] P[i] + F over the hulls of the cells holding starts in
+    # [lo, top], the start where it is reached or -1); each cell's tangent walks from ptr[c]
+    least = np.inf
+    at = -1
+    for c in range(nc):
+        if cells[c] > top:
+            break
+        if hn[c] == 0 or cell_end[c] < lo:
+            continue
+        v, tv = hull_walk(stk, cells[c], hn[c], xs, ys, U[c, j], ptr[c])
+        ptr[c] = tv
+        if A[c, j] + v < least:
+            least = A[c, j] + v
+            at = stk[cells[c] + tv]
+    return least, at
+
+
+@njit(cache=True, inline="always")
 def _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, xs):
     # the largest of the three lower bounds of the bucket (i, j] (i in cell c)
     lc = A2[c, j] - U2[c, j] * xs[i]
@@ -391,30 +410,12 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
             if cj > -inf and mh > 0 and win_lo[j] <= top:
                 vm, _ = hull_min(mstk, 0, mh, xs, ym, Um[j])
                 if Mm[j] + vm <= cj:
-                    lb_a = inf  # the full-steps bound over the big buckets
-                    at_a = -1
-                    for c in range(nc):
-                        if cells[c] > top:
-                            break
-                        if hn[c] == 0 or cell_end[c] < win_lo[j]:
-                            continue
-                        v, tv = hull_walk(stk, cells[c], hn[c], xs, ys, U[c, j], ptr[c])
-                        ptr[c] = tv
-                        if A[c, j] + v < lb_a:
-                            lb_a = A[c, j] + v
-                            at_a = stk[cells[c] + tv]
-                    lb_f = inf  # the fewest-rows bound over every start
-                    at_f = -1
-                    for c in range(nc):
-                        if cells[c] > top:
-                            break
-                        if hn2[c] == 0 or cell_end[c] < win_lo[j]:
-                            continue
-                        v, tv = hull_walk(stk2, cells[c], hn2[c], xs, ys, U2[c, j], ptr2[c])
-                        ptr2[c] = tv
-                        if A2[c, j] + v < lb_f:
-                            lb_f = A2[c, j] + v
-                            at_f = stk2[cells[c] + tv]
+                    # the full-steps bound over the big buckets, the fewest-rows bound over
+                    # every start
+                    lb_a, at_a = _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top,
+                                              win_lo[j], xs, ys)
+                    lb_f, at_f = _least_bound(j, stk2, hn2, ptr2, A2, U2, cells, cell_end, nc,
+                                              top, win_lo[j], xs, ys)
                     if big[j] < top or at_a < 0:  # small buckets: only the fewest-rows bound
                         lb = lb_f
                         at = at_f
