@@ -185,19 +185,27 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
         old_hi = hi
 
 
-@njit(cache=True)
-def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, alpha, beta,
-              gamma, pad_code, lf_hi, lf_lo, cap, scratch):
-    """(seconds of the bucket (i, j], exact): by walks (dynamic padding, stopped once the cost
-    is proven above ``cap``: then it is a lower bound above the cap and exact is False) or in
-    O(1) (edge padding)."""
+@njit(cache=True, inline="always")
+def _bucket(values, pcv, group_end, i, j, size_full, world, scratch):
+    # the bucket (i, j]: its value range [lo, hi), n samples, batch size, step types in
+    # scratch (nt of them) and longest length
     tw, tr, tm, c1, c2, c3, c4 = scratch
     lo = group_end[i]
     hi = group_end[j]
     n = pcv[hi] - pcv[lo]
     size = min(size_full, n)
     nt = bucket_steps(n, size, world, tw, tr, tm, c1, c2, c3, c4)
-    top = float(values[hi - 1])
+    return lo, hi, n, size, nt, float(values[hi - 1])
+
+
+@njit(cache=True)
+def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, alpha, beta,
+              gamma, pad_code, lf_hi, lf_lo, cap, scratch):
+    """(seconds of the bucket (i, j], exact): by walks (dynamic padding, stopped once the cost
+    is proven above ``cap``: then it is a lower bound above the cap and exact is False) or in
+    O(1) (edge padding)."""
+    tw, tr, tm = scratch[:3]
+    lo, hi, n, _, nt, top = _bucket(values, pcv, group_end, i, j, size_full, world, scratch)
     if pad_code == 0:
         e = float(edges[j])
         cost = 0.0
@@ -235,13 +243,8 @@ def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta,
     """A lower bound of the seconds of (i, j]: the step types exact, the full steps' E[M] at
     least (m1, m2) (the moments of a bucket with the same end and more, shorter samples), the
     other rows at least the bucket's mean."""
-    tw, tr, tm, c1, c2, c3, c4 = scratch
-    lo = group_end[i]
-    hi = group_end[j]
-    n = pcv[hi] - pcv[lo]
-    size = min(size_full, n)
-    nt = bucket_steps(n, size, world, tw, tr, tm, c1, c2, c3, c4)
-    top = float(values[hi - 1])
+    tw, tr, tm = scratch[:3]
+    lo, hi, n, size, nt, top = _bucket(values, pcv, group_end, i, j, size_full, world, scratch)
     mean1 = (pq1[hi] - pq1[lo]) / n
     mean2 = (pq2[hi] - pq2[lo]) / n
     full = world * size
