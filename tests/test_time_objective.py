@@ -162,7 +162,11 @@ def test_unsynced_time_certificate_bounds_every_boundary_set(lengths, k, budget,
     profile = dict(alpha=coeffs[0], beta=coeffs[1], gamma=coeffs[2], token_budget=budget)
     kw = dict(token_budget=budget, pad=pad, profile=profile, world_size=world,
               sync_buckets=False)
-    sol = bucketopt.solve(lengths, k, objective="time", **kw)
+    try:
+        sol = bucketopt.solve(lengths, k, objective="time", **kw)
+    except bucketopt.BucketoptError as exc:  # subnormal coefficients: the epoch underflows
+        assert "underflows" in str(exc)
+        return
     cert = sol.optimality
     assert not cert["exact"]
     seconds = sol.extra["epoch_hours"] * 3600

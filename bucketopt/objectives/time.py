@@ -295,7 +295,7 @@ def refine_time(solution, groups, cost_model, memory=None):
         # the value is the polished boundaries' epoch time
         from .certified import Optimality
 
-        cert = Optimality(False, cert.lower_bound, best[0])
+        cert = Optimality(False, min(cert.lower_bound, best[0]), best[0])
     if [int(b) for b in candidates[np.asarray(ends) - 1]] == list(solution.boundaries):
         return None, cert
     return candidates[np.asarray(ends) - 1], cert
