@@ -134,6 +134,8 @@ def test_the_run_compares_output_where_the_docs_show_it(ran):
                  "docs/index.md > 3. Solve, and see the buckets on the histogram #1",
                  "docs/ingest.md > Reading lengths where they live #2",
                  "docs/trainer.md > Offline: a tiny Llama from a config #1"):
+        if results.get(name, {}).get("skipped"):  # an optional package it needs is missing
+            continue
         assert name in compared, name
 
 
