@@ -38,9 +38,9 @@ from ._hulls import (
 from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde
 from ._time_kernels import walk_moments_capped
 
-MARGIN = 4  # starts priced on each side of a block's tangents
+MARGIN = 4  # starts priced on each side of a block's predicted best starts
 BLOCK = 64  # the most ends of one rectangle
-WIDTH = 48  # the widest range of tangents one rectangle spans
+WIDTH = 48  # the widest range of predicted best starts one rectangle spans
 LADDER = 7  # reference starts at 2^3 .. 2^(LADDER + 2) groups on each side of that range
 # Work units (about one bucket priced by a sweep each) of a bucket priced by walks.
 WALK_WORK = 4
@@ -220,9 +220,10 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
                  A, A2, U, U2, Mm, Um, R, cap, best, barg, mark, cand, values, pcv, pq1, pq2,
                  group_end, edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi, lf_lo,
                  win_lo, win_hi, pascal, t, g, scratch, work):
-    # consecutive ends of one batch size: a rectangle over their tangents' starts and a ladder
-    # of references, then each end's remaining starts (checked against the nearest reference
-    # below them) priced by a second rectangle
+    # consecutive ends of one batch size: a rectangle over their predicted best starts and a
+    # ladder of references, then each end's remaining starts (checked against the nearest
+    # reference below them) priced by a second rectangle, each start carried only up to the
+    # last end that needs it
     first = block[0]
     s = world * bsz
     lo_s = max(blo, 0)
@@ -251,7 +252,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     main1 = np.empty((nb, ns))
     main2 = np.empty((nb, ns))
     rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-               gamma, pascal, out, main1, main2)
+               gamma, pascal, out, main1, main2, np.full(ns, nb - 1, np.int64))
     work[0] += nb * ns
     for a in range(nb):
         e = ends[a]
@@ -314,17 +315,22 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     for p in range(need_a.size):
         used[need_a[p]] = True
     ends2 = ends[used].copy()
-    out2 = np.empty((ends2.size, extra.size))
+    row = np.cumsum(used) - 1  # block end -> its row among ends2
+    last = np.zeros(extra.size, np.int64)  # the last row that needs each start
+    for p in range(need_a.size):
+        q = np.searchsorted(-extra, -need_i[p])
+        last[q] = max(last[q], row[need_a[p]])
+    out2 = np.full((ends2.size, extra.size), np.inf)
     m1b = np.empty((ends2.size, extra.size))
     m2b = np.empty((ends2.size, extra.size))
-    rect_costs(values, pcv, pq1, pq2, group_end, extra, ends2, sizes, s, world, alpha, beta,
-               gamma, pascal, out2, m1b, m2b)
-    work[0] += ends2.size * extra.size
+    priced = rect_costs(values, pcv, pq1, pq2, group_end, extra, ends2, sizes, s, world, alpha,
+                        beta, gamma, pascal, out2, m1b, m2b, last)
+    work[0] += priced
     for b in range(ends2.size):
         e = ends2[b]
         for q in range(extra.size):
             i = extra[q]
-            if win_lo[e] <= i <= win_hi[e]:
+            if b <= last[q] and win_lo[e] <= i <= win_hi[e]:
                 _improve(e, i, ys[i] + out2[b, q], best, barg)
 
 
@@ -373,6 +379,11 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     rm1 = np.empty(2 * LADDER + 8)
     rm2 = np.empty(2 * LADDER + 8)
     scratch = step_scratch()
+    # where pricing starts: each end's tangent (the least bound's start) shifted by the offset of
+    # the last priced end's best start from its own tangent (the bounds are looser for starts
+    # further from their cell, so tangents lag the best starts by a slowly changing amount)
+    drift = 0
+    drift0 = np.zeros(g + 1, np.int64)
     mh = 0
     nxt = 0
     nxt_big = 0
@@ -424,7 +435,8 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                         at = at_a
                     if at >= 0 and max(lb, Mm[j] + vm) <= cj:
                         alive = True
-                        tang[j] = min(max(at, win_lo[j]), top)
+                        drift0[j] = drift
+                        tang[j] = min(max(at + drift, win_lo[j]), top)
             sweep = pad_code == 1 and world * sizes[j] <= SWEEP_MAX
             if alive and nb > 0 and (
                     not sweep or sizes[j] != bsz or nb == BLOCK
@@ -437,6 +449,8 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                          pad_code, lf_hi, lf_lo, win_lo, win_hi, pascal, t, g, scratch, work)
             for a in range(nb):
                 e = block[a]
+                if barg[e] >= 0:
+                    drift = barg[e] - (tang[e] - drift0[e])
                 if best[e] <= cap[e]:
                     F[t, e] = best[e]
                     arg[t, e] = barg[e]
@@ -448,6 +462,8 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                          U2, Mm, Um, R, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2,
                          group_end, edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi,
                          lf_lo, win_lo, win_hi, t * (g + 1) + j, scratch, refs, rm1, rm2, work)
+            if barg[j] >= 0:
+                drift = barg[j] - (tang[j] - drift0[j])
             if best[j] <= cap[j]:
                 F[t, j] = best[j]
                 arg[t, j] = barg[j]

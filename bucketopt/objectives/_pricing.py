@@ -114,10 +114,12 @@ def _stage(xs1, g1, g2, values, pcv, base, lo, hi):
 
 @njit(cache=True, nogil=True)
 def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-               gamma, pascal, out, main1, main2):
+               gamma, pascal, out, main1, main2, last):
     """out[a, q] = seconds of the bucket (starts[q], ends[a]] of groups (``starts`` decreasing,
     ``ends`` increasing, every start below every end, every step at most ``s`` <= SWEEP_MAX
-    rows); main1 / main2: E[M] and E[M^2] of its full steps' rows (world x batch size)."""
+    rows) for a <= last[q] (start q is carried no further: its later cells are left as they
+    were); main1 / main2: E[M] and E[M^2] of its full steps' rows (world x batch size).
+    Returns the cells priced."""
     nq = starts.size
     st1 = np.zeros((nq, s + 1))
     st2 = np.zeros((nq, s + 1))
@@ -148,11 +150,15 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
         st1[q, :] = u1
         st2[q, :] = u2
     old_hi = hi0
+    priced = 0
     for a in range(ends.size):
         hi = group_end[ends[a]]
         top = float(values[hi - 1])
         size_full = sizes[ends[a]]
         for q in range(nq):
+            if a > last[q]:
+                continue
+            priced += 1
             lo = group_end[starts[q]]
             base = pcv[lo]
             nn = pcv[hi] - base
@@ -183,6 +189,7 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
                 main1[a, q] = top - v1[full] / f
                 main2[a, q] = top * top - v2[full] / f
         old_hi = hi
+    return priced
 
 
 @njit(cache=True, inline="always")
