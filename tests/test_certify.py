@@ -66,7 +66,8 @@ def test_work_limit_certificate_below_brute_force(lengths, k, budget, coeffs, wo
                                                   work_limit):
     """Past the work limit (-1: at once) the layers finished before it are proven and
     backtrack to their optimum; every other k takes the best cover found with a bound, the
-    larger of the relaxation's and the every-row-at-its-length floor, at or below the optimum."""
+    largest of the relaxation's, the every-row-at-its-length floor and the finished layers'
+    exact values plus the relaxed rest, at or below the optimum."""
     import bucketopt.objectives.certified as certified
     from bucketopt.groups import backtrack
 
@@ -91,6 +92,25 @@ def test_work_limit_certificate_below_brute_force(lengths, k, budget, coeffs, wo
             assert cert.value == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
     floor = certified._mean_floor(obj.rows(np.zeros(1, np.int64)), obj.groups.prefix_count)
     assert floor <= oracle[0] * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize("coeffs", [(0.0, 0.0, 1.5750309354894306e-276),
+                                    (3e-300, 2e-301, 1e-303), (0.3e-120, 0.02e-120, 1e-123)])
+@pytest.mark.parametrize("pad", ["edge", "batch"])
+@pytest.mark.parametrize("world", [1, 3])
+def test_coefficients_at_tiny_scales_keep_the_proof(coeffs, pad, world):
+    """Coefficients so small that the products of two costs underflow (hypothesis found the
+    first: the hulls dropped vertices and a bound passed the optimum, so the DP found no cover):
+    the DP runs on rescaled coefficients and proves the brute-force optimum."""
+    lengths = [1, 3, 4, 5]
+    sol = bucketopt.solve(lengths, 3, pad=pad, world_size=world,
+                          profile=dict(alpha=coeffs[0], beta=coeffs[1], gamma=coeffs[2],
+                                       token_budget=12))
+    oracle = naive.brute_force_synced(lengths, 3, 12, *coeffs, world, pad=pad)
+    got = naive.synced_time(lengths, sol.boundaries, 12, *coeffs, world, pad)
+    assert got == pytest.approx(oracle[0], rel=1e-9, abs=0.0)
+    assert sol.optimality["exact"]
+    assert sol.optimality["lower_bound"] == pytest.approx(oracle[0], rel=1e-9, abs=0.0)
 
 
 @SETTINGS
@@ -150,8 +170,9 @@ def _exact_costs(obj, i, j):
        st.lists(st.integers(0, 30), max_size=4))
 def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, cell_marks):
     """Every lower bound the certified DP uses is at or below the exact cost of its bucket:
-    A[c, j] - U[c, j] P[i] + R[i] for every start i in cell c (big buckets; A2 for the others),
-    and, for the time objective, the Rows bounds (full steps, fewest rows, mean)."""
+    max(A[c, j] - U[c, j] P[i], T[j]) + R[i] for every start i in cell c (big buckets; A2 for
+    the others), and, for the time objective, the top bound T alone and the Rows bounds (full
+    steps, fewest rows, mean, top)."""
     budget = max(budget, max(lengths))
     obj = _fitted(lengths, kind[0], kind[1], budget, coeffs, world)
     g = obj.groups.g
@@ -164,11 +185,13 @@ def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, ce
     cell = np.searchsorted(rel.cells, i, side="right") - 1
     big = P[j] - P[i] >= rel.split[j]
     base = np.where(big, rel.A[cell, j], rel.A2[cell, j])
-    bound = base - rel.U[cell, j] * P[i] + rel.R[i]
+    bound = np.maximum(base - rel.U[cell, j] * P[i], rel.T[j]) + rel.R[i]
     assert np.all(bound <= exact + slack)
     if kind[0] != "time":
         return
+    assert np.all(rel.T[j] <= exact + slack)  # the top bound alone (R = 0 for time)
     rows = obj.rows(rel.cells)
+    assert np.all(rows.T[j] <= exact + slack)
     assert np.all(rows.A2[cell, j] - rows.U2[cell, j] * P[i] <= exact + slack)
     assert np.all(rows.Mm[j] - rows.Um[j] * P[i] + rows.R[i] <= exact + slack)
     big = P[j] - P[i] >= rows.split[j]

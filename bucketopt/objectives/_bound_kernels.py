@@ -224,13 +224,15 @@ def _lichao_min(tree, node_lo, node_hi, xs, slopes, icpt, q):
 
 
 @njit(cache=True, nogil=True)
-def _free_layers(A, A2, split, U, R, P, cells, kmax, backward):
+def _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward):
     """:func:`relaxed_layers` without share windows, in O(g (log g + cells)) a layer plus the
     small buckets: forward, every cell keeps the lower envelope of its starts that make a large
     bucket for the current end (a prefix of the cell, growing with the end); backward, a Li Chao
     tree per cell holds the ends that make a large bucket with the current start (a suffix,
     growing as the start falls). Small buckets (fewer than split[j] samples) are few per end
-    and are priced one by one."""
+    and are priced one by one. The top bound T[j] joins each envelope's minimum as T[j] plus the
+    least value among the same starts (forward) or ends (backward): min_i max(a_i, T + b_i) >=
+    max(min_i a_i, T + min_i b_i)."""
     g = A.shape[1] - 1
     nc = cells.size
     fwd = np.full((kmax + 1, g + 1), np.inf)
@@ -253,16 +255,19 @@ def _free_layers(A, A2, split, U, R, P, cells, kmax, backward):
     icpt = np.empty(g)
     hl = np.empty(g, dtype=np.int64)
     cnt = np.zeros(nc, dtype=np.int64)
+    least = np.empty(nc)  # the least intercept among each cell's envelope starts
     for k in range(1, kmax + 1):
         for i in range(g):
             icpt[i] = fwd[k - 1, i] + R[i]
         cnt[:] = 0
+        least[:] = np.inf
         nxt = 0  # starts below nxt are in their cell's envelope
         for j in range(1, g + 1):
             while nxt <= big[j]:
                 if icpt[nxt] < np.inf:
                     c = cell[nxt]
                     cnt[c] = _hull_push(hl, cells[c], cnt[c], nxt, f_slopes, icpt)
+                    least[c] = min(least[c], icpt[nxt])
                 nxt += 1
             best = np.inf
             at = -1
@@ -272,14 +277,14 @@ def _free_layers(A, A2, split, U, R, P, cells, kmax, backward):
                 if cnt[c] == 0:
                     continue
                 v, a = _hull_min(hl, cells[c], cnt[c], f_slopes, icpt, U[c, j])
-                v += A[c, j]
+                v = max(v + A[c, j], T[j] + least[c])
                 if v < best or (v == best and a < at):
                     best = v
                     at = a
             for i in range(max(big[j] + 1, 0), j):  # small buckets
                 if icpt[i] < np.inf:
                     c = cell[i]
-                    v = A2[c, j] - U[c, j] * P[i] + icpt[i]
+                    v = max(A2[c, j] - U[c, j] * P[i], T[j]) + icpt[i]
                     if v < best or (v == best and i < at):
                         best = v
                         at = i
@@ -306,9 +311,9 @@ def _free_layers(A, A2, split, U, R, P, cells, kmax, backward):
                     x = xs[i]
                     for j in range(i + 1, g + 1):
                         if j < from_big[i]:
-                            v = A2[c, j] - U[c, j] * x + bwd[k - 1, j]
+                            v = max(A2[c, j] - U[c, j] * x, T[j]) + bwd[k - 1, j]
                         else:
-                            v = A[c, j] - U[c, j] * x + bwd[k - 1, j]
+                            v = max(A[c, j] - U[c, j] * x, T[j]) + bwd[k - 1, j]
                         if v < best:
                             best = v
                     if best < np.inf:
@@ -321,15 +326,19 @@ def _free_layers(A, A2, split, U, R, P, cells, kmax, backward):
                 bicpt[j] = bwd[k - 1, j] + A[c, j]
             tree[:] = -1
             top = g + 1  # ends >= top are in the tree
+            least_top = np.inf  # the least T[j] + bwd[k - 1, j] over the tree's ends
             for i in range(cell_end[c], cells[c] - 1, -1):
                 while top > from_big[i] and top > i + 1:
                     top -= 1
                     if bicpt[top] < np.inf:
                         _lichao_insert(tree, 0, g - 1, xs, b_slopes, bicpt, top)
+                        least_top = min(least_top, T[top] + bwd[k - 1, top])
                 best = _lichao_min(tree, 0, g - 1, xs, b_slopes, bicpt, i)
+                if best < np.inf:
+                    best = max(best, least_top)
                 for j in range(i + 1, min(from_big[i], g + 1)):  # small buckets
                     if bwd[k - 1, j] < np.inf:
-                        v = A2[c, j] - U[c, j] * xs[i] + bwd[k - 1, j]
+                        v = max(A2[c, j] - U[c, j] * xs[i], T[j]) + bwd[k - 1, j]
                         if v < best:
                             best = v
                 if best < np.inf:
@@ -338,16 +347,18 @@ def _free_layers(A, A2, split, U, R, P, cells, kmax, backward):
 
 
 @njit(cache=True, nogil=True)
-def relaxed_layers(A, A2, split, U, R, P, cells, win_lo, win_hi, kmax, backward=True):
+def relaxed_layers(A, A2, split, U, R, T, P, cells, win_lo, win_hi, kmax, backward=True):
     """Forward and backward passes of the relaxed DP over groups 0..g.
 
     Starts i in cells[c] <= i < cells[c + 1] (cells[0] = 0) use the relaxation of row c:
-    l(i, j) = A[c, j] - U[c, j] P[i] + R[i] when the bucket holds at least split[j] samples
-    (P[j] - P[i] >= split[j]), with A2 in place of A when it holds fewer (P[j] - split[j] must
-    never decrease with j). Returns ``fwd`` (kmax + 1, g + 1): fwd[k, j] <= the
-    cost of any cover of groups 1..j by at most k buckets (fwd[k, 0] = 0), ``arg`` its argmin
-    start (a chain of the relaxation), and ``bwd``: bwd[k, i] <= the cost of any cover of groups
-    i+1..g by at most k buckets (bwd[k, g] = 0; inf everywhere else when not ``backward``).
+    l(i, j) = max(A[c, j] - U[c, j] P[i], T[j]) + R[i] when the bucket holds at least split[j]
+    samples (P[j] - P[i] >= split[j]), with A2 in place of A when it holds fewer (P[j] -
+    split[j] must never decrease with j); T[j] = -inf where an end has no such bound. Under
+    share windows T is left out (still a lower bound, a weaker one). Returns ``fwd``
+    (kmax + 1, g + 1): fwd[k, j] <= the cost of any cover of groups 1..j by at most k buckets
+    (fwd[k, 0] = 0), ``arg`` its argmin start (a chain of the relaxation), and ``bwd``:
+    bwd[k, i] <= the cost of any cover of groups i+1..g by at most k buckets (bwd[k, g] = 0;
+    inf everywhere else when not ``backward``).
     Infeasible: inf.
     """
     g = A.shape[1] - 1
@@ -357,7 +368,7 @@ def relaxed_layers(A, A2, split, U, R, P, cells, win_lo, win_hi, kmax, backward=
             free = False
             break
     if free:
-        return _free_layers(A, A2, split, U, R, P, cells, kmax, backward)
+        return _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward)
     nc = cells.size
     size, levels = _levels(g)
     fwd = np.full((kmax + 1, g + 1), np.inf)

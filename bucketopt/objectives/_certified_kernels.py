@@ -66,9 +66,9 @@ def _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top, lo, xs, ys):
 
 
 @njit(cache=True, inline="always")
-def _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, xs):
-    # the largest of the three lower bounds of the bucket (i, j] (i in cell c)
-    lc = A2[c, j] - U2[c, j] * xs[i]
+def _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, T, xs):
+    # the largest of the four lower bounds of the bucket (i, j] (i in cell c)
+    lc = max(A2[c, j] - U2[c, j] * xs[i], T[j])
     if i <= big[j]:
         lc = max(lc, A[c, j] - U[c, j] * xs[i])
     return max(lc, Mm[j] - Um[j] * xs[i] + R[i])
@@ -76,7 +76,7 @@ def _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, xs):
 
 @njit(cache=True)
 def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi_lim, thr, big,
-                 A, A2, U, U2, Mm, Um, R, mark, stamp, cand, ncand):
+                 A, A2, U, U2, Mm, Um, R, T, mark, stamp, cand, ncand):
     # every start in [lo_lim, hi_lim] of end j whose bound stays below thr, appended to cand:
     # per cell, outward from the hull's tangent while the hull (+ row[c, j]) stays below thr
     if lo_lim > hi_lim:
@@ -119,7 +119,7 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                 # (the hulls may hold starts of later ends: a tangent above hi_lim is scanned
                 # past, never taken)
                 if (i <= hi_lim and ys[i] < np.inf and mark[i] != stamp
-                        and ys[i] + _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, xs) < thr):
+                        and ys[i] + _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, T, xs) < thr):
                     mark[i] = stamp
                     cand[ncand] = i
                     ncand += 1
@@ -128,16 +128,16 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
 
 
 @njit(cache=True)
-def _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm, Um, R,
+def _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm, Um, R, T,
               thr, win_lo, win_hi, mark, stamp, cand, ncand):
     # every start of end j that the bounds leave below thr: big buckets by their full-steps
     # hulls, the small ones by the fewest-rows hulls of every start
     top = min(win_hi[j], j - 1)
     ncand = _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, A, U, win_lo[j],
-                         min(big[j], top), thr, big, A, A2, U, U2, Mm, Um, R, mark, stamp, cand,
+                         min(big[j], top), thr, big, A, A2, U, U2, Mm, Um, R, T, mark, stamp, cand,
                          ncand)
     return _scan_family(j, ys, xs, cells, cell_end, nc, stk2, hn2, A2, U2,
-                        max(big[j] + 1, win_lo[j]), top, thr, big, A, A2, U, U2, Mm, Um, R, mark,
+                        max(big[j] + 1, win_lo[j]), top, thr, big, A, A2, U, U2, Mm, Um, R, T, mark,
                         stamp, cand, ncand)
 
 
@@ -150,7 +150,7 @@ def _improve(e, i, v, best, barg):
 
 @njit(cache=True)
 def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
-                 Um, R, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2, group_end,
+                 Um, R, T, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2, group_end,
                  edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi, lf_lo, win_lo, win_hi,
                  stamp, scratch, refs, rm1, rm2, work):
     # one end whose steps are too large for sweeps (or edge padding): reference starts (the
@@ -187,11 +187,11 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
             else:
                 rm1[r], rm2[r], _ = _moments(values, pcv, lo_v, hi_v, full, lf_hi, lf_lo)
     ncand = _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
-                      Um, R, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0)
+                      Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0)
     for q in range(ncand):
         i = cand[q]
         thr = min(best[j], cap[j])
-        if not ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, xs) < thr:
+        if not ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, T, xs) < thr:
             continue
         if pad_code == 1:
             for r in range(nref):
@@ -217,7 +217,7 @@ def _moments(values, pcv, lo, hi, draws, lf_hi, lf_lo):
 
 @njit(cache=True)
 def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big,
-                 A, A2, U, U2, Mm, Um, R, cap, best, barg, mark, cand, values, pcv, pq1, pq2,
+                 A, A2, U, U2, Mm, Um, R, T, cap, best, barg, mark, cand, values, pcv, pq1, pq2,
                  group_end, edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi, lf_lo,
                  win_lo, win_hi, pascal, t, g, scratch, work):
     # consecutive ends of one batch size: a rectangle over their predicted best starts and a
@@ -270,7 +270,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         for q in range(ns):
             mark[starts[q]] = stamp
         ncand = _scan_end(e, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2,
-                          Mm, Um, R, min(best[e], cap[e]), win_lo, win_hi, mark, stamp, cand, 0)
+                          Mm, Um, R, T, min(best[e], cap[e]), win_lo, win_hi, mark, stamp, cand, 0)
         for q in range(ncand):
             i = cand[q]
             r = np.searchsorted(-starts, -i)  # the nearest priced start at or below i
@@ -336,7 +336,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
 
 @njit(cache=True, nogil=True)
 def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta,
-                  gamma, pad_code, lf_hi, lf_lo, P, cells, A, A2, U, U2, split, Mm, Um, R, bwd,
+                  gamma, pad_code, lf_hi, lf_lo, P, cells, A, A2, U, U2, split, Mm, Um, R, T, bwd,
                   ubs, ks, win_lo, win_hi, pascal, work):
     """Layer t of the exact DP: F[t, j] (and arg[t, j], its smallest best start) for every end
     j that a cover of k in ``ks`` buckets costing at most ubs[k] may pass at layer t; inf (and
@@ -385,6 +385,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     drift = 0
     drift0 = np.zeros(g + 1, np.int64)
     mh = 0
+    ymin = inf  # the least F_{t-1} of the starts in the hulls (the top bound's term)
     nxt = 0
     nxt_big = 0
     nb = 0
@@ -409,6 +410,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
             top = min(win_hi[j], j - 1)
             while nxt <= top:  # every start up to top: the mean hull and the fewest-rows hulls
                 if ys[nxt] < inf:
+                    ymin = min(ymin, ys[nxt])
                     mh = hull_add(mstk, 0, mh, xs, ym, nxt)
                     c = cell[nxt]
                     hn2[c] = hull_add(stk2, cells[c], hn2[c], xs, ys, nxt)
@@ -418,7 +420,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                     c = cell[nxt_big]
                     hn[c] = hull_add(stk, cells[c], hn[c], xs, ys, nxt_big)
                 nxt_big += 1
-            if cj > -inf and mh > 0 and win_lo[j] <= top:
+            if cj > -inf and mh > 0 and win_lo[j] <= top and T[j] + ymin <= cj:
                 vm, _ = hull_min(mstk, 0, mh, xs, ym, Um[j])
                 if Mm[j] + vm <= cj:
                     # the full-steps bound over the big buckets, the fewest-rows bound over
@@ -444,7 +446,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                 flush = True
         if flush and nb > 0:
             _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn, stk2,
-                         hn2, big, A, A2, U, U2, Mm, Um, R, cap, best, barg, mark, cand, values,
+                         hn2, big, A, A2, U, U2, Mm, Um, R, T, cap, best, barg, mark, cand, values,
                          pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta, gamma,
                          pad_code, lf_hi, lf_lo, win_lo, win_hi, pascal, t, g, scratch, work)
             for a in range(nb):
@@ -459,7 +461,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
             continue
         if not sweep:
             _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U,
-                         U2, Mm, Um, R, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2,
+                         U2, Mm, Um, R, T, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2,
                          group_end, edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi,
                          lf_lo, win_lo, win_hi, t * (g + 1) + j, scratch, refs, rm1, rm2, work)
             if barg[j] >= 0:
@@ -480,10 +482,10 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
 
 
 @njit(cache=True, nogil=True)
-def relaxed_backward(Ax, Ux, cells, Mm, Um, R, P, kmax):
+def relaxed_backward(Ax, Ux, cells, Mm, Um, R, T, P, kmax):
     """bwd[s, i] <= the cost of every cover of groups i+1..g by at most s buckets (no share
-    windows): the larger of two relaxed DPs' minima per layer, with the fewest-rows rows Ax, Ux
-    (Ux non-decreasing in j) and the mean rows."""
+    windows): the largest of three relaxed DPs' minima per layer, with the fewest-rows rows Ax,
+    Ux (Ux non-decreasing in j), the mean rows (which alone carry R) and the top bound T."""
     g = P.size - 1
     nc = cells.size
     inf = np.inf
@@ -498,11 +500,14 @@ def relaxed_backward(Ax, Ux, cells, Mm, Um, R, P, kmax):
     mstk = np.empty((kmax, g + 2), np.int64)
     msh = np.zeros(kmax, np.int64)
     mys = np.empty((kmax, g + 1))
+    least_top = np.full(kmax, inf)  # the least T[j] + bwd[q, j] over the ends after i
     cur = -1
     for i in range(g - 1, -1, -1):
         c = cell[i]
         j = i + 1
         for q in range(kmax):
+            if bwd[q, j] < inf:
+                least_top[q] = min(least_top[q], T[j] + bwd[q, j])
             mys[q, j] = Mm[j] + bwd[q, j]
             if mys[q, j] < inf:
                 msh[q] = hull_push_left(mstk[q], msh[q], Um, mys[q], j)
@@ -524,7 +529,6 @@ def relaxed_backward(Ax, Ux, cells, Mm, Um, R, P, kmax):
             q = s - 1
             if sh[q] == 0 or msh[q] == 0:
                 continue
-            v = max(hull_min_left(stk[q], sh[q], Ux[c], ys[q], x),
-                    hull_min_left(mstk[q], msh[q], Um, mys[q], x))
-            bwd[s, i] = v + R[i]
+            bwd[s, i] = max(hull_min_left(stk[q], sh[q], Ux[c], ys[q], x),
+                            hull_min_left(mstk[q], msh[q], Um, mys[q], x) + R[i], least_top[q])
     return bwd

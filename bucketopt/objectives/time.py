@@ -51,8 +51,34 @@ class Time(Objective):
     def layers(self, kmax, ks=None):
         from .certified import certified_layers
 
-        opt, best, self.certificates = certified_layers(self, kmax, ks, exact=self.exact)
-        return opt, best
+        scale = self._scale()
+        run = self if scale == 1.0 else self._scaled(scale)
+        opt, best, certs = certified_layers(run, kmax, ks, exact=self.exact)
+        self.certificates = {k: c.times(scale) for k, c in certs.items()}
+        return opt, best * scale
+
+    def _scale(self) -> float:
+        """The seconds of one row at the longest length, when they lie outside 1e-100..1e100,
+        else 1. The certified DP's hulls compare products of two costs, which underflow (or
+        overflow) at such scales: it then runs on the coefficients divided by this (every cost
+        is linear in them, so the optimum is the same) and scales its values back."""
+        m = self.cost_model
+        x = float(self.groups.edges[-1])
+        unit = m.alpha + m.beta * x + m.gamma * x * x
+        if not np.isfinite(unit) or unit <= 0 or 1e-100 <= unit <= 1e100:
+            return 1.0
+        return float(unit)
+
+    def _scaled(self, scale) -> Time:
+        import copy
+        import dataclasses
+
+        m = self.cost_model
+        run = copy.copy(self)
+        run.__dict__.pop("_moments", None)  # moments priced with the unscaled coefficients
+        run.cost_model = dataclasses.replace(m, alpha=m.alpha / scale, beta=m.beta / scale,
+                                             gamma=m.gamma / scale)
+        return run
 
     def seed_chains(self, kmax, ks):
         """pad="batch": the time-optimal covers with edge padding (proven in milliseconds, and
@@ -69,9 +95,10 @@ class Time(Objective):
         return {k: backtrack(opt, k, self.groups.g) for k in ks if np.isfinite(best[k - 1])}
 
     def relaxation(self, cells):
-        """(A, U, R, A2, split): A[c, j] - U[c, j] P[i] + R[i] <= the seconds of the bucket
+        """(A, U, R, A2, split, T): A[c, j] - U[c, j] P[i] + R[i] <= the seconds of the bucket
         (i, j] for every start i >= cells[c] of a bucket of at least split[j] samples, A2 in
-        place of A for smaller ones (docs/method.md).
+        place of A for smaller ones, and T[j] (:meth:`top_bound`) <= the seconds of every
+        bucket that ends at j (docs/method.md).
 
         A bucket of N samples at edge e with B = B(e) rows a batch runs at least N / (G B)
         steps, and its steps' largest batches hold at least N / G rows together, each padded to
@@ -82,7 +109,8 @@ class Time(Objective):
         long as the shortest length after cells[c]; in a bucket of at least 2 G B samples
         (G = 1: B) they also sit in steps of at least (G - 1) floor(B / 2) + 1 rows (a full
         batch split in two leaves halves of at least floor(B / 2) rows, and every step then
-        holds G batches), priced by that many draws.
+        holds G batches), priced by that many draws. With B = 1 no batch can be split: all
+        rows but at most G - 1 sit in full steps.
         """
         from ._bound_kernels import prefix_moments
 
@@ -95,11 +123,15 @@ class Time(Objective):
         if self.pad == "edge":
             e = edges.astype(np.float64)
             U = m.alpha / (world * sizes) + (m.beta * e + m.gamma * e * e) / world
-            return np.r_[0.0, U * P][None, :], np.r_[0.0, U][None, :], np.zeros(g.g + 1)
+            A = np.r_[0.0, U * P][None, :]
+            return A, np.r_[0.0, U][None, :], np.zeros(g.g + 1), A, np.zeros(g.g + 1), \
+                self.top_bound()
         full = self.world * isizes
         # every step of a bucket of >= split samples holds >= (G - 1) floor(B / 2) + 1 rows
         fewest = (self.world - 1) * (isizes // 2) + 1
         rest = (2.0 * world if self.world > 1 else 1.0) * sizes
+        # one row a batch: no batch can be split, every step but the last holds G rows
+        rest[isizes == 1] = world - 1.0
         A = np.zeros((len(cells), g.g + 1))
         A2 = np.zeros((len(cells), g.g + 1))
         U = np.zeros((len(cells), g.g + 1))
@@ -117,7 +149,21 @@ class Time(Objective):
             U[c, 1:] = m.alpha / (world * sizes) + phi / world
             A2[c, 1:] = U[c, 1:] * P - rest * np.maximum(phi - low, 0.0) / world
             A[c, 1:] = U[c, 1:] * P - rest * np.maximum(phi - np.maximum(phi2, low), 0.0) / world
-        return A, U, np.zeros(g.g + 1), A2, np.r_[0.0, rest]
+        return A, U, np.zeros(g.g + 1), A2, np.r_[0.0, rest], self.top_bound()
+
+    def top_bound(self) -> np.ndarray:
+        """T[j] <= the seconds of every bucket that ends at candidate j (T[0] = -inf): the step
+        that holds the bucket's longest sample runs at least one row padded to that length
+        (pad="batch": the longest length of group j; pad="edge": the edge), so it costs at least
+        alpha + beta x + gamma x^2. Tight for buckets of one short step, where the other bounds
+        (which spread a bucket's cost over its rows) are weakest: the few longest samples of a
+        heavy tail."""
+        m = self.cost_model
+        if self.pad == "edge":
+            x = self.groups.edges[1:].astype(np.float64)
+        else:
+            x = self.arrays.values[self.group_end[1:] - 1].astype(np.float64)
+        return np.r_[-np.inf, m.alpha + m.beta * x + m.gamma * x * x]
 
     @property
     def sizes(self) -> np.ndarray:
@@ -153,14 +199,15 @@ class Time(Objective):
         R = -(m.beta * a.pq1[self.group_end] + m.gamma * a.pq2[self.group_end]) / world
         Mm = Um * P - R
         if self.pad == "edge":
-            return Rows(A, U, A.copy(), U.copy(), split, Mm, Um, R)
+            return Rows(A, U, A.copy(), U.copy(), split, Mm, Um, R, self.top_bound())
         fewest = np.r_[0, (self.world - 1) * (sizes[1:] // 2) + 1].astype(np.int64)
         U2 = np.zeros_like(U)
         for c, first in enumerate(cells):
             m1, m2 = prefix_moments(a.values, a.pcv, a.pq1, a.pq2, self.group_end, fewest,
                                     a.lf_hi, a.lf_lo, int(first))
             U2[c, 1:] = Um[1:] + (m.beta * m1[1:] + m.gamma * m2[1:]) / world
-        return Rows(A, U, np.ascontiguousarray(U2 * P[None, :]), U2, split, Mm, Um, R)
+        return Rows(A, U, np.ascontiguousarray(U2 * P[None, :]), U2, split, Mm, Um, R,
+                    self.top_bound())
 
     def cost(self, edges) -> float:
         edges = np.asarray(edges, dtype=np.int64)
