@@ -91,7 +91,7 @@ def _named(message: str, param: str, flag: str) -> str:
     """``message`` with the mentions of ``param`` (`` `param` ``, ``param=VALUE``, a bare
     ``param``) in the flag's form: the error says which parameter it is about."""
     for said in (f"`{param}` ({flag})", f"{param}= ({flag})", f"{param} ({flag})",
-                 f"{param} (CLI: {flag})"):
+                 f"{param} (CLI: {flag})", f"{param}=/{flag}"):
         message = message.replace(said, flag)
     message = message.replace(f"`{param}`", flag)
     words = re.escape(param)
@@ -100,7 +100,13 @@ def _named(message: str, param: str, flag: str) -> str:
                      else flag, message)
     if "_" in param:  # a bare one-letter name (k) is a word, not a parameter
         message = re.sub(rf"(?<![\w/.-]){words}(?![\w/-]|\.\w)", flag, message)
-    return message
+    return _once(message)
+
+
+def _once(message: str) -> str:
+    """``--max-length 5000 (--max-length)``, ``--device cuda (--device cuda)``: the flag once."""
+    message = re.sub(r"(--[\w-]+)((?: [^\s,;()]+)?) \(\1\2\)", r"\1\2", message)
+    return re.sub(r"(--[\w-]+)((?: [^\s,;()]+)?(?: s)?) \(\1\)", r"\1\2", message)
 
 
 def _guessed(message: str, flags) -> str:
@@ -123,8 +129,7 @@ def _guessed(message: str, flags) -> str:
                   lambda m: m.group(0) if flag(m.group(1)) else "", text)
     text = re.sub(r"\b(\w+)=" + _VALUE + r"?(?=[\s,;).]|$)", valued, text)
     text = re.sub(r"`(\w+)`", lambda m: flag(m.group(1)) or m.group(0), text)
-    # "--max-length 5000 (--max-length)": the flag once is enough
-    text = re.sub(r"(--[\w-]+)((?: [^\s,;()]+)?(?: s)?) \(\1\)", r"\1\2", text)
+    text = _once(text)  # "--max-length 5000 (--max-length)": the flag once is enough
     return re.sub(r"(?<![\w/.-])([a-z]+_[a-z_]+)(?![\w/-]|\.\w)",  # not inside a path
                   lambda m: flag(m.group(1)) or m.group(0), text)
 

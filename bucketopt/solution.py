@@ -221,7 +221,7 @@ def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str
     elif pad == "batch":
         if sizes is None:
             raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
-                                 'size comes from it).')
+                                 'size comes from it).', param=None)
         from .objectives.batchpad import expected_padding_and_fill
 
         padded, full = expected_padding_and_fill(hist, edges, sizes)

@@ -74,7 +74,8 @@ def check_shares(min_share, max_share) -> tuple[float, float]:
            for name, value in (("min_share", min_share), ("max_share", max_share))]
     if out[0] > out[1]:
         raise BucketoptError(
-            f"`min_share` ({out[0]}) must not exceed `max_share` ({out[1]})."
+            f"`min_share` ({out[0]}) must not exceed `max_share` ({out[1]}).",
+            param=None,
         )
     return out[0], out[1]
 
@@ -201,7 +202,8 @@ def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budg
         raise BucketoptError(
             f"k={kmax} over {groups.g:,} candidate edges needs "
             f"{kmax_eff * (groups.g + 1) * 4 / 1e6:,.0f} MB of DP state; use a smaller k or "
-            "align= to merge nearby lengths."
+            "align= to merge nearby lengths.",
+            param=None,
         )
     win_lo, win_hi = share_windows(groups, min_share, max_share)
     obj.fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
@@ -244,12 +246,13 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
         cost_model = cost_model.with_epochs(epochs)
     if pad == "batch" and token_budget is None and memory is None:
         raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
-                             'size comes from it).')
+                             'size comes from it).', param=None)
     groups = make_groups(hist, align)
     if token_budget is not None and groups.edges[-1] > token_budget:
         raise BucketoptError(
             f"align={align} rounds the last edge up to {int(groups.edges[-1])}, above "
-            f"token_budget={token_budget}."
+            f"token_budget={token_budget}.",
+            param=None,
         )
     if memory is not None:  # the longest bucket must hold one sample: else one clear error
         from .cost.memory import batch_sizes

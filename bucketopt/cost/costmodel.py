@@ -253,7 +253,8 @@ def resolve_cost_model(profile, world_size, token_budget, hist, *, budget_needed
         names = ", ".join(available_profiles())
         raise BucketoptError(
             f'objective="time" needs a hardware profile: pass profile= (one of: {names}) or a '
-            "profile JSON written by `bucketopt calibrate -o`."
+            "profile JSON written by `bucketopt calibrate -o`.",
+            param=None,
         )
     prof = load_profile(profile)
     model = prof.cost_model(world_size=None if world_size is None else

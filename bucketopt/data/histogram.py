@@ -155,7 +155,7 @@ class Histogram:
         """
         if method not in ("linear", "inverted_cdf"):
             raise BucketoptError(
-                f"`method` must be 'linear' or 'inverted_cdf'; got {method!r}.")
+                f"`method` must be 'linear' or 'inverted_cdf'; got {method!r}.", param="method")
         try:
             q = np.atleast_1d(np.asarray(q, dtype=float))
         except (TypeError, ValueError):

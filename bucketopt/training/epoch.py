@@ -154,10 +154,11 @@ def epoch_from_batches(lengths, batches, *, strategy: str, pad: str = "batch", e
         padded_lens = longest
     elif pad == "edge":
         if edges is None:
-            raise BucketoptError('pad="edge" needs the bucket edges.')
+            raise BucketoptError('pad="edge" needs the bucket edges.', param="pad")
         edges = np.asarray(edges, dtype=np.int64)
         padded_lens = edges[np.searchsorted(edges, longest, side="left")]
     else:
-        raise BucketoptError(f"`pad` must be 'edge', 'batch' or 'varlen'; got {shown(pad)}.")
+        raise BucketoptError(f"`pad` must be 'edge', 'batch' or 'varlen'; got {shown(pad)}.",
+                             param="pad")
     return Epoch(strategy, sizes, padded_lens.astype(np.int64), real.astype(np.int64),
                  None if buckets is None else np.asarray(buckets, dtype=np.int64))

@@ -51,7 +51,7 @@ def _check_plan(lengths, strategy, token_budget, seed, epoch, packing, own_sizes
     token_budget = check_token_budget(token_budget)
     if own_sizes and (strategy != "bucketed" or packing != "fixed"):
         raise BucketoptError('`batch_sizes` applies to strategy="bucketed" with '
-                             'packing="fixed".')
+                             'packing="fixed".', param="batch_sizes")
     if token_budget is None and not own_sizes:
         raise BucketoptError("`token_budget` is required: batches are built under it.",
                              param="token_budget")
@@ -103,7 +103,7 @@ def plan_arrays(lengths, strategy, *, token_budget, boundaries=None, seed=0, epo
         sizes = _greedy_sizes(lengths, order, [n], token_budget)[0]
     elif strategy == "bucketed":
         if boundaries is None:
-            raise BucketoptError('strategy="bucketed" needs `boundaries`.')
+            raise BucketoptError('strategy="bucketed" needs `boundaries`.', param="boundaries")
         edges = check_boundaries(boundaries, Histogram.from_lengths(lengths))
         per_batch = batch_sizes_for(edges, token_budget)
         order = np.arange(n, dtype=np.int64)
@@ -294,7 +294,7 @@ def _bucketed(lengths, boundaries, token_budget, rng, packing, batch_sizes=None)
     from ._sim_kernels import bucket_partition
 
     if boundaries is None:
-        raise BucketoptError('strategy="bucketed" needs `boundaries`.')
+        raise BucketoptError('strategy="bucketed" needs `boundaries`.', param="boundaries")
     edges = check_boundaries(boundaries, Histogram.from_lengths(lengths))
     if batch_sizes is not None:
         from .sampler import _check_batch_sizes
@@ -334,7 +334,8 @@ def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:
     row_length = token_budget if row_length is None else _check_int(row_length, "row_length", 1)
     if row_length > token_budget:
         raise BucketoptError(
-            f"row_length={row_length} exceeds token_budget={token_budget}."
+            f"row_length={row_length} exceeds token_budget={token_budget}.",
+            param="row_length",
         )
     longest = int(lengths.max())
     if longest > row_length:

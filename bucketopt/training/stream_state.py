@@ -154,7 +154,7 @@ def check_state(batcher, state) -> dict:
 
     if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
         raise BucketoptError("state must be a dict saved by StreamBatcher.state_dict() "
-                             f"(version {STATE_VERSION}).")
+                             f"(version {STATE_VERSION}).", param="state")
     for key, mine in (("boundaries", [int(e) for e in batcher.edges]),
                       ("token_budget", int(batcher.token_budget)), ("seed", batcher.seed)):
         if state.get(key) != mine:
@@ -173,7 +173,8 @@ def check_state(batcher, state) -> dict:
     except BucketoptError:
         raise
     except (KeyError, TypeError, ValueError) as err:
-        raise BucketoptError(f"state is not a StreamBatcher state: {shown(err)}.") from None
+        raise BucketoptError(f"state is not a StreamBatcher state: {shown(err)}.",
+                             param="state") from None
     held = [i for bucket in buffer for i, _ in bucket]
     if tail is not None:
         held += [i for step in tail for batch in step for i, _ in batch]
