@@ -48,8 +48,8 @@ def _from_mapping(data: dict, source: str, capacity, headroom) -> MemoryModel:
     if capacity is None:
         capacity = data.get("capacity")
         if capacity is None:
-            raise BucketoptError(f"{source} has no `capacity`: give the card's memory "
-                                 "(gpu_memory= in GB, --gpu-memory GB).", param=None)
+            raise BucketoptError(f"{source} has no `capacity`: give the card's memory in GB "
+                                 "with gpu_memory= (--gpu-memory).", param=None)
     if headroom is None:
         headroom = data.get("headroom", HEADROOM)
     return MemoryModel(data["m0"], data["m1"], data["m2"], capacity, headroom, source)

@@ -281,5 +281,6 @@ def export(solution, fmt: str, **options) -> dict:
     converters = {"sampler": to_sampler_json, "lhotse": to_lhotse, "nemo": to_nemo,
                   "tf": to_tf_data}
     if fmt not in converters:
-        raise BucketoptError(f"`format` must be one of {', '.join(FORMATS)}; got {shown(fmt)}.")
+        raise BucketoptError(f"`format` must be one of {', '.join(FORMATS)}; got {shown(fmt)}.",
+                             param="fmt")
     return converters[fmt](solution, **options)
