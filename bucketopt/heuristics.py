@@ -67,7 +67,7 @@ def rule_of_thumb(name: str, lengths, k: int, *, token_budget=None) -> tuple:
     >>> rule_of_thumb("quantile", [1, 2, 3, 4, 5, 6], 3)
     (2, 4, 6)
     """
-    from .solver import check_k
+    from .validate import check_k
 
     k = check_k(k)
     hist = as_histogram(lengths)

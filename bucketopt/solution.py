@@ -6,9 +6,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .data.histogram import TOKEN_LIMIT, Histogram
+from .data.histogram import Histogram
 from .errors import BucketoptError
-from .validate import shown
+
+# check_token_budget: imported from its old home by tests
+from .validate import TOKEN_LIMIT, check_token_budget, shown  # noqa: F401
 
 PADS = ("edge", "batch")
 
@@ -131,37 +133,6 @@ class Solution:
             f"Solution(boundaries=({edges}), padding_fraction={self.padding_fraction:.4f}, "
             f"pad={shown(self.pad)}{rate})"
         )
-
-
-def check_token_budget(token_budget, hist: Histogram | None = None):
-    """Validate the per-micro-batch token budget (None means "no budget")."""
-    if token_budget is None:
-        return None
-    if isinstance(token_budget, bool) or not isinstance(token_budget, (int, np.integer)):
-        if isinstance(token_budget, float) and token_budget.is_integer():
-            token_budget = int(token_budget)
-        else:
-            raise BucketoptError(
-                f"token_budget must be an integer >= 1; got {shown(token_budget)}.",
-                param="token_budget"
-            )
-    token_budget = int(token_budget)
-    if token_budget < 1:
-        raise BucketoptError(f"token_budget must be an integer >= 1; got {shown(token_budget)}.",
-                             param="token_budget")
-    if token_budget > TOKEN_LIMIT:  # batch sizes and padded tokens are int64
-        raise BucketoptError(f"token_budget must be at most 2**60; got {shown(token_budget)}.",
-                             param="token_budget")
-    if hist is not None and hist.max_length > token_budget:
-        raise BucketoptError(
-            f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length}).",
-            param="token_budget"
-        )
-    if hist is not None:  # batch sizes in the trillions: refused before any allocation
-        from .data.guards import check_budget_scale
-
-        check_budget_scale(token_budget, hist)
-    return token_budget
 
 
 def check_boundaries(boundaries, hist: Histogram) -> np.ndarray:

@@ -12,10 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BucketoptError
+from ..validate import TOKEN_LIMIT
 
-# Padding and token totals are exact int64 sums. Every total is bounded by n * max_length, and the
-# DP adds an "unreachable" sentinel of 2**61 on top of a cost, so we keep the bound below 2**60.
-TOKEN_LIMIT = 2**60
 # Dense counting (np.bincount) is used only below this maximum length; above it np.unique is used,
 # so a length of 10**12 never allocates a dense array.
 _DENSE_MAX = 1 << 24

@@ -95,8 +95,9 @@ def _build_mixin():
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     from ..data.histogram import validate_lengths
-    from ..solution import batch_sizes_for, check_token_budget
+    from ..solution import batch_sizes_for
     from ..training.sampler import PACKINGS, VARLEN, BucketBatchSampler, _check_int
+    from ..validate import check_token_budget
     from ._schedule import trainer_schedule
     from .accelerate import passthrough
     from .lengths import dataset_lengths

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..data.histogram import TOKEN_LIMIT
 from ..errors import BucketoptError
+from ..validate import TOKEN_LIMIT
 
 # Default fraction of the card's memory a plan may fill (NeMo's OOMptimizer uses the same).
 HEADROOM = 0.9

@@ -16,7 +16,7 @@ import numpy as np
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
 from ..heuristics import RULES
-from ..solution import check_token_budget
+from ..validate import check_k, check_token_budget
 from .rows import strategy_row
 
 MAX_SIMULATIONS = 1000
@@ -215,7 +215,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     True
     """
     from ..data.histogram import Histogram
-    from ..solver import check_k, evaluate, solve
+    from ..solver import evaluate, solve
 
     k = check_k(k)
     if simulated_samples is not None:

@@ -210,7 +210,8 @@ def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_s
     candidate edge (every distinct length, or multiples of ``align``)."""
     from ..groups import backtrack, make_groups
     from ..objectives import make_objective
-    from ..solver import check_align, check_k, check_shares, run_layers
+    from ..solver import run_layers
+    from ..validate import check_align, check_k, check_shares
 
     k = check_k(k)
     hist = as_histogram(lengths)

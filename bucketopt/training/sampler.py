@@ -23,8 +23,8 @@ import numpy as np
 
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
-from ..solution import batch_sizes_for, check_boundaries, check_token_budget
-from ..validate import shown
+from ..solution import batch_sizes_for, check_boundaries
+from ..validate import check_token_budget, shown
 from ._sampler_plan import EpochPlan, build_plan, infeasible
 from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
 from .ranks import INT64_MAX, RankedSampler, _check_bool, _check_int  # noqa: F401
@@ -183,7 +183,7 @@ class BucketBatchSampler(RankedSampler):
         self._init_ranks(seed=seed, rank=rank, world_size=world_size)
         self.grad_accum = _check_int("grad_accum", grad_accum, 1)
         self.packing = packing
-        from ..solver import check_sync
+        from ..validate import check_sync
 
         self.sync_buckets = check_sync(sync_buckets)
         self.drop_last = _check_bool("drop_last", drop_last)

@@ -27,8 +27,8 @@ import numpy as np
 
 from ..data.histogram import validate_lengths
 from ..errors import BucketoptError
-from ..solution import batch_sizes_for, check_boundaries, check_token_budget
-from ..validate import shown
+from ..solution import batch_sizes_for, check_boundaries
+from ..validate import check_token_budget, shown
 from .epoch import Epoch
 
 STRATEGIES = ("sorted", "shuffle", "bucketed", "packed")

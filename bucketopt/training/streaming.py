@@ -39,8 +39,8 @@ import numpy as np
 
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
-from ..solution import batch_sizes_for, check_boundaries, check_token_budget
-from ..validate import shown
+from ..solution import batch_sizes_for, check_boundaries
+from ..validate import check_token_budget, shown
 from .ranks import RankedSampler, _check_bool, _check_int
 from .stream_sources import check_source
 from .stream_state import Pass, StreamStats, check_state
