@@ -29,7 +29,8 @@ class Epoch:
     Attributes
     ----------
     strategy : str
-        Name of the strategy that built it ("sorted", "shuffle", "bucketed", "packed", ...).
+        Name of the strategy that built it ("sorted", "shuffle", "bucketed", "best-fit",
+        "packed", ...).
     sizes : int64 array (n_batches,)
         Samples (rows) in each batch, in training order.
     padded_lens : int64 array (n_batches,)

@@ -12,8 +12,9 @@ Strategies (:data:`STRATEGIES`):
 
 - ``"packed"``: greedy packing of a full shuffle (walk the shuffled documents, open a new row
   when the next does not fit), rows in that order. This is the greedy packing most trainers do;
-  ``simulate(lengths, "packed")`` keeps its own meaning, best-fit decreasing over the whole
-  sorted data into rows padded to ``row_length``: the padding floor, not a training order.
+  ``simulate(lengths, "best-fit")`` (formerly ``"packed"``) is another thing, best-fit
+  decreasing over the whole sorted data into rows padded to ``row_length``: the padding floor,
+  not a training order.
 - ``"packed-bfd"``: best-fit decreasing inside consecutive windows of ``window`` shuffled
   documents (default :data:`DEFAULT_WINDOW`), then the rows in random order.
 - ``"packed-balanced"``: the greedy rows of ``"packed"``, then the documents of every step

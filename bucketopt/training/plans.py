@@ -89,7 +89,7 @@ def batch_plan(lengths, strategy="bucketed", *, token_budget, boundaries=None, s
 
     if strategy not in PLANNED:
         raise BucketoptError(f"strategy must be one of {', '.join(PLANNED)}; got {shown(strategy)} "
-                             '("packed" builds rows of many samples: use simulate()).',
+                             '("best-fit" builds rows of many samples: use simulate()).',
                              param="strategy")
     order, starts, buckets = _plan(lengths, strategy, token_budget=token_budget,
                                    boundaries=boundaries, seed=seed, epoch=epoch,
@@ -112,8 +112,8 @@ def comparison_batches(comparison, name, epoch=0) -> list[np.ndarray]:
     row = rows[name]
     kind = row["kind"]
     if kind == "packed":
-        raise BucketoptError('the "packed" row packs many samples into each row (best-fit '
-                             "decreasing over all lengths): it has no batches of whole samples.")
+        raise BucketoptError(f'the "{name}" row packs many documents into each row: it has no '
+                             "batches of whole samples.")
     if kind == "bucketed:sampler":
         from .sampler import BucketBatchSampler
 
