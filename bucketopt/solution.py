@@ -139,7 +139,7 @@ def check_boundaries(boundaries, hist: Histogram) -> np.ndarray:
     """Validate user boundaries: strictly increasing positive integers covering every length."""
     from .data.histogram import validate_lengths
 
-    edges = validate_lengths(boundaries, name="boundaries")
+    edges = validate_lengths(boundaries, name="boundaries", param="boundaries")
     if edges.size > 1 and np.any(np.diff(edges) <= 0):
         i = int(np.flatnonzero(np.diff(edges) <= 0)[0])
         raise BucketoptError(

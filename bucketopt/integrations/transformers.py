@@ -163,7 +163,7 @@ def _build_mixin():
             # built from the dataset's lengths)
             token_budget = check_token_budget(token_budget)
             if boundaries is not None:
-                edges = validate_lengths(boundaries, name="boundaries")
+                edges = validate_lengths(boundaries, name="boundaries", param="boundaries")
                 if not varlen:
                     batch_sizes_for(edges, token_budget)
             if length_column is not None and not isinstance(length_column, str):

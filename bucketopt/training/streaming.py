@@ -159,7 +159,7 @@ def plan_from_sample(sample, k, *, token_budget, confidence=0.95, max_length=Non
     """
     from ..solver import solve
 
-    sample = validate_lengths(sample, name="sample")
+    sample = validate_lengths(sample, name="sample", param="sample")
     eps = dkw_epsilon(sample.size, confidence)
     solve_lengths = sample
     if max_length is not None:
@@ -269,7 +269,7 @@ class StreamBatcher(RankedSampler):
         if self.token_budget is None:
             raise BucketoptError("token_budget is required: batches are built under it.",
                                  param="token_budget")
-        edges = validate_lengths(boundaries, name="boundaries")
+        edges = validate_lengths(boundaries, name="boundaries", param="boundaries")
         self.edges = check_boundaries(edges, Histogram.from_lengths(edges[-1:]))
         self.batch_sizes = batch_sizes_for(self.edges, self.token_budget)
         self._init_ranks(seed=seed, rank=rank, world_size=world_size)
