@@ -105,10 +105,12 @@ def load_memory(memory, *, gpu_memory=None, headroom=None) -> MemoryModel | None
     try:
         if not path.is_file():
             raise BucketoptError(f"memory {text[:200]!r} is neither a shipped profile nor a JSON "
-                                 "file.")
+                                 "file.", param="memory")
         if path.stat().st_size > 1 << 24:
-            raise BucketoptError(f"memory file {text[:200]} is over 16 MB: not a memory model.")
+            raise BucketoptError(f"memory file {text[:200]} is over 16 MB: not a memory model.",
+                                 param="memory")
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise BucketoptError(f"memory file {text[:200]} is not readable JSON: {exc}") from None
+        raise BucketoptError(f"memory file {text[:200]} is not readable JSON: {exc}",
+                             param="memory") from None
     return _from_mapping(data, f"memory file {text[:200]}", capacity, headroom)

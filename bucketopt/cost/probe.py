@@ -309,7 +309,7 @@ def _generic_loss(model, ids):
                              "object with .loss, or logits of shape (batch, length, vocab); got "
                              f"{type(out).__name__}"
                              + (f" of shape {tuple(out.shape)}" if hasattr(out, "shape") else "")
-                             + ".")
+                             + ".", param="model")
     return loss.reshape(())
 
 
@@ -574,7 +574,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         raise BucketoptError(f"could not move the model to {device} ({dtype}): "
                              f"{type(exc).__name__}: {exc}") from None
     if not optimizer.param_groups[0]["params"]:
-        raise BucketoptError("the model has no trainable parameters: nothing to train.")
+        raise BucketoptError("the model has no trainable parameters: nothing to train.",
+                             param="model")
 
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
 

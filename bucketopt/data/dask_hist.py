@@ -100,7 +100,8 @@ def _from_collection(dask, data, column, scheduler) -> Histogram:
                 )
             column = named[0] if len(named) == 1 else names[0]
         if column not in names:
-            raise BucketoptError(f"no column {column!r}; columns are {', '.join(names)}.")
+            raise BucketoptError(f"no column {column!r}; columns are {', '.join(names)}.",
+                                 param="column")
         series = data[column]
     if not hasattr(series, "value_counts") or not hasattr(series, "dtype"):
         raise BucketoptError(

@@ -408,7 +408,8 @@ def choose_column(fields, column: str | None, label: str) -> Column:
     hist = _histogram_layout(fields)
     if column is not None:
         if column not in by_name:
-            raise BucketoptError(f"{label}: no column {column!r}; columns are {listing}.")
+            raise BucketoptError(f"{label}: no column {column!r}; columns are {listing}.",
+                                 param="column")
         kind, type_, nested = by_name[column]
         if hist and column == hist[0]:
             return Column(column, "histogram", type_, "given; the table is a histogram",

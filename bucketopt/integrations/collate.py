@@ -209,7 +209,8 @@ def _check_mask_size(total, itemsize):
 def _mask_np(starts, lengths, total, dtype):
     dtype = np.dtype(dtype)
     if dtype.kind != "f":
-        raise BucketoptError(f"mask_dtype must be a floating dtype; got {dtype}.")
+        raise BucketoptError(f"mask_dtype must be a floating dtype; got {dtype}.",
+                             param="mask_dtype")
     _check_mask_size(total, dtype.itemsize)
     doc = np.repeat(np.arange(lengths.size), lengths)
     pos = np.arange(total)
@@ -219,7 +220,8 @@ def _mask_np(starts, lengths, total, dtype):
 
 def _mask_pt(torch, starts, lengths, total, dtype):
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise BucketoptError(f"mask_dtype must be a floating torch dtype; got {dtype!r}.")
+        raise BucketoptError(f"mask_dtype must be a floating torch dtype; got {dtype!r}.",
+                             param="mask_dtype")
     _check_mask_size(total, torch.finfo(dtype).bits // 8)
     doc = torch.repeat_interleave(torch.arange(lengths.size), torch.from_numpy(lengths))
     pos = torch.arange(total)

@@ -44,7 +44,7 @@ def dataset_lengths(dataset, *, column=None) -> np.ndarray:
             "stream, plan with bucketopt.training.streaming (boundaries from a sample, online "
             "batching).", param="dataset") from None
     if n == 0:
-        raise BucketoptError("dataset is empty: there is nothing to batch.")
+        raise BucketoptError("dataset is empty: there is nothing to batch.", param="dataset")
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
         out[i] = _item_length(dataset[i], column, i)

@@ -430,7 +430,7 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
     matplotlib Axes
     """
     if not strategies:
-        raise BucketoptError("nothing to plot: no strategies.")
+        raise BucketoptError("nothing to plot: no strategies.", param="strategies")
     names = list(strategies)
     rows = [strategies[n] for n in names]
     has_rate = any(r.get("ktok_per_s") is not None for r in rows)
@@ -492,7 +492,7 @@ def plot_comparison(strategies: dict, *, title=None):
     matplotlib Figure
     """
     if not strategies:
-        raise BucketoptError("nothing to plot: no strategies.")
+        raise BucketoptError("nothing to plot: no strategies.", param="strategies")
     has_rate = any(r.get("ktok_per_s") is not None for r in strategies.values())
     try:
         from matplotlib.figure import Figure

@@ -142,7 +142,7 @@ def strategy_batches(lengths, strategy, *, token_budget, epoch=0, seed=0, bounda
         return np.split(order, starts[1:])
     if strategy == "bucketed":
         if boundaries is None:
-            raise BucketoptError('strategy "bucketed" needs boundaries.')
+            raise BucketoptError('strategy "bucketed" needs boundaries.', param="boundaries")
         from .sampler import BucketBatchSampler
 
         sampler = BucketBatchSampler(lengths, boundaries, token_budget=token_budget, seed=seed,

@@ -139,7 +139,7 @@ def epoch_from_batches(lengths, batches, *, strategy: str, pad: str = "batch", e
     lengths = np.asarray(lengths, dtype=np.int64)
     sizes = np.fromiter((len(b) for b in batches), dtype=np.int64, count=len(batches))
     if sizes.size == 0:
-        raise BucketoptError("no batches: the epoch is empty.")
+        raise BucketoptError("no batches: the epoch is empty.", param="batches")
     if sizes.min() < 1:
         raise BucketoptError("every batch must hold at least one sample.")
     flat = np.concatenate([np.asarray(b, dtype=np.int64) for b in batches])

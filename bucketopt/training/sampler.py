@@ -355,7 +355,7 @@ class BucketBatchSampler(RankedSampler):
             saved_ws, saved_ga, segments = self._check_v2(state)
         else:
             raise BucketoptError(f"state version must be 1 or {STATE_VERSION}"
-                                 f"; got {shown(version)}.")
+                                 f"; got {shown(version)}.", param="state")
         if state["seed"] != self.seed:
             raise BucketoptError(f"state seed={shown(state['seed'])} does not match this sampler's "
                                  f"seed={self.seed}.", param="state")
@@ -364,7 +364,7 @@ class BucketBatchSampler(RankedSampler):
         saved = self._chain(epoch, segments, saved_ws, saved_ga)
         if position > saved.micro_steps:
             raise BucketoptError(f"state position must be <= {saved.micro_steps} (batches per "
-                                 f"rank in epoch {epoch}); got {position}.")
+                                 f"rank in epoch {epoch}); got {position}.", param="state")
         if (saved_ws, saved_ga) != (self.world_size, self.grad_accum):  # elastic: re-plan the rest
             segments = (*segments, (saved_ws, saved_ga, position))
             position = 0
@@ -392,16 +392,18 @@ class BucketBatchSampler(RankedSampler):
                                  "by BucketBatchSampler.state_dict().", param="state")
         saved = state["settings"]
         if not isinstance(saved, dict):
-            raise BucketoptError(f"state settings must be a dict; got {type(saved).__name__}.")
+            raise BucketoptError(f"state settings must be a dict; got {type(saved).__name__}.",
+                                 param="state")
         differ = [key for key in self._settings if saved.get(key) != self._settings[key]]
         if differ:
             raise BucketoptError("state was saved by a sampler with other settings: " + "; ".join(
-                _describe(key, saved.get(key), self._settings[key]) for key in differ) + ".")
+                _describe(key, saved.get(key), self._settings[key]) for key in differ) + ".",
+                                 param="state")
         if state["fingerprint"] != self._fingerprint:
             raise BucketoptError(f"state fingerprint {shown(state['fingerprint'])} does not "
                                  f"match its settings (this sampler "
                                  f"{shown(self._fingerprint)}): the state was edited or "
-                                 "corrupted.")
+                                 "corrupted.", param="state")
         saved_ws = _check_int("state world_size", state["world_size"], 1)
         saved_ga = _check_int("state grad_accum", state["grad_accum"], 1)
         n = self.lengths.size
@@ -423,7 +425,8 @@ class BucketBatchSampler(RankedSampler):
                        _check_int("state segment position", entry[2], 0))
             if max(segment[:2]) > max(n, self.world_size, self.grad_accum):
                 raise BucketoptError(f"state segment {list(segment)}: more ranks or micro-steps "
-                                     f"than the {n:,} samples; the state was edited or corrupted.")
+                                     f"than the {n:,} samples; the state was edited or corrupted.",
+                                     param="state")
             segments.append(segment)
         return saved_ws, saved_ga, tuple(segments)
 

@@ -198,7 +198,7 @@ def sample_lengths(stream, size, *, length=len, seed=0) -> np.ndarray:
     it = iter(stream)
     reservoir = [int(length(item)) for item in itertools.islice(it, size)]
     if not reservoir:
-        raise BucketoptError("stream is empty: there is nothing to sample.")
+        raise BucketoptError("stream is empty: there is nothing to sample.", param="stream")
     if len(reservoir) == size:
         w = math.exp(math.log(rng.random()) / size)
         while True:
