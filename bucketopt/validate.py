@@ -33,6 +33,10 @@ TOKEN_LIMIT = 2**60
 # min_length, exceeds both the number of samples and this many (a batch larger than the data
 # set is harmless while it is small: tiny examples use budgets like that).
 BATCH_SIZE_LIMIT = 1 << 16
+# check_budget_scale accepts any budget up to this many times the longest sample.
+BUDGET_OVER_LONGEST = 64
+# k (at most k buckets) beyond this is refused: beyond the distinct lengths k changes nothing.
+K_LIMIT = 2**62
 
 # Integers beyond this many bits are shown by their size, not their digits (str() of an integer
 # over 4,300 digits raises ValueError, and long before that it fills the message).
@@ -199,8 +203,6 @@ def check_k(k, name: str = "k") -> int:
     return int(k)
 
 
-K_LIMIT = 2**62
-
 
 def check_align(align) -> int:
     if isinstance(align, float) and align.is_integer():
@@ -284,10 +286,6 @@ def check_token_budget(token_budget, hist=None):
     if hist is not None:  # batch sizes in the trillions: refused before any allocation
         check_budget_scale(token_budget, hist)
     return token_budget
-
-
-# check_budget_scale accepts any budget up to this many times the longest sample.
-BUDGET_OVER_LONGEST = 64
 
 
 def check_budget_scale(token_budget: int, hist, name: str = "token_budget") -> None:
