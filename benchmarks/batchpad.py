@@ -160,7 +160,7 @@ def main():
     big = "--big" in sys.argv[1:] or os.environ.get("BUCKETOPT_BENCH_BIG") == "1"
     report(measure(big=big))
     t = time.perf_counter()
-    bucketopt.simulate([3, 5, 8, 9], "packed", token_budget=20)
+    bucketopt.simulate([3, 5, 8, 9], "best-fit", token_budget=20)
     bucketopt.simulate([3, 5, 8, 9], "shuffle", token_budget=20)
     print(f"\nfirst simulate() calls (numba cache load or compile): "
           f"{time.perf_counter() - t:.2f} s")

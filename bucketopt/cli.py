@@ -43,20 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Python parameter -> CLI flag, for the fallback only: messages of errors that carry no
-# ``param`` are searched for these names (the command line speaks flags, --token-budget, never
-# the API's names, token_budget=). An error with a ``param`` is named from the parser instead.
-PARAMETER_FLAGS = {
-    "k": "-k", "ks": "-k", "token_budget": "--token-budget", "pad": "--pad",
-    "objective": "--objective", "min_share": "--min-share", "max_share": "--max-share",
-    "align": "--align", "profile": "--profile", "world_size": "--gpus", "epochs": "--epochs",
-    "column": "--column", "tolerance": "--tolerance", "simulations": "--simulations",
-    "seed": "--seed", "grad_accum": "--grad-accum", "min_fill": "--min-fill",
-    "max_length": "--max-length", "overflow": "--overflow", "lhotse_version": "--lhotse-version",
-    "boundaries": "--boundaries", "folds": "--folds", "bootstrap": "--bootstrap",
-    "time_limit": "--time-limit", "repeats": "--repeats", "warmup": "--warmup",
-    "threads": "--threads", "vocab_size": "--vocab-size", "memory_fraction": "--memory-fraction",
-}
 _VALUE = r"(\"[^\"]*\"|'[^']*'|[^\s,;)]*[^\s,;).])"
 
 
@@ -65,7 +51,9 @@ def cli_message(message: str, flags, param: str | None = None, flag: str | None 
     4096``, `` `align` `` -> ``--align``, ``pass drop_last=True or ...`` (no such flag) -> the
     rest. ``flags``: the option strings of the command that ran. ``param``, ``flag``: the
     parameter the error is about (:attr:`BucketoptError.param`) and its flag in this command
-    (:func:`param_flag`): then that parameter is named by its flag, with nothing guessed."""
+    (:func:`param_flag`): then that parameter is named by its flag, with nothing guessed.
+    Without them (an error about several parameters, or about none) the names the message
+    holds are reworded by the flags the parser gives them (:func:`parameter_flags`)."""
     if param and flag:
         return _named(message, param, flag)
     return _guessed(message, flags)
@@ -91,7 +79,7 @@ def _named(message: str, param: str, flag: str) -> str:
     """``message`` with the mentions of ``param`` (`` `param` ``, ``param=VALUE``, a bare
     ``param``) in the flag's form: the error says which parameter it is about."""
     for said in (f"`{param}` ({flag})", f"{param}= ({flag})", f"{param} ({flag})",
-                 f"{param} (CLI: {flag})"):
+                 f"{param} (CLI: {flag})", f"{param}=/{flag}"):
         message = message.replace(said, flag)
     message = message.replace(f"`{param}`", flag)
     words = re.escape(param)
@@ -100,15 +88,47 @@ def _named(message: str, param: str, flag: str) -> str:
                      else flag, message)
     if "_" in param:  # a bare one-letter name (k) is a word, not a parameter
         message = re.sub(rf"(?<![\w/.-]){words}(?![\w/-]|\.\w)", flag, message)
-    return message
+    return _once(message)
+
+
+def _once(message: str) -> str:
+    """``--max-length 5000 (--max-length)``, ``--device cuda (--device cuda)``: the flag once."""
+    message = re.sub(r"(--[\w-]+)((?: [^\s,;()]+)?) \(\1\2\)", r"\1\2", message)
+    return re.sub(r"(--[\w-]+)((?: [^\s,;()]+)?(?: s)?) \(\1\)", r"\1\2", message)
+
+
+def parameter_flags(flags) -> dict:
+    """Python parameter -> flag, read from a command's option strings ``flags``: the parser's
+    dest rule (``--token-budget`` sets ``token_budget``, ``-k`` sets ``k``) and
+    :data:`PARAM_DESTS` for the parameters whose flag has another name (``world_size``:
+    ``--gpus``). Nothing is listed by hand, so a new flag is named without editing this file."""
+    names = {}
+    for option in sorted(flags, key=len):  # a long option wins over a short one of one name
+        if option.startswith("--"):
+            names[option[2:].replace("-", "_")] = option
+        elif len(option) == 2:
+            names.setdefault(option[1], option)
+    for param, dests in PARAM_DESTS.items():
+        found = next((names[d] for d in dests if d in names), None)
+        if found is not None:
+            names[param] = found
+    return names
+
+
+def _sets(flag: str, param: str) -> bool:
+    """Whether ``flag`` is the one that sets ``param`` (by the parser's dest rule)."""
+    return flag.lstrip("-").replace("-", "_") in PARAM_DESTS.get(param, (param,))
 
 
 def _guessed(message: str, flags) -> str:
-    """The fallback for errors that carry no parameter (or one with no flag in this command):
-    find parameter names in the message by their forms and reword those with a flag."""
+    """The wording for errors that carry no parameter, or are about several (``min_share``
+    against ``max_share``), or one with no flag in this command: the parameter names the
+    message holds in their forms (`` `name` ``, ``name=VALUE``, a bare ``snake_case``) that
+    have a flag in this command (:func:`parameter_flags`) are reworded as flags."""
+    known = parameter_flags(flags)
+
     def flag(name):
-        found = PARAMETER_FLAGS.get(name)
-        return found if found in flags else None
+        return known.get(name)
 
     def valued(m):
         name, value = m.group(1), m.group(2)
@@ -118,13 +138,12 @@ def _guessed(message: str, flags) -> str:
 
     text = re.sub(r"\b(\w+)=/(--[\w-]+)", r"\2", message)           # column=/--column
     text = re.sub(r"\b(\w+)=? \((?:CLI: )?(--[\w-]+)\)", lambda m: m.group(2)
-                  if PARAMETER_FLAGS.get(m.group(1)) == m.group(2) else m.group(0), text)
+                  if _sets(m.group(2), m.group(1)) else m.group(0), text)
     text = re.sub(r"\bpass (\w+)=" + _VALUE + r" or ",                  # no such flag here
                   lambda m: m.group(0) if flag(m.group(1)) else "", text)
     text = re.sub(r"\b(\w+)=" + _VALUE + r"?(?=[\s,;).]|$)", valued, text)
     text = re.sub(r"`(\w+)`", lambda m: flag(m.group(1)) or m.group(0), text)
-    # "--max-length 5000 (--max-length)": the flag once is enough
-    text = re.sub(r"(--[\w-]+)((?: [^\s,;()]+)?(?: s)?) \(\1\)", r"\1\2", text)
+    text = _once(text)  # "--max-length 5000 (--max-length)": the flag once is enough
     return re.sub(r"(?<![\w/.-])([a-z]+_[a-z_]+)(?![\w/-]|\.\w)",  # not inside a path
                   lambda m: flag(m.group(1)) or m.group(0), text)
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .data.histogram import TOKEN_LIMIT, Histogram
+from .data.histogram import Histogram
 from .errors import BucketoptError
+from .validate import TOKEN_LIMIT
 
 # The DP's "unreachable" sentinel (exact int64 padding stays far below it); the kernels use it too.
 INF = np.int64(2**61)

@@ -67,7 +67,7 @@ def rule_of_thumb(name: str, lengths, k: int, *, token_budget=None) -> tuple:
     >>> rule_of_thumb("quantile", [1, 2, 3, 4, 5, 6], 3)
     (2, 4, 6)
     """
-    from .solver import check_k
+    from .validate import check_k
 
     k = check_k(k)
     hist = as_histogram(lengths)
@@ -110,4 +110,4 @@ def rule_of_thumb(name: str, lengths, k: int, *, token_budget=None) -> tuple:
             return _finish(np.arange(hist.min_length + 1, longest + 1), longest)
         edges = np.ceil(np.linspace(hist.min_length, longest, k + 1)[1:])
         return _finish(edges, longest)
-    raise BucketoptError(f"`name` must be one of {', '.join(RULES)}; got {name!r}.")
+    raise BucketoptError(f"`name` must be one of {', '.join(RULES)}; got {name!r}.", param="name")

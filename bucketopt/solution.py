@@ -6,9 +6,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .data.histogram import TOKEN_LIMIT, Histogram
+from .data.histogram import Histogram
 from .errors import BucketoptError
-from .validate import shown
+
+# check_token_budget: imported from its old home by tests
+from .validate import TOKEN_LIMIT, check_token_budget, shown  # noqa: F401
 
 PADS = ("edge", "batch")
 
@@ -133,42 +135,11 @@ class Solution:
         )
 
 
-def check_token_budget(token_budget, hist: Histogram | None = None):
-    """Validate the per-micro-batch token budget (None means "no budget")."""
-    if token_budget is None:
-        return None
-    if isinstance(token_budget, bool) or not isinstance(token_budget, (int, np.integer)):
-        if isinstance(token_budget, float) and token_budget.is_integer():
-            token_budget = int(token_budget)
-        else:
-            raise BucketoptError(
-                f"token_budget must be an integer >= 1; got {shown(token_budget)}.",
-                param="token_budget"
-            )
-    token_budget = int(token_budget)
-    if token_budget < 1:
-        raise BucketoptError(f"token_budget must be an integer >= 1; got {shown(token_budget)}.",
-                             param="token_budget")
-    if token_budget > TOKEN_LIMIT:  # batch sizes and padded tokens are int64
-        raise BucketoptError(f"token_budget must be at most 2**60; got {shown(token_budget)}.",
-                             param="token_budget")
-    if hist is not None and hist.max_length > token_budget:
-        raise BucketoptError(
-            f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length}).",
-            param="token_budget"
-        )
-    if hist is not None:  # batch sizes in the trillions: refused before any allocation
-        from .data.guards import check_budget_scale
-
-        check_budget_scale(token_budget, hist)
-    return token_budget
-
-
 def check_boundaries(boundaries, hist: Histogram) -> np.ndarray:
     """Validate user boundaries: strictly increasing positive integers covering every length."""
     from .data.histogram import validate_lengths
 
-    edges = validate_lengths(boundaries, name="boundaries")
+    edges = validate_lengths(boundaries, name="boundaries", param="boundaries")
     if edges.size > 1 and np.any(np.diff(edges) <= 0):
         i = int(np.flatnonzero(np.diff(edges) <= 0)[0])
         raise BucketoptError(
@@ -221,7 +192,7 @@ def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str
     elif pad == "batch":
         if sizes is None:
             raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
-                                 'size comes from it).')
+                                 'size comes from it).', param=None)
         from .objectives.batchpad import expected_padding_and_fill
 
         padded, full = expected_padding_and_fill(hist, edges, sizes)

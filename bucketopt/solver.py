@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .data.histogram import TOKEN_LIMIT, Histogram, as_histogram
+from .data.histogram import Histogram, as_histogram
 from .data.overflow import apply_overflow
 from .errors import BucketoptError
 from .groups import (
@@ -27,86 +27,24 @@ from .groups import (
 )
 from .objectives import Objective, make_objective, registration
 from .objectives import names as objective_names
-from .solution import (
-    PADS,
-    Solution,
-    check_boundaries,
+from .solution import PADS, Solution, check_boundaries, make_solution, with_notes
+from .validate import (
+    check_align,
+    check_exact,
+    check_k,
+    check_min_fill,
+    check_number,
+    check_objective,
+    check_shares,
+    check_sync,
     check_token_budget,
-    make_solution,
-    with_notes,
+    shown,
 )
-from .validate import check_number, shown
 
 # Backtracking keeps one int32 start index per (k, group): refuse beyond this many entries (600 MB).
 MAX_BACKTRACK_ENTRIES = 150_000_000
 # sweep() refuses more k values than this (the CLI's -k A:B spans at most as many).
 MAX_SWEEP_KS = 4097
-
-
-def check_k(k, name: str = "k") -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        if isinstance(k, float) and k.is_integer():
-            k = int(k)
-        else:
-            raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.", param=name)
-    if k < 1:
-        raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.", param=name)
-    if k > K_LIMIT:  # at most k buckets: beyond the distinct lengths k changes nothing
-        raise BucketoptError(f"`{name}` must be at most 2**62; got {shown(k)}.", param=name)
-    return int(k)
-
-
-K_LIMIT = 2**62
-
-
-def check_align(align) -> int:
-    if isinstance(align, float) and align.is_integer():
-        align = int(align)
-    if isinstance(align, bool) or not isinstance(align, (int, np.integer)) or align < 1:
-        raise BucketoptError(f"`align` must be an integer >= 1; got {shown(align)}.", param="align")
-    if align > TOKEN_LIMIT:  # larger edges overflow int64 (and n x edge exceeds 2**60 anyway)
-        raise BucketoptError(f"`align` must be at most 2**60; got {shown(align)}.", param="align")
-    return int(align)
-
-
-def check_shares(min_share, max_share) -> tuple[float, float]:
-    out = [check_number(value, name, low=0.0, high=1.0)
-           for name, value in (("min_share", min_share), ("max_share", max_share))]
-    if out[0] > out[1]:
-        raise BucketoptError(
-            f"`min_share` ({out[0]}) must not exceed `max_share` ({out[1]})."
-        )
-    return out[0], out[1]
-
-
-def check_min_fill(min_fill) -> float:
-    return check_number(min_fill, "min_fill", low=0.0, high=1.0)
-
-
-def check_objective(objective, profile) -> str:
-    """``None`` means time when a profile is given, padding otherwise."""
-    if objective is None:
-        return "time" if profile is not None else "padding"
-    if objective not in objective_names():
-        raise BucketoptError(
-            f"`objective` must be one of {', '.join(objective_names())}; got {shown(objective)}.",
-            param="objective")
-    return objective
-
-
-def check_exact(exact) -> bool:
-    if not isinstance(exact, (bool, np.bool_)):
-        raise BucketoptError(f"`exact` must be True or False; got {shown(exact)}.", param="exact")
-    return bool(exact)
-
-
-def check_sync(sync_buckets):
-    if isinstance(sync_buckets, str) and sync_buckets == "step":
-        return "step"
-    if isinstance(sync_buckets, (bool, np.bool_)):
-        return bool(sync_buckets)
-    raise BucketoptError(f'`sync_buckets` must be True, False or "step"'
-                         f'; got {shown(sync_buckets)}.', param="sync_buckets")
 
 
 def _infeasible(groups, kmax, min_share, max_share, align, min_fill=0.0) -> BucketoptError:
@@ -201,7 +139,8 @@ def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budg
         raise BucketoptError(
             f"k={kmax} over {groups.g:,} candidate edges needs "
             f"{kmax_eff * (groups.g + 1) * 4 / 1e6:,.0f} MB of DP state; use a smaller k or "
-            "align= to merge nearby lengths."
+            "align= to merge nearby lengths.",
+            param=None,
         )
     win_lo, win_hi = share_windows(groups, min_share, max_share)
     obj.fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
@@ -229,7 +168,7 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
     if pad not in PADS:
         raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.",
                              param="pad")
-    objective = check_objective(objective, profile)
+    objective = check_objective(objective, profile, objective_names())
     check = registration(objective, pad).check
     if check is not None:  # the objective's own preconditions on the options
         check(pad=pad, min_fill=min_fill, sync_buckets=sync_buckets)
@@ -244,12 +183,13 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
         cost_model = cost_model.with_epochs(epochs)
     if pad == "batch" and token_budget is None and memory is None:
         raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
-                             'size comes from it).')
+                             'size comes from it).', param=None)
     groups = make_groups(hist, align)
     if token_budget is not None and groups.edges[-1] > token_budget:
         raise BucketoptError(
             f"align={align} rounds the last edge up to {int(groups.edges[-1])}, above "
-            f"token_budget={token_budget}."
+            f"token_budget={token_budget}.",
+            param=None,
         )
     if memory is not None:  # the longest bucket must hold one sample: else one clear error
         from .cost.memory import batch_sizes

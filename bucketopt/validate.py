@@ -1,10 +1,20 @@
-"""Checks of scalar arguments, and a bounded way to show a bad value in a message.
+"""Every check of an argument, and every limit, once (stumpy's ``core.check_*``).
 
 Every public entry point that takes a number goes through :func:`check_int` or
 :func:`check_number`: booleans and strings are refused (``"0.5"`` is not coerced to 0.5),
 non-finite and out-of-range values name the parameter, the rule and the value. :func:`shown`
 renders the offending value for the message without ever building a huge string: a 5,000-digit
 integer, a 10-MB string or a list nested 100,000 deep come out as a few dozen characters.
+
+The checks of the solver's and the samplers' settings live here too (:func:`check_k`,
+:func:`check_align`, :func:`check_shares`, :func:`check_min_fill`, :func:`check_objective`,
+:func:`check_exact`, :func:`check_sync`, :func:`check_token_budget` with
+:func:`check_budget_scale`). This module sits in the bottom layer (``docs/layers.md``), so a
+check that needs more reads it from its caller: :func:`check_objective` is given the registered
+names, :func:`check_token_budget` reads a histogram's ``n``, ``min_length`` and ``max_length``.
+The one check kept above it is :func:`bucketopt.solution.check_boundaries`: boundaries go
+through the lengths' own choke point (:func:`bucketopt.data.histogram.validate_lengths`, which
+knows the ``Histogram``), in the data layer.
 """
 
 from __future__ import annotations
@@ -15,6 +25,18 @@ import reprlib
 import numpy as np
 
 from .errors import BucketoptError
+
+# Padding and token totals are exact int64 sums. Every total is bounded by n * max_length, and the
+# DP adds an "unreachable" sentinel of 2**61 on top of a cost, so we keep the bound below 2**60.
+TOKEN_LIMIT = 2**60
+# A token budget is refused when the batch size of the shortest samples, token_budget //
+# min_length, exceeds both the number of samples and this many (a batch larger than the data
+# set is harmless while it is small: tiny examples use budgets like that).
+BATCH_SIZE_LIMIT = 1 << 16
+# check_budget_scale accepts any budget up to this many times the longest sample.
+BUDGET_OVER_LONGEST = 64
+# k (at most k buckets) beyond this is refused: beyond the distinct lengths k changes nothing.
+K_LIMIT = 2**62
 
 # Integers beyond this many bits are shown by their size, not their digits (str() of an integer
 # over 4,300 digits raises ValueError, and long before that it fills the message).
@@ -166,3 +188,120 @@ def check_number(value, name: str, *, low: float | None = None, high: float | No
     if too_low or (high is not None and number > high):
         raise _refused(name, where, rule, value, param)
     return number
+
+
+def check_k(k, name: str = "k") -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        if isinstance(k, float) and k.is_integer():
+            k = int(k)
+        else:
+            raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.", param=name)
+    if k < 1:
+        raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.", param=name)
+    if k > K_LIMIT:  # at most k buckets: beyond the distinct lengths k changes nothing
+        raise BucketoptError(f"`{name}` must be at most 2**62; got {shown(k)}.", param=name)
+    return int(k)
+
+
+
+def check_align(align) -> int:
+    if isinstance(align, float) and align.is_integer():
+        align = int(align)
+    if isinstance(align, bool) or not isinstance(align, (int, np.integer)) or align < 1:
+        raise BucketoptError(f"`align` must be an integer >= 1; got {shown(align)}.", param="align")
+    if align > TOKEN_LIMIT:  # larger edges overflow int64 (and n x edge exceeds 2**60 anyway)
+        raise BucketoptError(f"`align` must be at most 2**60; got {shown(align)}.", param="align")
+    return int(align)
+
+
+def check_shares(min_share, max_share) -> tuple[float, float]:
+    out = [check_number(value, name, low=0.0, high=1.0)
+           for name, value in (("min_share", min_share), ("max_share", max_share))]
+    if out[0] > out[1]:
+        raise BucketoptError(
+            f"`min_share` ({out[0]}) must not exceed `max_share` ({out[1]}).",
+            param=None,
+        )
+    return out[0], out[1]
+
+
+def check_min_fill(min_fill) -> float:
+    return check_number(min_fill, "min_fill", low=0.0, high=1.0)
+
+
+def check_objective(objective, profile, names) -> str:
+    """``None`` means time when a profile is given, padding otherwise; else one of ``names``
+    (the registered objectives, :func:`bucketopt.objectives.names`: the registry sits above
+    this module, so the caller passes them)."""
+    if objective is None:
+        return "time" if profile is not None else "padding"
+    if objective not in names:
+        raise BucketoptError(
+            f"`objective` must be one of {', '.join(names)}; got {shown(objective)}.",
+            param="objective")
+    return objective
+
+
+def check_exact(exact) -> bool:
+    if not isinstance(exact, (bool, np.bool_)):
+        raise BucketoptError(f"`exact` must be True or False; got {shown(exact)}.", param="exact")
+    return bool(exact)
+
+
+def check_sync(sync_buckets):
+    if isinstance(sync_buckets, str) and sync_buckets == "step":
+        return "step"
+    if isinstance(sync_buckets, (bool, np.bool_)):
+        return bool(sync_buckets)
+    raise BucketoptError(f'`sync_buckets` must be True, False or "step"'
+                         f'; got {shown(sync_buckets)}.', param="sync_buckets")
+
+
+def check_token_budget(token_budget, hist=None):
+    """Validate the per-micro-batch token budget (None means "no budget"); with ``hist`` (a
+    :class:`~bucketopt.data.histogram.Histogram`: its ``n``, ``min_length`` and
+    ``max_length`` are read), also against the data."""
+    if token_budget is None:
+        return None
+    if isinstance(token_budget, bool) or not isinstance(token_budget, (int, np.integer)):
+        if isinstance(token_budget, float) and token_budget.is_integer():
+            token_budget = int(token_budget)
+        else:
+            raise BucketoptError(
+                f"token_budget must be an integer >= 1; got {shown(token_budget)}.",
+                param="token_budget"
+            )
+    token_budget = int(token_budget)
+    if token_budget < 1:
+        raise BucketoptError(f"token_budget must be an integer >= 1; got {shown(token_budget)}.",
+                             param="token_budget")
+    if token_budget > TOKEN_LIMIT:  # batch sizes and padded tokens are int64
+        raise BucketoptError(f"token_budget must be at most 2**60; got {shown(token_budget)}.",
+                             param="token_budget")
+    if hist is not None and hist.max_length > token_budget:
+        raise BucketoptError(
+            f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length}).",
+            param="token_budget"
+        )
+    if hist is not None:  # batch sizes in the trillions: refused before any allocation
+        check_budget_scale(token_budget, hist)
+    return token_budget
+
+
+def check_budget_scale(token_budget: int, hist, name: str = "token_budget") -> None:
+    """Refuse a budget whose batch sizes exceed the number of samples by a large factor.
+
+    A budget the longest sample needs (at most BUDGET_OVER_LONGEST times it) is always accepted:
+    a corpus of files from 5 tokens to 2 million needs a 2-million-token budget, and its short
+    files then make batches of 400,000 (every batch of such a bucket is the whole bucket).
+    """
+    largest = token_budget // hist.min_length
+    if largest > max(hist.n, BATCH_SIZE_LIMIT) and \
+            token_budget > BUDGET_OVER_LONGEST * hist.max_length:
+        top = max(hist.n, BATCH_SIZE_LIMIT) * hist.min_length
+        raise BucketoptError(
+            f"{name}={token_budget} allows batches of {largest:,} samples of the shortest length "
+            f"({hist.min_length}), more than the {hist.n:,} samples there are: no batch could "
+            f"ever be full; use {name} <= {max(top, BUDGET_OVER_LONGEST * hist.max_length):,}.",
+            param=name
+        )

@@ -88,7 +88,7 @@ def test_greedy_rule_matches_the_naive_packer(data, seed):
 @given(st.lists(st.integers(1, 200), min_size=1, max_size=150), st.integers(0, 300))
 def test_packed_is_best_fit_decreasing(lengths, extra):
     budget = max(lengths) + extra
-    e = simulate(lengths, "packed", token_budget=budget)
+    e = simulate(lengths, "best-fit", token_budget=budget)
     rows = naive.best_fit_decreasing(lengths, budget)
     assert e.n_batches == len(rows)
     assert sorted(e.real_tokens.tolist()) == sorted(sum(r) for r in rows)
@@ -98,10 +98,22 @@ def test_packed_is_best_fit_decreasing(lengths, extra):
 
 def test_packed_rows_per_batch():
     lengths = np.random.default_rng(1).integers(1, 100, size=500)
-    e = simulate(lengths, "packed", token_budget=400, row_length=100)
+    e = simulate(lengths, "best-fit", token_budget=400, row_length=100)
     assert np.all(e.sizes <= 4) and np.all(e.padded_lens == 100)
     assert np.all(e.real_tokens <= e.sizes * 100)
     assert e.total_real_tokens == lengths.sum()
+
+
+def test_packed_is_the_old_name_of_best_fit():
+    # compare's "packed" row is greedy packing of a shuffle; simulate's strategy is best-fit
+    # decreasing: one name, one meaning. The old name still works and says the new one.
+    lengths = np.random.default_rng(2).integers(1, 100, size=300)
+    new = simulate(lengths, "best-fit", token_budget=400, seed=3)
+    with pytest.warns(DeprecationWarning, match='"best-fit"'):
+        old = simulate(lengths, "packed", token_budget=400, seed=3)
+    assert old.strategy == new.strategy == "best-fit"
+    assert np.array_equal(old.real_tokens, new.real_tokens)
+    assert np.array_equal(old.sizes, new.sizes)
 
 
 def test_seeds_and_epochs():
@@ -179,8 +191,8 @@ def test_analytic_matches_simulation_on_the_embedded_example():
     (lambda: simulate([1, 2], "bucketed", token_budget=4, boundaries=[1, 2], packing="x"),
      "packing"),
     (lambda: simulate([1, 2], "bucketed", token_budget=4, boundaries=[1, 2], pad="x"), "pad"),
-    (lambda: simulate([1, 2], "packed", token_budget=4, row_length=8), "row_length"),
-    (lambda: simulate([1, 5], "packed", token_budget=8, row_length=4), "row_length"),
+    (lambda: simulate([1, 2], "best-fit", token_budget=4, row_length=8), "row_length"),
+    (lambda: simulate([1, 5], "best-fit", token_budget=8, row_length=4), "row_length"),
     (lambda: simulate([1, 2], "shuffle", token_budget=4, seed=-1), "seed"),
     (lambda: simulate([0, 2], "shuffle", token_budget=4), "positive"),
 ])

@@ -137,16 +137,17 @@ def _column(values, name: str, *, integer: bool) -> np.ndarray:
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
-        raise BucketoptError(f"`{name}` must hold numbers.") from None
+        raise BucketoptError(f"`{name}` must hold numbers.", param=name) from None
     if arr.ndim != 1:
-        raise BucketoptError(f"`{name}` must be 1-D; got shape {arr.shape}.")
+        raise BucketoptError(f"`{name}` must be 1-D; got shape {arr.shape}.", param=name)
     bad = ~np.isfinite(arr) | (arr <= 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise BucketoptError(f"`{name}` must be positive; got {arr[i]} in row {i + 1}.")
+        raise BucketoptError(f"`{name}` must be positive; got {arr[i]} in row {i + 1}.", param=name)
     if integer and np.any(arr != np.floor(arr)):
         i = int(np.flatnonzero(arr != np.floor(arr))[0])
-        raise BucketoptError(f"`{name}` must be an integer; got {arr[i]} in row {i + 1}.")
+        raise BucketoptError(f"`{name}` must be an integer; got {arr[i]} in row {i + 1}.",
+                             param=name)
     return arr
 
 
@@ -180,14 +181,15 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     seed = check_int(seed, "seed", low=0, high=2**63 - 1)
     if folds == 1:
         raise BucketoptError("`folds` must be 0 (no held-out error) or at least 2 (one fold "
-                             "has nothing to train on); got 1.")
+                             "has nothing to train on); got 1.", param="folds")
     s = _column(batch_size, "batch_size", integer=True)
     length = _column(padded_len, "padded_len", integer=True)
     t = _column(seconds, "seconds", integer=False)
     if not (s.size == length.size == t.size):
         raise BucketoptError(
             f"batch_size, padded_len and seconds must have the same length; got {s.size}, "
-            f"{length.size}, {t.size}."
+            f"{length.size}, {t.size}.",
+            param=None,
         )
     if s.size < MIN_ROWS:
         raise BucketoptError(
@@ -206,12 +208,13 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
         norms = np.linalg.norm(rows, axis=0)
     if not (np.isfinite(rows).all() and np.isfinite(norms).all()):
         raise BucketoptError("measurements out of range: batch_size x padded_len^2 / seconds "
-                             "overflows float64.")
+                             "overflows float64.", param=None)
     shapes, pooled_t = _pool(s, length, t)
     if shapes.shape[0] < MIN_SHAPES:
         raise BucketoptError(
             f"measurements must cover at least {MIN_SHAPES} distinct (batch_size, padded_len) "
-            f"shapes to separate alpha, beta and gamma; got {shapes.shape[0]}."
+            f"shapes to separate alpha, beta and gamma; got {shapes.shape[0]}.",
+            param=None,
         )
     pooled = _features(shapes)
     scale_cols = np.linalg.norm(pooled / pooled_t[:, None], axis=0)

@@ -232,11 +232,12 @@ def load_profile(profile) -> Profile:
     kind = path_kind(text, "profile")
     if kind == "other":
         raise BucketoptError(f"profile {short(text)} is not a regular file (a pipe, a socket or "
-                             "a device).")
+                             "a device).", param="profile")
     if kind != "file":
         names = ", ".join(available_profiles()) or "none"
         raise BucketoptError(
-            f"profile {short(text)} is neither a shipped profile ({names}) nor a JSON file."
+            f"profile {short(text)} is neither a shipped profile ({names}) nor a JSON file.",
+            param="profile",
         )
     data = read_json(text, f"profile file {short(text)}", limit=PROFILE_BYTES)
     return profile_from_dict(data, f"profile file {text}")
@@ -253,7 +254,8 @@ def resolve_cost_model(profile, world_size, token_budget, hist, *, budget_needed
         names = ", ".join(available_profiles())
         raise BucketoptError(
             f'objective="time" needs a hardware profile: pass profile= (one of: {names}) or a '
-            "profile JSON written by `bucketopt calibrate -o`."
+            "profile JSON written by `bucketopt calibrate -o`.",
+            param=None,
         )
     prof = load_profile(profile)
     model = prof.cost_model(world_size=None if world_size is None else
@@ -323,7 +325,7 @@ def time_epoch(epoch, cost_model: CostModel) -> EpochTiming:
         raise BucketoptError(f"`cost_model` must be a CostModel (Profile.cost_model()); got "
                              f"{type(cost_model).__name__}.", param="cost_model")
     if epoch.n_batches == 0:
-        raise BucketoptError("the epoch has no batches.")
+        raise BucketoptError("the epoch has no batches.", param="epoch")
     steps = step_times(epoch, cost_model)
     seconds = float(steps.sum())
     busy = float(cost_model.batch_times(epoch).sum())

@@ -190,7 +190,7 @@ def annotate(solution, hist, cost_model: CostModel, *, sync_buckets=False):
     """
     if solution.batch_sizes is None:
         raise BucketoptError("throughput needs a token_budget or a memory model (the batch "
-                             "sizes come from it).")
+                             "sizes come from it).", param="token_budget")
     sizes = np.asarray(solution.batch_sizes, dtype=np.int64)
     extra = dict(solution.extra)
     if sync_buckets is True:

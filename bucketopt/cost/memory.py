@@ -48,8 +48,8 @@ def _from_mapping(data: dict, source: str, capacity, headroom) -> MemoryModel:
     if capacity is None:
         capacity = data.get("capacity")
         if capacity is None:
-            raise BucketoptError(f"{source} has no `capacity`: give the card's memory "
-                                 "(gpu_memory= in GB, --gpu-memory GB).")
+            raise BucketoptError(f"{source} has no `capacity`: give the card's memory in GB "
+                                 "with gpu_memory= (--gpu-memory).", param=None)
     if headroom is None:
         headroom = data.get("headroom", HEADROOM)
     return MemoryModel(data["m0"], data["m1"], data["m2"], capacity, headroom, source)
@@ -68,7 +68,7 @@ def load_memory(memory, *, gpu_memory=None, headroom=None) -> MemoryModel | None
     if memory is None:
         if gpu_memory is not None:
             raise BucketoptError("`gpu_memory` (--gpu-memory) needs a memory model "
-                                 "(memory=, --memory).")
+                                 "(memory=, --memory).", param="gpu_memory")
         return None
     capacity = None
     if gpu_memory is not None:
@@ -90,7 +90,7 @@ def load_memory(memory, *, gpu_memory=None, headroom=None) -> MemoryModel | None
         # peak_bytes(sizes, edges) and to_dict() (tests give batch-size tables this way)
         if capacity is not None or headroom is not None:
             raise BucketoptError("gpu_memory and memory_headroom apply to a memory model with "
-                                 "m0, m1, m2 and capacity.")
+                                 "m0, m1, m2 and capacity.", param=None)
         return memory
     if not isinstance(memory, (str, Path)):
         raise BucketoptError(f"`memory` must be a dict, a JSON file path or a profile name; got "
@@ -105,10 +105,12 @@ def load_memory(memory, *, gpu_memory=None, headroom=None) -> MemoryModel | None
     try:
         if not path.is_file():
             raise BucketoptError(f"memory {text[:200]!r} is neither a shipped profile nor a JSON "
-                                 "file.")
+                                 "file.", param="memory")
         if path.stat().st_size > 1 << 24:
-            raise BucketoptError(f"memory file {text[:200]} is over 16 MB: not a memory model.")
+            raise BucketoptError(f"memory file {text[:200]} is over 16 MB: not a memory model.",
+                                 param="memory")
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise BucketoptError(f"memory file {text[:200]} is not readable JSON: {exc}") from None
+        raise BucketoptError(f"memory file {text[:200]} is not readable JSON: {exc}",
+                             param="memory") from None
     return _from_mapping(data, f"memory file {text[:200]}", capacity, headroom)

@@ -141,7 +141,8 @@ def design_shapes(token_budget: int, max_length: int, *, lengths: int = LENGTHS)
     max_length = _positive(max_length, "max_length (--max-length)", PROBE_TOKEN_LIMIT)
     if max_length > token_budget:
         raise BucketoptError(f"max_length={max_length} (--max-length) exceeds token_budget="
-                             f"{token_budget} (--token-budget): no batch of that length fits.")
+                             f"{token_budget} (--token-budget): no batch of that length fits.",
+                             param=None)
     low = max(1, max_length // SHORTEST)
     grid = np.geomspace(low, max_length, num=lengths)
     align = 8 if max_length >= 64 else 1
@@ -159,12 +160,14 @@ def design_shapes(token_budget: int, max_length: int, *, lengths: int = LENGTHS)
 
 
 def _positive(value, name, limit) -> int:
+    # name: "token_budget (--token-budget)" names a parameter; "shapes batch_size" an entry
+    param = name.split(" (--")[0] if " (--" in name else None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise BucketoptError(f"{name} must be an integer >= 1; got {value!r}.")
+        raise BucketoptError(f"{name} must be an integer >= 1; got {value!r}.", param=param)
     if value > limit:
-        raise BucketoptError(f"{name} must be at most {limit:,}; got {value:,}.")
+        raise BucketoptError(f"{name} must be at most {limit:,}; got {value:,}.", param=param)
     return int(value)
 
 
@@ -194,18 +197,18 @@ def load_model(spec):
         return module, _generic_loss, getattr(spec, "__name__", "model"), _vocab_of(module)
     if not isinstance(spec, str) or ":" not in spec:
         raise BucketoptError("model= (--model) must be 'module:function' or 'hf:CONFIG'; got "
-                             f"{spec!r}.")
+                             f"{spec!r}.", param="model")
     if spec.startswith("hf:"):
         return _load_hf(spec[3:])
     module_name, _, function = spec.rpartition(":")
     if not module_name or not function.isidentifier():
         raise BucketoptError("model= (--model) must be 'module:function' (function a Python "
-                             f"name) or 'hf:CONFIG'; got {spec!r}.")
+                             f"name) or 'hf:CONFIG'; got {spec!r}.", param="model")
     mod = _import(module_name, spec)
     factory = getattr(mod, function, None)
     if not callable(factory):
         raise BucketoptError(f"model= (--model) {spec!r}: {module_name} has no function "
-                             f"{function!r}.")
+                             f"{function!r}.", param="model")
     module = _call_factory(factory, spec)
     return module, _generic_loss, spec, _vocab_of(module)
 
@@ -215,7 +218,8 @@ def _import(module_name, spec):
         if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
             path = Path(module_name)
             if not path.is_file():
-                raise BucketoptError(f"model= (--model) {spec!r}: file {path} does not exist.")
+                raise BucketoptError(f"model= (--model) {spec!r}: file {path} does not exist.",
+                                     param="model")
             loader_spec = importlib.util.spec_from_file_location(path.stem, path)
             mod = importlib.util.module_from_spec(loader_spec)
             loader_spec.loader.exec_module(mod)
@@ -227,7 +231,7 @@ def _import(module_name, spec):
         raise
     except Exception as exc:  # the user's module: any failure is one line
         raise BucketoptError(f"model= (--model) {spec!r}: importing {module_name} failed: "
-                             f"{type(exc).__name__}: {exc}") from None
+                             f"{type(exc).__name__}: {exc}", param="model") from None
 
 
 def _call_factory(factory, label):
@@ -236,10 +240,10 @@ def _call_factory(factory, label):
         module = factory()
     except Exception as exc:
         raise BucketoptError(f"model= (--model) {label!r}: building the model failed: "
-                             f"{type(exc).__name__}: {exc}") from None
+                             f"{type(exc).__name__}: {exc}", param="model") from None
     if not isinstance(module, torch.nn.Module):
         raise BucketoptError(f"model= (--model) {label!r} must return a torch.nn.Module; got "
-                             f"{type(module).__name__}.")
+                             f"{type(module).__name__}.", param="model")
     return module
 
 
@@ -248,11 +252,12 @@ def _load_hf(config):
         import transformers
     except ImportError:
         raise BucketoptError("model='hf:CONFIG' (--model) needs transformers: pip install "
-                             "transformers.") from None
+                             "transformers.", param="model") from None
     path = Path(config)
     if not path.exists():
         raise BucketoptError(f"model= (--model) 'hf:{config}': no such config file or "
-                             "directory (a local transformers config.json is needed).")
+                             "directory (a local transformers config.json is needed).",
+                             param="model")
     try:
         if path.is_file():
             cfg = transformers.AutoConfig.from_pretrained(str(path.parent), local_files_only=True) \
@@ -262,7 +267,7 @@ def _load_hf(config):
         model = transformers.AutoModelForCausalLM.from_config(cfg)
     except Exception as exc:
         raise BucketoptError(f"model= (--model) 'hf:{config}': building the model failed: "
-                             f"{type(exc).__name__}: {exc}") from None
+                             f"{type(exc).__name__}: {exc}", param="model") from None
     return model, _hf_loss, f"hf:{config}", getattr(cfg, "vocab_size", None)
 
 
@@ -272,7 +277,8 @@ def _config_from_file(transformers, path):
 
     data = read_json(path, f"model= (--model) 'hf:{path}'", limit=16 << 20)
     if not isinstance(data, dict) or "model_type" not in data:
-        raise BucketoptError(f"model= (--model) 'hf:{path}': the config needs a model_type.")
+        raise BucketoptError(f"model= (--model) 'hf:{path}': the config needs a model_type.",
+                             param="model")
     data = dict(data)
     return transformers.AutoConfig.for_model(data.pop("model_type"), **data)
 
@@ -303,7 +309,7 @@ def _generic_loss(model, ids):
                              "object with .loss, or logits of shape (batch, length, vocab); got "
                              f"{type(out).__name__}"
                              + (f" of shape {tuple(out.shape)}" if hasattr(out, "shape") else "")
-                             + ".")
+                             + ".", param="model")
     return loss.reshape(())
 
 
@@ -334,13 +340,14 @@ class _Status:
 def _device(torch, device):
     if device not in DEVICES:
         raise BucketoptError(f"device= (--device) must be one of {', '.join(DEVICES)}; got "
-                             f"{device!r}.")
+                             f"{device!r}.", param="device")
     if device == "cuda" and not torch.cuda.is_available():
         raise BucketoptError("device='cuda' (--device cuda): torch sees no CUDA device "
-                             "(torch.cuda.is_available() is False).")
+                             "(torch.cuda.is_available() is False).", param="device")
     if device == "mps" and not (getattr(torch.backends, "mps", None)
                                 and torch.backends.mps.is_available()):
-        raise BucketoptError("device='mps' (--device mps): the MPS backend is not available.")
+        raise BucketoptError("device='mps' (--device mps): the MPS backend is not available.",
+                             param="device")
     return torch.device(device)
 
 
@@ -519,15 +526,16 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     if threads is not None:
         threads = _positive(threads, "threads (--threads)", 4096)
     if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
-        raise BucketoptError(f"warmup (--warmup) must be an integer >= 0; got {warmup!r}.")
+        raise BucketoptError(f"warmup (--warmup) must be an integer >= 0; got {warmup!r}.",
+                             param="warmup")
     if time_limit is not None and (
             isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
             or not math.isfinite(time_limit) or time_limit <= 0):
         raise BucketoptError(f"time_limit (--time-limit) must be a number of seconds > 0; "
-                             f"got {time_limit!r}.")
+                             f"got {time_limit!r}.", param="time_limit")
     if dtype not in DTYPES:
         raise BucketoptError(f"dtype= (--dtype) must be one of {', '.join(DTYPES)}; got "
-                             f"{dtype!r}.")
+                             f"{dtype!r}.", param="dtype")
     if verify and str(device) != "cuda" and not str(device).startswith("cuda:"):
         raise BucketoptError("probe --verify runs the predicted largest batches and reads their "
                              "peak memory on CUDA: memory is not measured on "
@@ -535,14 +543,15 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) \
             or not 0 < memory_fraction <= 1:
         raise BucketoptError(f"memory_fraction (--memory-fraction) must be in (0, 1]; got "
-                             f"{memory_fraction!r}.")
+                             f"{memory_fraction!r}.", param="memory_fraction")
     if shapes is None:
         shapes = design_shapes(token_budget, max_length)
     else:
         shapes = [(_positive(s, "shapes batch_size", PROBE_TOKEN_LIMIT),
                    _positive(L, "shapes padded_len", max_length)) for s, L in shapes]
         if any(s * L > token_budget for s, L in shapes):
-            raise BucketoptError("every shape must hold at most token_budget tokens.")
+            raise BucketoptError("every shape must hold at most token_budget tokens.",
+                                 param="token_budget")
     holdout = [] if holdout is None else [
         (_positive(s, "holdout batch_size", PROBE_TOKEN_LIMIT),
          _positive(L, "holdout padded_len", PROBE_TOKEN_LIMIT)) for s, L in holdout]
@@ -554,7 +563,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     vocab = vocab_size if vocab_size is not None else vocab
     if vocab is None:
         raise BucketoptError("could not find the model's vocabulary size (no config.vocab_size "
-                             "and no nn.Embedding): pass vocab_size= (--vocab-size).")
+                             "and no nn.Embedding): pass vocab_size= (--vocab-size).",
+                             param="vocab_size")
     vocab = _positive(vocab, "vocab_size (--vocab-size)", 2**31)
     try:
         net = net.to(device=dev, dtype=getattr(torch, dtype))
@@ -564,7 +574,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         raise BucketoptError(f"could not move the model to {device} ({dtype}): "
                              f"{type(exc).__name__}: {exc}") from None
     if not optimizer.param_groups[0]["params"]:
-        raise BucketoptError("the model has no trainable parameters: nothing to train.")
+        raise BucketoptError("the model has no trainable parameters: nothing to train.",
+                             param="model")
 
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
 
@@ -655,7 +666,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                 raise BucketoptError(
                     f"the probe timed {len(rows)} steps over {len(measured_shapes)} shapes before "
                     f"time_limit={time_limit} s (--time-limit) ran out; the fit needs at least 6 "
-                    "over 3 shapes: raise --time-limit, or lower --token-budget / --max-length."
+                    "over 3 shapes: raise --time-limit, or lower --token-budget / --max-length.",
+                    param="time_limit",
                 )
             from .calibration import BOOTSTRAP, calibrate
 

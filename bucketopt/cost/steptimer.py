@@ -55,7 +55,7 @@ def _shape(batch, padded_len=None):
         sizes = tuple(batch)
     else:
         raise BucketoptError("StepTimer.step() takes (batch_size, padded_len), a (s, L) pair "
-                             f"or a 2-D tensor; got {type(batch).__name__}.")
+                             f"or a 2-D tensor; got {type(batch).__name__}.", param=None)
     out = []
     for name, value in zip(("batch_size", "padded_len"), sizes):
         try:
@@ -111,7 +111,7 @@ class StepTimer:
             if isinstance(value, bool) or not isinstance(value, int) or value < (
                     0 if name == "skip" else 1):
                 raise BucketoptError(f"StepTimer: `{name}` must be an integer >= "
-                                     f"{0 if name == 'skip' else 1}; got {value!r}.")
+                                     f"{0 if name == 'skip' else 1}; got {value!r}.", param=name)
         self.path = None if path is None else Path(path)
         self.skip = skip
         self.flush_every = flush_every

@@ -95,11 +95,13 @@ def _from_collection(dask, data, column, scheduler) -> Histogram:
             named = [c for c in names if c.lower() in LENGTH_COLUMN_NAMES]
             if len(named) != 1 and len(names) != 1:
                 raise BucketoptError(
-                    f"choose the lengths column with column=; columns are {', '.join(names)}."
+                    f"choose the lengths column with column=; columns are {', '.join(names)}.",
+                    param="column",
                 )
             column = named[0] if len(named) == 1 else names[0]
         if column not in names:
-            raise BucketoptError(f"no column {column!r}; columns are {', '.join(names)}.")
+            raise BucketoptError(f"no column {column!r}; columns are {', '.join(names)}.",
+                                 param="column")
         series = data[column]
     if not hasattr(series, "value_counts") or not hasattr(series, "dtype"):
         raise BucketoptError(

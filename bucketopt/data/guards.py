@@ -17,11 +17,8 @@ import os
 import stat
 
 from ..errors import BucketoptError
+from ..validate import check_budget_scale  # noqa: F401 (its old home: tests import it)
 
-# A token budget is refused when the batch size of the shortest samples, token_budget //
-# min_length, exceeds both the number of samples and this many (a batch larger than the data
-# set is harmless while it is small: tiny examples use budgets like that).
-BATCH_SIZE_LIMIT = 1 << 16
 # The magic bytes of compressed files, to say "decompress it first" instead of a format error.
 COMPRESSED_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
                     (b"\x28\xb5\x2f\xfd", "zstd"), (b"\x04\x22\x4d\x18", "lz4"))
@@ -85,29 +82,6 @@ def compressed_kind(head: bytes) -> str | None:
         if head.startswith(magic):
             return name
     return None
-
-
-# check_budget_scale accepts any budget up to this many times the longest sample.
-BUDGET_OVER_LONGEST = 64
-
-
-def check_budget_scale(token_budget: int, hist, name: str = "token_budget") -> None:
-    """Refuse a budget whose batch sizes exceed the number of samples by a large factor.
-
-    A budget the longest sample needs (at most BUDGET_OVER_LONGEST times it) is always accepted:
-    a corpus of files from 5 tokens to 2 million needs a 2-million-token budget, and its short
-    files then make batches of 400,000 (every batch of such a bucket is the whole bucket).
-    """
-    largest = token_budget // hist.min_length
-    if largest > max(hist.n, BATCH_SIZE_LIMIT) and \
-            token_budget > BUDGET_OVER_LONGEST * hist.max_length:
-        top = max(hist.n, BATCH_SIZE_LIMIT) * hist.min_length
-        raise BucketoptError(
-            f"{name}={token_budget} allows batches of {largest:,} samples of the shortest length "
-            f"({hist.min_length}), more than the {hist.n:,} samples there are: no batch could "
-            f"ever be full; use {name} <= {max(top, BUDGET_OVER_LONGEST * hist.max_length):,}.",
-            param=name
-        )
 
 
 def path_size(text) -> int:

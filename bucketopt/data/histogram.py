@@ -12,10 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BucketoptError
+from ..validate import TOKEN_LIMIT
 
-# Padding and token totals are exact int64 sums. Every total is bounded by n * max_length, and the
-# DP adds an "unreachable" sentinel of 2**61 on top of a cost, so we keep the bound below 2**60.
-TOKEN_LIMIT = 2**60
 # Dense counting (np.bincount) is used only below this maximum length; above it np.unique is used,
 # so a length of 10**12 never allocates a dense array.
 _DENSE_MAX = 1 << 24
@@ -155,7 +153,7 @@ class Histogram:
         """
         if method not in ("linear", "inverted_cdf"):
             raise BucketoptError(
-                f"`method` must be 'linear' or 'inverted_cdf'; got {method!r}.")
+                f"`method` must be 'linear' or 'inverted_cdf'; got {method!r}.", param="method")
         try:
             q = np.atleast_1d(np.asarray(q, dtype=float))
         except (TypeError, ValueError):
@@ -229,24 +227,29 @@ def _check_token_total(values: np.ndarray, counts: np.ndarray) -> None:
 
 
 def validate_lengths(
-    lengths, *, name: str = "lengths", positive: bool = True, start: int = 0
+    lengths, *, name: str = "lengths", positive: bool = True, start: int = 0,
+    param: str | None = None,
 ) -> np.ndarray:
     """Turn any array-like of sequence lengths into a clean 1-D int64 array.
 
     Rejects empty input, NaN/inf, non-integer floats, values <= 0, non-numeric or object data
     and anything that is not 1-D, with a :class:`BucketoptError` naming the problem. ``start`` is
     added to the index quoted in messages (a chunk that begins at row ``start`` of a larger table).
+    ``param``: the parameter the array came from (``"boundaries"``), which the errors carry
+    (:attr:`BucketoptError.param`); None for the contents of a file.
     """
     if isinstance(lengths, Histogram):
         return lengths.to_lengths()
     if isinstance(lengths, (str, bytes)):
         raise BucketoptError(
-            f"{name} must be an array of integers; got a string (use load_lengths() for a path)."
+            f"{name} must be an array of integers; got a string (use load_lengths() for a path).",
+            param=param,
         )
     if isinstance(lengths, Mapping):
         raise BucketoptError(
             f"{name} must be one length per sample; got a {type(lengths).__name__} (a mapping "
-            "{length: count} is a histogram: solve(), evaluate() and sweep() take it).")
+            "{length: count} is a histogram: solve(), evaluate() and sweep() take it).",
+            param=param)
     if isinstance(lengths, Iterable) and not hasattr(lengths, "__array__") and not isinstance(
         lengths, (list, tuple)
     ):
@@ -254,51 +257,57 @@ def validate_lengths(
     try:
         arr = np.asarray(lengths)
     except (ValueError, TypeError, OverflowError) as exc:
-        raise BucketoptError(f"{name} could not be read as an array of integers: {exc}") from None
+        raise BucketoptError(f"{name} could not be read as an array of integers: {exc}",
+                             param=param) from None
     if arr.dtype == object:
         try:
             arr = np.asarray(arr.tolist(), dtype=np.float64 if _has_float(arr) else np.int64)
         except OverflowError:
-            raise BucketoptError(f"{name} exceed the int64 range.") from None
+            raise BucketoptError(f"{name} exceed the int64 range.", param=param) from None
         except (ValueError, TypeError):
             raise BucketoptError(
-                f"{name} must be numeric integers; got Python objects that are not."
+                f"{name} must be numeric integers; got Python objects that are not.",
+                param=param,
             ) from None
     if arr.ndim != 1:
-        raise BucketoptError(f"{name} must be 1-D; got an array of shape {arr.shape}.")
+        raise BucketoptError(f"{name} must be 1-D; got an array of shape {arr.shape}.", param=param)
     if arr.size == 0:
-        raise BucketoptError(f"{name} is empty: at least one length is required.")
+        raise BucketoptError(f"{name} is empty: at least one length is required.", param=param)
     kind = arr.dtype.kind
     if kind == "b":
-        raise BucketoptError(f"{name} must be integers; got booleans.")
+        raise BucketoptError(f"{name} must be integers; got booleans.", param=param)
     if kind == "f":
         bad = ~np.isfinite(arr)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise BucketoptError(
-                f"{name} must be finite integers; got {arr[i]} at index {start + i}."
+                f"{name} must be finite integers; got {arr[i]} at index {start + i}.",
+                param=param,
             )
         frac = arr != np.floor(arr)
         if frac.any():
             i = int(np.flatnonzero(frac)[0])
-            raise BucketoptError(f"{name} must be integers; got {arr[i]} at index {start + i}.")
+            raise BucketoptError(f"{name} must be integers; got {arr[i]} at index {start + i}.",
+                                 param=param)
         if arr.max() >= 2.0**63:
-            raise BucketoptError(f"{name} exceed the int64 range; got {arr.max():.6g}.")
+            raise BucketoptError(f"{name} exceed the int64 range; got {arr.max():.6g}.",
+                                 param=param)
         arr = arr.astype(np.int64)
     elif kind == "u":
         if int(arr.max()) > np.iinfo(np.int64).max:
-            raise BucketoptError(f"{name} exceed the int64 range.")
+            raise BucketoptError(f"{name} exceed the int64 range.", param=param)
         arr = arr.astype(np.int64)
     elif kind == "i":
         arr = arr.astype(np.int64, copy=False)
     else:
-        raise BucketoptError(f"{name} must be integers; got dtype {arr.dtype}.")
+        raise BucketoptError(f"{name} must be integers; got dtype {arr.dtype}.", param=param)
     if positive:
         low = int(arr.min())
         if low <= 0:
             i = int(np.argmin(arr))
             raise BucketoptError(
-                f"{name} must be positive integers (>= 1); got {low} at index {start + i}."
+                f"{name} must be positive integers (>= 1); got {low} at index {start + i}.",
+                param=param,
             )
     return arr
 
@@ -314,7 +323,8 @@ def as_histogram(data, *, name: str = "lengths") -> Histogram:
         return data
     if isinstance(data, Mapping):
         return _mapping_histogram(data, name)
-    return Histogram.from_lengths(validate_lengths(data, name=name))
+    return Histogram.from_lengths(validate_lengths(
+        data, name=name, param=name if name.isidentifier() else None))
 
 
 class HistogramBuilder:

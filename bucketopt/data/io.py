@@ -186,10 +186,12 @@ def open_source(source, *, column: str | None = None) -> Source:
     Parquet / Arrow data (``.npy`` / ``.npz`` / text are read here: they are loaded whole)."""
     if not isinstance(source, (str, os.PathLike)):
         raise BucketoptError(
-            f"source must be a path; got {type(source).__name__} (pass arrays to solve() directly)."
+            f"source must be a path; got {type(source).__name__} (pass arrays to solve() "
+            "directly).",
+            param="source",
         )
     if column is not None and (not isinstance(column, str) or not column):
-        raise BucketoptError(f"column must be a non-empty string; got {column!r}.")
+        raise BucketoptError(f"column must be a non-empty string; got {column!r}.", param="column")
     text = os.fspath(source)
     if isinstance(text, bytes):
         text = os.fsdecode(text)
@@ -406,7 +408,8 @@ def choose_column(fields, column: str | None, label: str) -> Column:
     hist = _histogram_layout(fields)
     if column is not None:
         if column not in by_name:
-            raise BucketoptError(f"{label}: no column {column!r}; columns are {listing}.")
+            raise BucketoptError(f"{label}: no column {column!r}; columns are {listing}.",
+                                 param="column")
         kind, type_, nested = by_name[column]
         if hist and column == hist[0]:
             return Column(column, "histogram", type_, "given; the table is a histogram",
@@ -422,7 +425,8 @@ def choose_column(fields, column: str | None, label: str) -> Column:
     if len(named) > 1:
         raise BucketoptError(
             f"{label}: several length columns ({', '.join(named)}); choose one with "
-            "column=/--column."
+            "column=/--column.",
+            param="column",
         )
     lists = [n for n, k, _, nested in fields if k == "list" and not nested]
     tokens = [n for n in lists if n.lower() in TOKEN_LIST_NAMES]
@@ -434,7 +438,8 @@ def choose_column(fields, column: str | None, label: str) -> Column:
     if len(lists) > 1:
         raise BucketoptError(
             f"{label}: no length column and several list columns ({', '.join(lists)}); choose "
-            "one with column=/--column."
+            "one with column=/--column.",
+            param="column",
         )
     if len(fields) == 1:
         name, kind, type_, nested = fields[0]
@@ -442,7 +447,8 @@ def choose_column(fields, column: str | None, label: str) -> Column:
         return Column(name, kind, type_, "the only column")
     raise BucketoptError(
         f"{label}: no column named like a length ({', '.join(LENGTH_COLUMN_NAMES[:4])}, ...) and "
-        f"no list column; columns are {listing}; choose one with column=/--column."
+        f"no list column; columns are {listing}; choose one with column=/--column.",
+        param="column",
     )
 
 
@@ -479,7 +485,7 @@ def _array_source(path, fmt, schema, data, *, column, given=None, reason="the on
                   count_column=None, counts=None) -> Source:
     if given is not None:
         raise BucketoptError(f"{path.name}: a .npy file holds one array; column={given!r} "
-                             "does not apply.")
+                             "does not apply.", param="column")
     kind = "histogram" if counts is not None else "integer"
     chosen = Column(column or "", kind, schema[0][1] if schema else "", reason, count_column)
 
@@ -530,7 +536,7 @@ NPY_CHUNK = 1 << 22
 def _npy_source(path: Path, given: str | None) -> Source:
     if given is not None:
         raise BucketoptError(f"{path.name}: a .npy file holds one array; column={given!r} "
-                             "does not apply.")
+                             "does not apply.", param="column")
     mapped = _load_npy(path)
     # the first chunk is checked now: a file of zeros or of floats fails before any reading
     validate_lengths(np.array(mapped[:NPY_CHUNK]), name=path.name)
@@ -583,7 +589,8 @@ def _npz_source(path: Path, column: str | None) -> Source:
                 if len(preferred) != 1:
                     raise BucketoptError(
                         f"{path.name}: holds several arrays ({', '.join(names)}); choose one "
-                        "with column=/--column."
+                        "with column=/--column.",
+                        param="column",
                     )
                 name, reason = preferred[0], "named like a length column"
             _check_inflation(path, archive.zip, name)
@@ -623,11 +630,13 @@ def _text_source(path: Path, column: str | None) -> Source:
     header = _header(path, first[0], first_row)
     if header is None:
         if column is not None and width > 1:
-            raise BucketoptError(f"{path.name}: has no header, so column={column!r} is unknown.")
+            raise BucketoptError(f"{path.name}: has no header, so column={column!r} is unknown.",
+                                 param="column")
         if width > 1:
             raise BucketoptError(
                 f"{path.name}: {width} values per line and no header; give one length "
-                "per line or a header row and column=/--column."
+                "per line or a header row and column=/--column.",
+                param="column",
             )
         chosen, wanted = None, [(0, path.name, True)]
     else:

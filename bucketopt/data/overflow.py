@@ -24,16 +24,18 @@ SPLIT_ITEMS_LIMIT = 1 << 25
 def check_max_length(max_length, overflow):
     if overflow not in OVERFLOWS:
         raise BucketoptError(f"`overflow` must be one of {', '.join(OVERFLOWS)}; got "
-                             f"{shown(overflow)}.")
+                             f"{shown(overflow)}.", param="overflow")
     if max_length is None:
         return None
     if isinstance(max_length, float) and max_length.is_integer():
         max_length = int(max_length)
     if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) \
             or max_length < 1:
-        raise BucketoptError(f"`max_length` must be an integer >= 1; got {shown(max_length)}.")
+        raise BucketoptError(f"`max_length` must be an integer >= 1; got {shown(max_length)}.",
+                             param="max_length")
     if max_length > 2**60:
-        raise BucketoptError(f"`max_length` must be at most 2**60; got {shown(max_length)}.")
+        raise BucketoptError(f"`max_length` must be at most 2**60; got {shown(max_length)}.",
+                             param="max_length")
     return int(max_length)
 
 
@@ -65,7 +67,7 @@ def apply_overflow(hist: Histogram, max_length, overflow="truncate"):
     elif overflow == "drop":
         if keep_v.size == 0:
             raise BucketoptError(f"max_length={max_length} with overflow='drop' leaves no "
-                                 f"sample (the shortest is {hist.min_length}).")
+                                 f"sample (the shortest is {hist.min_length}).", param=None)
         values, counts = keep_v, keep_c
         lost = int((long_v * long_c).sum())
     else:
@@ -109,7 +111,7 @@ def overflow_items(lengths: np.ndarray, max_length, overflow="truncate"):
         index = np.flatnonzero(lengths <= max_length)
         if index.size == 0:
             raise BucketoptError(f"max_length={max_length} with overflow='drop' leaves no "
-                                 f"sample (the shortest is {int(lengths.min())}).")
+                                 f"sample (the shortest is {int(lengths.min())}).", param=None)
         return lengths[index], index, None
     chunks = -(-lengths // max_length)
     total = int(chunks.sum(dtype=np.float64)) if chunks.size else 0
@@ -117,7 +119,7 @@ def overflow_items(lengths: np.ndarray, max_length, overflow="truncate"):
         raise BucketoptError(
             f"max_length={max_length} with overflow='split' cuts {lengths.size:,} samples into "
             f"{total:,} chunks, more than the {SPLIT_ITEMS_LIMIT:,} one plan can hold; use a "
-            "larger max_length (or overflow='truncate').")
+            "larger max_length (or overflow='truncate').", param=None)
     index = np.repeat(np.arange(lengths.size), chunks)
     first = np.r_[0, np.cumsum(chunks)[:-1]]
     chunk = np.arange(index.size) - np.repeat(first, chunks)

@@ -42,7 +42,7 @@ def prepare(accelerator, loader):
     sampler = _sampler_of(loader)
     if sampler is None:
         raise BucketoptError("loader must be a DataLoader built with "
-                             "batch_sampler=BucketBatchSampler(...).")
+                             "batch_sampler=BucketBatchSampler(...).", param="loader")
     prepared = accelerator.prepare(loader)
     passthrough(prepared, sampler)
     return sampler.track(prepared)

@@ -77,11 +77,14 @@ def varlen_collate(features, *, attention="position_ids", separator_id=-100, use
         ``attention`` adds.
     """
     if attention not in ATTENTIONS:
-        raise BucketoptError(f"attention must be one of {ATTENTIONS}; got {attention!r}.")
+        raise BucketoptError(f"attention must be one of {ATTENTIONS}; got {attention!r}.",
+                             param="attention")
     if return_tensors not in ("pt", "np"):
-        raise BucketoptError(f"return_tensors must be 'pt' or 'np'; got {return_tensors!r}.")
+        raise BucketoptError(f"return_tensors must be 'pt' or 'np'; got {return_tensors!r}.",
+                             param="return_tensors")
     if use_cache is not None and not isinstance(use_cache, (bool, np.bool_)):
-        raise BucketoptError(f"use_cache must be True, False or None; got {use_cache!r}.")
+        raise BucketoptError(f"use_cache must be True, False or None; got {use_cache!r}.",
+                             param="use_cache")
     separator_id = _int("separator_id", separator_id)
     tokens, labels = _documents(features)
     lengths = np.fromiter((t.size for t in tokens), dtype=np.int64, count=len(tokens))
@@ -138,20 +141,21 @@ class VarlenCollator:
 def _documents(features):
     if isinstance(features, dict):
         raise BucketoptError("features must be a list of documents (dicts with input_ids, or "
-                             "token lists); got one dict: pass [features].")
+                             "token lists); got one dict: pass [features].", param="features")
     try:
         features = list(features)
     except TypeError:
         raise BucketoptError(f"features must be a list of documents; got "
-                             f"{type(features).__name__}.") from None
+                             f"{type(features).__name__}.", param="features") from None
     if not features:
-        raise BucketoptError("features must hold at least one document; got none.")
+        raise BucketoptError("features must hold at least one document; got none.",
+                             param="features")
     tokens, labels = [], []
     for i, feature in enumerate(features):
         if isinstance(feature, dict):
             if "input_ids" not in feature:
                 raise BucketoptError(f"features[{i}] has no input_ids; got keys "
-                                     f"{sorted(map(str, feature))}.")
+                                     f"{sorted(map(str, feature))}.", param="features")
             ids = _ids(feature["input_ids"], f"features[{i}]['input_ids']")
             own = feature.get("labels")
             if own is None:
@@ -160,7 +164,8 @@ def _documents(features):
                 lab = _ids(own, f"features[{i}]['labels']", allow_negative=True)
                 if lab.size != ids.size:
                     raise BucketoptError(f"features[{i}]['labels'] has {lab.size} entries but "
-                                         f"input_ids has {ids.size}: one label per token.")
+                                         f"input_ids has {ids.size}: one label per token.",
+                                         param="features")
                 lab = lab.copy()
         else:
             ids = _ids(feature, f"features[{i}]")
@@ -188,7 +193,7 @@ def _ids(value, name, allow_negative=False):
 
 def _int(name, value):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise BucketoptError(f"{name} must be an integer; got {value!r}.")
+        raise BucketoptError(f"{name} must be an integer; got {value!r}.", param=name)
     return int(value)
 
 
@@ -204,7 +209,8 @@ def _check_mask_size(total, itemsize):
 def _mask_np(starts, lengths, total, dtype):
     dtype = np.dtype(dtype)
     if dtype.kind != "f":
-        raise BucketoptError(f"mask_dtype must be a floating dtype; got {dtype}.")
+        raise BucketoptError(f"mask_dtype must be a floating dtype; got {dtype}.",
+                             param="mask_dtype")
     _check_mask_size(total, dtype.itemsize)
     doc = np.repeat(np.arange(lengths.size), lengths)
     pos = np.arange(total)
@@ -214,7 +220,8 @@ def _mask_np(starts, lengths, total, dtype):
 
 def _mask_pt(torch, starts, lengths, total, dtype):
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise BucketoptError(f"mask_dtype must be a floating torch dtype; got {dtype!r}.")
+        raise BucketoptError(f"mask_dtype must be a floating torch dtype; got {dtype!r}.",
+                             param="mask_dtype")
     _check_mask_size(total, torch.finfo(dtype).bits // 8)
     doc = torch.repeat_interleave(torch.arange(lengths.size), torch.from_numpy(lengths))
     pos = torch.arange(total)

@@ -32,7 +32,7 @@ def dataset_lengths(dataset, *, column=None) -> np.ndarray:
     [3, 1]
     """
     if column is not None and not isinstance(column, str):
-        raise BucketoptError(f"column must be a column name (str); got {column!r}.")
+        raise BucketoptError(f"column must be a column name (str); got {column!r}.", param="column")
     table = _arrow_table(dataset)
     if table is not None:
         return _arrow_lengths(dataset, table, column)
@@ -42,9 +42,9 @@ def dataset_lengths(dataset, *, column=None) -> np.ndarray:
         raise BucketoptError(
             f"dataset must have a length (got {type(dataset).__name__}, which has none): for a "
             "stream, plan with bucketopt.training.streaming (boundaries from a sample, online "
-            "batching).") from None
+            "batching).", param="dataset") from None
     if n == 0:
-        raise BucketoptError("dataset is empty: there is nothing to batch.")
+        raise BucketoptError("dataset is empty: there is nothing to batch.", param="dataset")
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
         out[i] = _item_length(dataset[i], column, i)
@@ -71,10 +71,11 @@ def _arrow_lengths(dataset, table, column):
     chosen = choose_column(fields, column, label)
     if chosen.kind == "histogram":
         raise BucketoptError(f"{label}: column {chosen.name!r} with {chosen.count_column!r} "
-                             "looks like a histogram, not one row per sample; pass column=.")
+                             "looks like a histogram, not one row per sample; pass column=.",
+                             param="column")
     if chosen.kind not in ("integer", "list"):
         raise BucketoptError(f"{label}: column {chosen.name!r} ({chosen.type}) holds neither "
-                             "lengths nor token lists; pass column=.")
+                             "lengths nor token lists; pass column=.", param="column")
     from ..data.arrow_tables import column_values
 
     parts, start = [], 0
@@ -97,7 +98,7 @@ def _item_length(item, column, i) -> int:
             c for c in ("seq_len", "length", "input_ids") if c in item]
         if not names or names[0] not in item:
             raise BucketoptError(f"dataset item {i} has no {column or 'input_ids'!r} field; "
-                                 "pass lengths= or column=.")
+                                 "pass lengths= or column=.", param="column")
         value = item[names[0]]
     else:
         value = item

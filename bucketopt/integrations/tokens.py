@@ -38,12 +38,14 @@ def label_tokens(batch, *, ignore_index=IGNORE_INDEX) -> int:
     3
     """
     if not hasattr(batch, "get"):
-        raise BucketoptError(f"batch must be a dict with labels; got {type(batch).__name__}.")
+        raise BucketoptError(f"batch must be a dict with labels; got {type(batch).__name__}.",
+                             param="batch")
     if batch.get("shift_labels") is not None:
         return int((batch["shift_labels"] != ignore_index).sum())
     labels = batch.get("labels")
     if labels is None:
-        raise BucketoptError("batch has no labels: the step's token count needs them.")
+        raise BucketoptError("batch has no labels: the step's token count needs them.",
+                             param="batch")
     return int((labels[..., 1:] != ignore_index).sum())
 
 

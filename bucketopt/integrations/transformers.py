@@ -64,7 +64,7 @@ def bucketed(trainer_class):
     transformers = _require_transformers()
     if not (isinstance(trainer_class, type) and issubclass(trainer_class, transformers.Trainer)):
         raise BucketoptError(f"trainer_class must be a transformers.Trainer subclass; got "
-                             f"{trainer_class!r}.")
+                             f"{trainer_class!r}.", param="trainer_class")
     if trainer_class not in _CLASSES:
         _CLASSES[trainer_class] = type(f"Bucketed{trainer_class.__name__}",
                                        (_mixin(), trainer_class),
@@ -95,8 +95,9 @@ def _build_mixin():
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     from ..data.histogram import validate_lengths
-    from ..solution import batch_sizes_for, check_token_budget
+    from ..solution import batch_sizes_for
     from ..training.sampler import PACKINGS, VARLEN, BucketBatchSampler, _check_int
+    from ..validate import check_token_budget
     from ._schedule import trainer_schedule
     from .accelerate import passthrough
     from .lengths import dataset_lengths
@@ -140,30 +141,34 @@ def _build_mixin():
                      length_column=None, packing="fixed", sync_buckets=True, drop_last=False,
                      **kwargs):
             if packing not in PACKINGS:
-                raise BucketoptError(f"packing must be one of {PACKINGS}; got {packing!r}.")
+                raise BucketoptError(f"packing must be one of {PACKINGS}; got {packing!r}.",
+                                     param="packing")
             varlen = packing in VARLEN
             if boundaries is None and not varlen:
                 raise BucketoptError("boundaries are required: the bucket edges, e.g. "
                                      "bucketopt.solve(lengths, k, token_budget=T).boundaries "
-                                     "(None, one bucket, with packing='varlen' only).")
+                                     "(None, one bucket, with packing='varlen' only).",
+                                     param="boundaries")
             if token_budget is None:
                 raise BucketoptError("token_budget is required: the most padded tokens per "
-                                     "micro-batch per device (real tokens per row when packed).")
+                                     "micro-batch per device (real tokens per row when packed).",
+                                     param="token_budget")
             if packing != "fixed" and not has_epoch_hooks:
                 raise BucketoptError(
                     f"packing={packing!r} makes epochs of different lengths, which needs a "
                     f"transformers Trainer with _run_epoch (5.x); transformers "
-                    f"{transformers.__version__} has none: upgrade, or use packing='fixed'.")
+                    f"{transformers.__version__} has none: upgrade, or use packing='fixed'.",
+                    param="packing")
             # cheap checks before the model and data are touched (the rest when the sampler is
             # built from the dataset's lengths)
             token_budget = check_token_budget(token_budget)
             if boundaries is not None:
-                edges = validate_lengths(boundaries, name="boundaries")
+                edges = validate_lengths(boundaries, name="boundaries", param="boundaries")
                 if not varlen:
                     batch_sizes_for(edges, token_budget)
             if length_column is not None and not isinstance(length_column, str):
                 raise BucketoptError(f"length_column must be a column name (str); got "
-                                     f"{length_column!r}.")
+                                     f"{length_column!r}.", param="length_column")
             self._bucket_options = {"boundaries": boundaries, "token_budget": token_budget,
                                     "packing": packing, "sync_buckets": sync_buckets,
                                     "drop_last": drop_last}
@@ -400,18 +405,20 @@ def _check_batch(batch, budget, packed):
             f"packing={packed!r} trains rows of documents flattened into one sequence, "
             f"but the collator returned input_ids of shape {tuple(ids.shape)}: collate with "
             "bucketopt.integrations.collate.VarlenCollator, transformers' "
-            "DataCollatorWithFlattening or TRL's padding_free (or pass no data_collator).")
+            "DataCollatorWithFlattening or TRL's padding_free (or pass no data_collator).",
+            param="packing")
     if ids.numel() <= budget:
         return
     if packed:
         raise BucketoptError(
             f"a collated row holds {ids.numel()} tokens, over token_budget={budget}: the "
-            "collator pads the flattened row (pad_to_multiple_of?); collate without padding.")
+            "collator pads the flattened row (pad_to_multiple_of?); collate without padding.",
+            param="token_budget")
     raise BucketoptError(
         f"a collated batch holds {tuple(ids.shape)} = {ids.numel()} padded tokens, over "
         f"token_budget={budget}: the collator pads beyond the longest sample "
         "(pad_to_multiple_of? max_length padding?); solve with align= that multiple, or pad "
-        "to the longest sample.")
+        "to the longest sample.", param=None)
 
 
 def _token_mean_loss(outputs, labels, num_items_in_batch=None):

@@ -71,7 +71,8 @@ def registration(objective: str, pad: str) -> Registration:
     except KeyError:
         pads = [p for (n, p) in _REGISTRY if n == objective]
         raise BucketoptError(
-            f'objective="{objective}" takes pad in {", ".join(pads)}; got {pad!r}.') from None
+            f'objective="{objective}" takes pad in {", ".join(pads)}; got {pad!r}.',
+            param=None) from None
 
 
 def make_objective(objective: str, pad: str, *, cost_model=None, min_fill: float = 0.0,
@@ -111,7 +112,7 @@ def _time(*, pad, cost_model, sync_buckets, exact, **_):
 def _time_check(*, min_fill=0.0, **_):
     if min_fill > 0:
         raise BucketoptError('`min_fill` applies to objective="padding" (the time objective '
-                             "already pays for every step).")
+                             "already pays for every step).", param=None)
 
 
 def _packed(*, cost_model, **_):

@@ -57,7 +57,7 @@ class BatchPadding(Objective):
     def fit(self, groups, *, token_budget, win_lo, win_hi):
         if token_budget is None and self.memory is None:
             raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
-                                 'size comes from it).')
+                                 'size comes from it).', param=None)
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
     def layers(self, kmax, ks=None):
@@ -271,14 +271,15 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
     if sizes is None:
         sizes = token_budget // np.maximum(groups.edges, 1)
     if min_fill > 0 and token_budget is None:
-        raise BucketoptError("min_fill needs a token_budget (the fill is per batch).")
+        raise BucketoptError("min_fill needs a token_budget (the fill is per batch).", param=None)
     data = _Data(groups, sizes, win_lo, win_hi, min_fill * (token_budget or 0))
     g = groups.g
     if isinstance(candidates, str):
         if candidates not in ("auto", "all", "grid"):
             raise BucketoptError(
                 f"`candidates` must be 'auto', 'all', 'grid' or group indices"
-                f"; got {shown(candidates)}."
+                f"; got {shown(candidates)}.",
+                param="candidates",
             )
         if candidates == "all" or (candidates == "auto" and g <= EXACT_CANDIDATES):
             return data.layers(np.arange(g + 1, dtype=np.int64), kmax)

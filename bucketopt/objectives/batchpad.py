@@ -59,7 +59,8 @@ def log_factorials(n: int):
     if n > MAX_TABLE:
         raise BucketoptError(
             f'pad="batch" supports at most {MAX_TABLE:,} samples ({n:,} given); subsample the '
-            "lengths (the optimum depends on the distribution, not on n)."
+            "lengths (the optimum depends on the distribution, not on n).",
+            param=None,
         )
     return log_factorial_table(int(n))
 
@@ -113,5 +114,6 @@ def expected_batch_padding(lengths, batch_size: int) -> float:
     hist = as_histogram(lengths)
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
             or batch_size < 1:
-        raise BucketoptError(f"`batch_size` must be an integer >= 1; got {batch_size!r}.")
+        raise BucketoptError(f"`batch_size` must be an integer >= 1; got {batch_size!r}.",
+                             param="batch_size")
     return float(expected_padding_per_bucket(hist, [hist.max_length], [batch_size])[0])

@@ -31,7 +31,8 @@ class EdgePadding(Objective):
         if self.min_fill <= 0:
             return groups
         if token_budget is None:
-            raise BucketoptError("min_fill needs a token_budget (the fill is per batch).")
+            raise BucketoptError("min_fill needs a token_budget (the fill is per batch).",
+                                 param=None)
         sizes = self.batch_sizes_at(groups.edges[1:], token_budget)
         return _fill_candidates(groups, token_budget, self.min_fill, sizes)
 
@@ -77,7 +78,7 @@ def _fill_candidates(groups, token_budget, min_fill, sizes):
         raise BucketoptError(
             f"min_fill={min_fill} is infeasible: the last bucket, closed by the longest sample "
             f"({int(edges[-1])}), fills at most {full[-1] / token_budget:.3f} of the token "
-            "budget per batch.")
+            "budget per batch.", param="min_fill")
     return restrict_groups(groups, keep)
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..data.histogram import TOKEN_LIMIT
 from ..errors import BucketoptError
+from ..validate import TOKEN_LIMIT
 
 # Default fraction of the card's memory a plan may fill (NeMo's OOMptimizer uses the same).
 HEADROOM = 0.9
@@ -50,10 +50,12 @@ def check_headroom(headroom) -> float:
     try:
         value = float(headroom)
     except (TypeError, ValueError):
-        raise BucketoptError(f"`memory_headroom` must be a number in (0, 1]; got {headroom!r}.") \
+        raise BucketoptError(f"`memory_headroom` must be a number in (0, 1]; got {headroom!r}.",
+                             param="memory_headroom") \
             from None
     if isinstance(headroom, bool) or not (0.0 < value <= 1.0):
-        raise BucketoptError(f"`memory_headroom` must be in (0, 1]; got {headroom!r}.")
+        raise BucketoptError(f"`memory_headroom` must be in (0, 1]; got {headroom!r}.",
+                             param="memory_headroom")
     return value
 
 
@@ -167,7 +169,7 @@ def batch_sizes(edges, token_budget=None, memory: MemoryModel | None = None):
             b = int(edges[np.flatnonzero(over)[0]])
             raise BucketoptError(
                 f"bucket edge {b} exceeds token_budget={token_budget}: a batch of that bucket "
-                "cannot hold even one sample.")
+                "cannot hold even one sample.", param="token_budget")
         return token_budget // edges
     sizes = memory.batch_size(edges, token_budget)
     if sizes.size and sizes.min() < 1:
@@ -175,10 +177,10 @@ def batch_sizes(edges, token_budget=None, memory: MemoryModel | None = None):
         if token_budget is not None and b > token_budget:
             raise BucketoptError(
                 f"bucket edge {b} exceeds token_budget={token_budget}: a batch of that bucket "
-                "cannot hold even one sample.")
+                "cannot hold even one sample.", param="token_budget")
         raise BucketoptError(
             f"bucket edge {b}: one sample of that length needs {memory.peak_bytes(1, b):.4g} "
             f"bytes, above headroom x capacity = {memory.usable:.4g} (the memory model's "
             f"longest edge is {memory.longest_edge():,}); use max_length= (--max-length) or a "
-            "larger capacity.")
+            "larger capacity.", param=None)
     return sizes

@@ -38,11 +38,12 @@ class Time(Objective):
         if token_budget is None and self.memory is None:
             raise BucketoptError(
                 'objective="time" needs a token_budget (or a profile that has one) or a memory '
-                'model.')
+                'model.', param=None)
         if self.memory is None and groups.edges[-1] > token_budget:
             raise BucketoptError(
                 f"the last bucket edge {int(groups.edges[-1])} exceeds token_budget="
-                f"{token_budget}: a batch of that bucket cannot hold one sample.")
+                f"{token_budget}: a batch of that bucket cannot hold one sample.",
+                param="token_budget")
         self.__dict__.pop("_sizes", None)  # batch sizes of the candidates fitted before
         self.arrays = TimeArrays(groups.hist, self.pad)
         self.group_end = groups.value_end

@@ -53,7 +53,8 @@ def _batch_sizes(solution: Solution, fmt: str) -> list[int]:
     if solution.batch_sizes is None:
         raise BucketoptError(
             f"the {fmt} export needs per-bucket batch sizes: solve or evaluate with a token_budget "
-            "(CLI: --token-budget T)."
+            "(CLI: --token-budget T).",
+            param="token_budget",
         )
     return [int(b) for b in solution.batch_sizes]
 
@@ -104,17 +105,18 @@ def sampler_kwargs(config) -> dict:
             or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in edges)
             or any(a >= b for a, b in zip(edges, edges[1:]))):
         raise BucketoptError("sampler config: `boundaries` must be a list of strictly increasing "
-                             f"integers >= 1; got {str(edges)[:80]}.")
+                             f"integers >= 1; got {str(edges)[:80]}.", param="boundaries")
     sizes = config.get("batch_sizes")
     if budget is None and isinstance(sizes, list):  # a plan whose batch sizes came from memory
         if len(sizes) != len(edges) or not all(
                 isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in sizes):
             raise BucketoptError("sampler config: `batch_sizes` must hold one integer >= 1 per "
-                                 f"boundary; got {str(sizes)[:80]}.")
+                                 f"boundary; got {str(sizes)[:80]}.", param="batch_sizes")
         return {"boundaries": tuple(edges), "batch_sizes": tuple(sizes)}
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
         raise BucketoptError(
-            f"sampler config: `token_budget` must be an integer >= 1; got {str(budget)[:40]}.")
+            f"sampler config: `token_budget` must be an integer >= 1; got {str(budget)[:40]}.",
+            param="token_budget")
     return {"boundaries": tuple(edges), "token_budget": budget}
 
 
@@ -132,7 +134,8 @@ def _lhotse_release(version) -> tuple[int, int]:
     match = re.match(r"\s*v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
     if match is None:
         raise BucketoptError(
-            f"`lhotse_version` must be a version string like '1.33.0'; got {shown(version)}.")
+            f"`lhotse_version` must be a version string like '1.33.0'; got {shown(version)}.",
+            param="lhotse_version")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -278,5 +281,6 @@ def export(solution, fmt: str, **options) -> dict:
     converters = {"sampler": to_sampler_json, "lhotse": to_lhotse, "nemo": to_nemo,
                   "tf": to_tf_data}
     if fmt not in converters:
-        raise BucketoptError(f"`format` must be one of {', '.join(FORMATS)}; got {shown(fmt)}.")
+        raise BucketoptError(f"`format` must be one of {', '.join(FORMATS)}; got {shown(fmt)}.",
+                             param="fmt")
     return converters[fmt](solution, **options)

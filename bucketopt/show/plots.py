@@ -220,7 +220,8 @@ def plot_throughput_vs_k(sweep, lengths=None, *, profile=None, world_size=None, 
     """
     rates = [s.ktok_per_s for s in sweep.solutions]
     if any(r is None for r in rates):
-        raise BucketoptError("a throughput plot needs a profile (sweep(..., profile=NAME)).")
+        raise BucketoptError("a throughput plot needs a profile (sweep(..., profile=NAME)).",
+                             param="profile")
     ax = _new_axes(ax)
     ks = list(sweep.ks)
     curves = _curves(sweep, lengths if profile is not None or isinstance(rules, dict) else None,
@@ -317,7 +318,8 @@ def plot_histogram(lengths, solution=None, *, bins=120, xscale="auto", ax=None):
     from ..data.histogram import as_histogram
 
     if xscale not in ("auto", "linear", "log"):
-        raise BucketoptError(f"`xscale` must be 'auto', 'linear' or 'log'; got {xscale!r}.")
+        raise BucketoptError(f"`xscale` must be 'auto', 'linear' or 'log'; got {xscale!r}.",
+                             param="xscale")
     hist = as_histogram(lengths)
     ax = _new_axes(ax, figsize=(9, 4.8))
     hi = hist.max_length if solution is None else max(hist.max_length, solution.boundaries[-1])
@@ -428,14 +430,15 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
     matplotlib Axes
     """
     if not strategies:
-        raise BucketoptError("nothing to plot: no strategies.")
+        raise BucketoptError("nothing to plot: no strategies.", param="strategies")
     names = list(strategies)
     rows = [strategies[n] for n in names]
     has_rate = any(r.get("ktok_per_s") is not None for r in rows)
     if metric is None:
         metric = "throughput" if has_rate else "padding"
     if metric not in ("padding", "throughput"):
-        raise BucketoptError(f"`metric` must be 'padding' or 'throughput'; got {metric!r}.")
+        raise BucketoptError(f"`metric` must be 'padding' or 'throughput'; got {metric!r}.",
+                             param="metric")
     if metric == "throughput" and not has_rate:
         raise BucketoptError("a throughput chart needs ktok_per_s figures (a profile).")
     ax = _new_axes(ax, figsize=(8, 0.5 * len(names) + 1.6))
@@ -489,7 +492,7 @@ def plot_comparison(strategies: dict, *, title=None):
     matplotlib Figure
     """
     if not strategies:
-        raise BucketoptError("nothing to plot: no strategies.")
+        raise BucketoptError("nothing to plot: no strategies.", param="strategies")
     has_rate = any(r.get("ktok_per_s") is not None for r in strategies.values())
     try:
         from matplotlib.figure import Figure

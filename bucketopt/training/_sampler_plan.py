@@ -212,12 +212,12 @@ def infeasible(sampler, n, batches, G, what=None):
             f"cannot resume at world_size={G}: {what} ({n} samples, up to {batches} batches "
             f"under token_budget={sampler.token_budget}) cannot give each of {G} ranks the same "
             "number of batches with every sample exactly once; resume on fewer ranks, or at the "
-            "next epoch, or with drop_last=True.")
+            "next epoch, or with drop_last=True.", param=None)
     return BucketoptError(
         f"cannot give each of world_size={G} ranks the same number of batches with every sample "
         f"exactly once: {n} samples make up to {batches} batches under token_budget="
         f"{sampler.token_budget} and splitting cannot reach the next multiple of {G}; pass "
-        "drop_last=True or use fewer ranks.")
+        "drop_last=True or use fewer ranks.", param=None)
 
 
 def _split_largest(starts, stops, buckets, extra):

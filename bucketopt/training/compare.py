@@ -16,7 +16,7 @@ import numpy as np
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
 from ..heuristics import RULES
-from ..solution import check_token_budget
+from ..validate import check_k, check_token_budget
 from .rows import strategy_row
 
 MAX_SIMULATIONS = 1000
@@ -215,7 +215,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     True
     """
     from ..data.histogram import Histogram
-    from ..solver import check_k, evaluate, solve
+    from ..solver import evaluate, solve
 
     k = check_k(k)
     if simulated_samples is not None:
@@ -256,7 +256,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         if solver_kwargs.get("objective") == "time":
             solver_kwargs.update(profile=profile, world_size=cost_model.world_size)
     elif solver_kwargs.get("objective") == "time":
-        raise BucketoptError('objective="time" needs a profile (--profile).')
+        raise BucketoptError('objective="time" needs a profile (--profile).', param=None)
     mem = None
     if memory is not None or gpu_memory is not None:
         from ..cost.memory import load_memory
@@ -281,15 +281,16 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     token_budget = check_token_budget(token_budget, hist)
     if token_budget is None:
         raise BucketoptError("compare needs a token_budget (--token-budget): batches are built "
-                             "under it.")
+                             "under it.", param="token_budget")
     if pad not in ("batch", "edge"):
-        raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {pad!r}.")
+        raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {pad!r}.", param="pad")
     if isinstance(simulations, bool) or not isinstance(simulations, (int, np.integer)) \
             or simulations < 1:
-        raise BucketoptError(f"`simulations` must be an integer >= 1; got {simulations!r}.")
+        raise BucketoptError(f"`simulations` must be an integer >= 1; got {simulations!r}.",
+                             param="simulations")
     if simulations > MAX_SIMULATIONS:  # each one simulates every strategy over the whole data
         raise BucketoptError(f"`simulations` must be at most {MAX_SIMULATIONS:,}; "
-                             f"got {simulations!r}.")
+                             f"got {simulations!r}.", param="simulations")
     from ..cost.costmodel import _positive_int
 
     grad_accum = _positive_int(grad_accum, "grad_accum")
@@ -430,5 +431,6 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
 
 def _positive(value, name):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise BucketoptError(f"`{name}` must be an integer >= 1 or None; got {value!r}.")
+        raise BucketoptError(f"`{name}` must be an integer >= 1 or None; got {value!r}.",
+                             param=name)
     return int(value)

@@ -66,7 +66,8 @@ def step_mix_gap(lengths, steps) -> float:
     bins = decile_bins(lengths)
     steps = [np.asarray(s, dtype=np.int64).ravel() for s in steps]
     if not steps or any(s.size == 0 for s in steps):
-        raise BucketoptError("steps must be a non-empty list of non-empty index lists.")
+        raise BucketoptError("steps must be a non-empty list of non-empty index lists.",
+                             param="steps")
     flat = np.concatenate(steps)
     if flat.min() < 0 or flat.max() >= bins.size:
         raise BucketoptError(f"step indices must be in [0, {bins.size}); got "
@@ -92,7 +93,8 @@ def epoch_churn(batches_e, batches_e1) -> float:
     """
     later = list(batches_e1)
     if not later:
-        raise BucketoptError("batches_e1 is empty: at least one batch is required.")
+        raise BucketoptError("batches_e1 is empty: at least one batch is required.",
+                             param="batches_e1")
     earlier = list(batches_e)
     fast = _distinct_flat(earlier), _distinct_flat(later)
     if fast[0] is not None and fast[1] is not None:  # no sample twice in an epoch: signatures
@@ -140,14 +142,15 @@ def strategy_batches(lengths, strategy, *, token_budget, epoch=0, seed=0, bounda
         return np.split(order, starts[1:])
     if strategy == "bucketed":
         if boundaries is None:
-            raise BucketoptError('strategy "bucketed" needs boundaries.')
+            raise BucketoptError('strategy "bucketed" needs boundaries.', param="boundaries")
         from .sampler import BucketBatchSampler
 
         sampler = BucketBatchSampler(lengths, boundaries, token_budget=token_budget, seed=seed,
                                      world_size=world_size, grad_accum=grad_accum,
                                      **sampler_options)
         return sampler.plan(epoch).batches()
-    raise BucketoptError(f"strategy must be one of {STRATEGIES}; got {shown(strategy)}.")
+    raise BucketoptError(f"strategy must be one of {STRATEGIES}; got {shown(strategy)}.",
+                         param="strategy")
 
 
 def measure(lengths, batches_e, batches_e1, *, world_size, grad_accum, strategy="") -> Diversity:

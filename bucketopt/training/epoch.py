@@ -29,7 +29,8 @@ class Epoch:
     Attributes
     ----------
     strategy : str
-        Name of the strategy that built it ("sorted", "shuffle", "bucketed", "packed", ...).
+        Name of the strategy that built it ("sorted", "shuffle", "bucketed", "best-fit",
+        "packed", ...).
     sizes : int64 array (n_batches,)
         Samples (rows) in each batch, in training order.
     padded_lens : int64 array (n_batches,)
@@ -138,7 +139,7 @@ def epoch_from_batches(lengths, batches, *, strategy: str, pad: str = "batch", e
     lengths = np.asarray(lengths, dtype=np.int64)
     sizes = np.fromiter((len(b) for b in batches), dtype=np.int64, count=len(batches))
     if sizes.size == 0:
-        raise BucketoptError("no batches: the epoch is empty.")
+        raise BucketoptError("no batches: the epoch is empty.", param="batches")
     if sizes.min() < 1:
         raise BucketoptError("every batch must hold at least one sample.")
     flat = np.concatenate([np.asarray(b, dtype=np.int64) for b in batches])
@@ -154,10 +155,11 @@ def epoch_from_batches(lengths, batches, *, strategy: str, pad: str = "batch", e
         padded_lens = longest
     elif pad == "edge":
         if edges is None:
-            raise BucketoptError('pad="edge" needs the bucket edges.')
+            raise BucketoptError('pad="edge" needs the bucket edges.', param="pad")
         edges = np.asarray(edges, dtype=np.int64)
         padded_lens = edges[np.searchsorted(edges, longest, side="left")]
     else:
-        raise BucketoptError(f"`pad` must be 'edge', 'batch' or 'varlen'; got {shown(pad)}.")
+        raise BucketoptError(f"`pad` must be 'edge', 'batch' or 'varlen'; got {shown(pad)}.",
+                             param="pad")
     return Epoch(strategy, sizes, padded_lens.astype(np.int64), real.astype(np.int64),
                  None if buckets is None else np.asarray(buckets, dtype=np.int64))

@@ -12,8 +12,9 @@ Strategies (:data:`STRATEGIES`):
 
 - ``"packed"``: greedy packing of a full shuffle (walk the shuffled documents, open a new row
   when the next does not fit), rows in that order. This is the greedy packing most trainers do;
-  ``simulate(lengths, "packed")`` keeps its own meaning, best-fit decreasing over the whole
-  sorted data into rows padded to ``row_length``: the padding floor, not a training order.
+  ``simulate(lengths, "best-fit")`` (formerly ``"packed"``) is another thing, best-fit
+  decreasing over the whole sorted data into rows padded to ``row_length``: the padding floor,
+  not a training order.
 - ``"packed-bfd"``: best-fit decreasing inside consecutive windows of ``window`` shuffled
   documents (default :data:`DEFAULT_WINDOW`), then the rows in random order.
 - ``"packed-balanced"``: the greedy rows of ``"packed"``, then the documents of every step
@@ -55,12 +56,13 @@ def _check(lengths, token_budget, world_size):
 
     lengths = validate_lengths(lengths)
     if token_budget is None:
-        raise BucketoptError("`token_budget` is required: rows are packed under it.")
+        raise BucketoptError("`token_budget` is required: rows are packed under it.",
+                             param="token_budget")
     token_budget = _positive_int(token_budget, "token_budget")
     longest = int(lengths.max())
     if longest > token_budget:
         raise BucketoptError(f"token_budget={token_budget} is smaller than the longest sample "
-                             f"({longest}): no row can hold it.")
+                             f"({longest}): no row can hold it.", param="token_budget")
     return lengths, token_budget, _positive_int(world_size, "world_size")
 
 
@@ -91,14 +93,15 @@ def packed_plan(lengths, strategy, *, token_budget, world_size=1, boundaries=Non
         order, starts = _permute_rows(order, starts, rng.permutation(starts.size))
     elif strategy == "packed-bucketed":
         if boundaries is None:
-            raise BucketoptError('strategy="packed-bucketed" needs `boundaries` (the levels).')
+            raise BucketoptError('strategy="packed-bucketed" needs `boundaries` (the levels).',
+                                 param="boundaries")
         from ..solution import check_boundaries
 
         edges = np.asarray(check_boundaries(boundaries, as_histogram(lengths)), dtype=np.int64)
         order, starts, levels = _level_rows(shuffled, edges, token_budget, g, rng)
     else:
         raise BucketoptError(f"`strategy` must be one of {', '.join(STRATEGIES)}; "
-                             f"got {shown(strategy)}.")
+                             f"got {shown(strategy)}.", param="strategy")
     return perm[order], starts, levels
 
 
@@ -208,7 +211,8 @@ def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_s
     candidate edge (every distinct length, or multiples of ``align``)."""
     from ..groups import backtrack, make_groups
     from ..objectives import make_objective
-    from ..solver import check_align, check_k, check_shares, run_layers
+    from ..solver import run_layers
+    from ..validate import check_align, check_k, check_shares
 
     k = check_k(k)
     hist = as_histogram(lengths)
@@ -219,16 +223,17 @@ def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_s
     if pairs > MAX_LEVEL_PAIRS:
         raise BucketoptError(f"packing levels over {groups.g:,} candidate edges visit "
                              f"{pairs:,.0f} pairs of edges, too many for the exact DP; pass "
-                             "align= (e.g. align=16) to merge nearby edges.")
+                             "align= (e.g. align=16) to merge nearby edges.", param="align")
     if groups.edges[-1] > token_budget:
         raise BucketoptError(f"align={align} rounds the last edge up to "
-                             f"{int(groups.edges[-1])}, above token_budget={token_budget}.")
+                             f"{int(groups.edges[-1])}, above token_budget={token_budget}.",
+                             param=None)
     objective = make_objective("packed", "varlen", cost_model=cost_model)
     kmax, opt, best = run_layers(objective, groups, k, token_budget=int(token_budget),
                                  min_share=min_share, max_share=max_share, stage=False)
     if not np.isfinite(best[kmax - 1]):
         raise BucketoptError(f"infeasible constraints: no set of at most {k} packing levels "
-                             f"satisfies min_share={min_share}, max_share={max_share}.")
+                             f"satisfies min_share={min_share}, max_share={max_share}.", param=None)
     ends = backtrack(opt, kmax, groups.g)
     return tuple(int(e) for e in groups.edges[ends])
 

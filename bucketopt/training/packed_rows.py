@@ -57,7 +57,7 @@ def packed_rows(lengths, k, *, token_budget, cost_model=None, world_size=1, grad
     for name in strategies:
         if name not in STRATEGIES:
             raise BucketoptError(f"`strategies` must be among {', '.join(STRATEGIES)}; "
-                                 f"got {name!r}.")
+                                 f"got {name!r}.", param="strategies")
         if name != "packed" and cost_model is None and name != "packed-bfd":
             raise BucketoptError(f"strategy {name!r} plans for time: it needs a cost model.")
         levels = None

@@ -45,17 +45,18 @@ def _lengths(lengths, capacity) -> tuple[np.ndarray, int]:
     capacity = _positive_int(capacity, "capacity")
     arr = np.asarray(lengths)
     if arr.ndim != 1:
-        raise BucketoptError(f"`lengths` must be one-dimensional; got shape {arr.shape}.")
+        raise BucketoptError(f"`lengths` must be one-dimensional; got shape {arr.shape}.",
+                             param="lengths")
     if arr.size and not np.issubdtype(arr.dtype, np.integer) and (
             not np.issubdtype(arr.dtype, np.floating) or not np.all(np.isfinite(arr))
             or not np.all(arr == np.round(arr))):
-        raise BucketoptError("`lengths` must hold integers.")
+        raise BucketoptError("`lengths` must hold integers.", param="lengths")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and arr.min() < 1:
-        raise BucketoptError(f"`lengths` must be >= 1; got {int(arr.min())}.")
+        raise BucketoptError(f"`lengths` must be >= 1; got {int(arr.min())}.", param="lengths")
     if arr.size and arr.max() > capacity:
         raise BucketoptError(f"a document of {int(arr.max())} tokens exceeds capacity="
-                             f"{capacity}: no row can hold it.")
+                             f"{capacity}: no row can hold it.", param="capacity")
     return arr, capacity
 
 
@@ -102,11 +103,12 @@ def pack_rows(lengths, capacity, *, method="greedy", window=None) -> tuple[np.nd
     """
     arr, capacity = _lengths(lengths, capacity)
     if method not in METHODS:
-        raise BucketoptError(f"`method` must be one of {', '.join(METHODS)}; got {shown(method)}.")
+        raise BucketoptError(f"`method` must be one of {', '.join(METHODS)}; got {shown(method)}.",
+                             param="method")
     n = arr.size
     if method == "greedy":
         if window is not None:
-            raise BucketoptError('`window` applies to method="bfd" only.')
+            raise BucketoptError('`window` applies to method="bfd" only.', param="window")
         return np.arange(n, dtype=np.int64), greedy_row_starts(arr, capacity)
     if window is None:
         window = max(n, 1)
@@ -207,7 +209,8 @@ def attention_balance(attention, world_size) -> float:
     g = _positive_int(world_size, "world_size")
     att = np.asarray(attention, dtype=np.float64)
     if att.ndim != 1 or not np.all(np.isfinite(att)) or (att.size and att.min() < 0):
-        raise BucketoptError("`attention` must be one finite number >= 0 per row.")
+        raise BucketoptError("`attention` must be one finite number >= 0 per row.",
+                             param="attention")
     steps = -(-att.size // g)
     padded = np.zeros(steps * g)
     padded[:att.size] = att
@@ -269,7 +272,8 @@ def balance_steps(lengths, order, starts, world_size, capacity, *,
     else:
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != arr.shape or not np.all(np.isfinite(w)) or (w.size and w.min() < 0):
-            raise BucketoptError("`weights` must hold one finite number >= 0 per length.")
+            raise BucketoptError("`weights` must hold one finite number >= 0 per length.",
+                                 param="weights")
     if arr.size == 0 or g == 1:
         return order.copy(), starts.copy()
     from ._packing_kernels import balance_kernel
@@ -281,16 +285,18 @@ def balance_steps(lengths, order, starts, world_size, capacity, *,
 def _check_rows(lengths, order, starts, capacity) -> None:
     n = lengths.size
     if order.shape != (n,) or (n and not np.array_equal(np.sort(order), np.arange(n))):
-        raise BucketoptError("`order` must be a permutation of the positions of `lengths`.")
+        raise BucketoptError("`order` must be a permutation of the positions of `lengths`.",
+                             param="order")
     if n == 0:
         if starts.size:
-            raise BucketoptError("`starts` must be empty when there are no documents.")
+            raise BucketoptError("`starts` must be empty when there are no documents.",
+                                 param="starts")
         return
     if starts.ndim != 1 or starts.size == 0 or starts[0] != 0 or np.any(np.diff(starts) <= 0) \
             or starts[-1] >= n:
         raise BucketoptError("`starts` must begin at 0 and increase strictly below the number "
-                             "of documents.")
+                             "of documents.", param="starts")
     tokens = np.add.reduceat(lengths[order], starts)
     if tokens.max() > capacity:
         raise BucketoptError(f"a row of `order`/`starts` holds {int(tokens.max())} tokens, over "
-                             f"capacity={capacity}.")
+                             f"capacity={capacity}.", param=None)

@@ -89,7 +89,8 @@ def batch_plan(lengths, strategy="bucketed", *, token_budget, boundaries=None, s
 
     if strategy not in PLANNED:
         raise BucketoptError(f"strategy must be one of {', '.join(PLANNED)}; got {shown(strategy)} "
-                             '("packed" builds rows of many samples: use simulate()).')
+                             '("best-fit" builds rows of many samples: use simulate()).',
+                             param="strategy")
     order, starts, buckets = _plan(lengths, strategy, token_budget=token_budget,
                                    boundaries=boundaries, seed=seed, epoch=epoch,
                                    packing=packing)
@@ -106,12 +107,13 @@ def comparison_batches(comparison, name, epoch=0) -> list[np.ndarray]:
                              "with bucketopt.compare() from the lengths (not a Histogram).")
     rows = comparison.strategies
     if name not in rows:
-        raise BucketoptError(f"name must be one of {', '.join(rows)}; got {shown(name)}.")
+        raise BucketoptError(f"name must be one of {', '.join(rows)}; got {shown(name)}.",
+                             param="name")
     row = rows[name]
     kind = row["kind"]
     if kind == "packed":
-        raise BucketoptError('the "packed" row packs many samples into each row (best-fit '
-                             "decreasing over all lengths): it has no batches of whole samples.")
+        raise BucketoptError(f'the "{name}" row packs many documents into each row: it has no '
+                             "batches of whole samples.")
     if kind == "bucketed:sampler":
         from .sampler import BucketBatchSampler
 

@@ -69,7 +69,8 @@ class RankedSampler:
         self.rank = _check_int("rank", rank, 0)
         if self.rank >= self.world_size:
             raise BucketoptError(
-                f"rank must be in [0, world_size) = [0, {self.world_size}); got {self.rank}.")
+                f"rank must be in [0, world_size) = [0, {self.world_size}); got {self.rank}.",
+                param="world_size")
         self._epoch = 0
 
     @property

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
-from ..solution import batch_sizes_for, check_boundaries, check_token_budget
-from ..validate import shown
+from ..solution import batch_sizes_for, check_boundaries
+from ..validate import check_token_budget, shown
 from ._sampler_plan import EpochPlan, build_plan, infeasible
 from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
 from .ranks import INT64_MAX, RankedSampler, _check_bool, _check_int  # noqa: F401
@@ -64,7 +64,7 @@ def _check_batch_sizes(batch_sizes, edges, token_budget) -> np.ndarray:
             k = int(np.flatnonzero(over)[0])
             raise BucketoptError(
                 f"batch_sizes[{k}]={int(sizes[k])} rows of length {int(edges[k])} exceed "
-                f"token_budget={token_budget}.")
+                f"token_budget={token_budget}.", param="batch_sizes")
     return sizes
 
 
@@ -137,7 +137,7 @@ class BucketBatchSampler(RankedSampler):
                  memory_headroom=None, gpu_memory=None):
         if isinstance(lengths, Histogram):
             raise BucketoptError("lengths must hold one length per sample in dataset order; got "
-                                 "a Histogram, which has no sample order.")
+                                 "a Histogram, which has no sample order.", param="lengths")
         from ..data.overflow import overflow_items
 
         # with max_length, the sampler plans items: whole samples, or chunks of long ones
@@ -150,7 +150,7 @@ class BucketBatchSampler(RankedSampler):
         memory = load_memory(memory, gpu_memory=gpu_memory, headroom=memory_headroom)
         if batch_sizes is not None and memory is not None:
             raise BucketoptError("give batch_sizes or memory, not both (the memory model sets "
-                                 "the batch sizes).")
+                                 "the batch sizes).", param=None)
         if packing not in PACKINGS:
             raise BucketoptError(f"packing must be one of {PACKINGS}; got {shown(packing)}.",
                                  param="packing")
@@ -159,18 +159,19 @@ class BucketBatchSampler(RankedSampler):
             raise BucketoptError("token_budget is required: the most padded tokens per "
                                  "micro-batch; got None" + (
                                      " (batch_sizes= or memory= replace it with "
-                                     "packing='fixed')." if packing == "fixed" else "."))
+                                     "packing='fixed')." if packing == "fixed" else "."),
+                                 param="token_budget")
         self.token_budget = check_token_budget(token_budget, hist)
         varlen = packing in VARLEN
         if own_sizes and packing != "fixed":
             raise BucketoptError(f"batch_sizes and memory apply to packing='fixed'; got "
-                                 f"packing={shown(packing)}.")
+                                 f"packing={shown(packing)}.", param=None)
         if boundaries is None and varlen:
             boundaries = [hist.max_length]  # one bucket: plain packing of a shuffle
         elif boundaries is None:
             raise BucketoptError(f"boundaries are required with packing={shown(packing)}, e.g. "
                                  "bucketopt.solve(lengths, k, token_budget=T).boundaries; None "
-                                 "(one bucket) is for packing='varlen' only.")
+                                 "(one bucket) is for packing='varlen' only.", param="boundaries")
         self.edges = check_boundaries(boundaries, hist)
         # rows of documents hold real tokens: a bucket edge above the budget is no obstacle
         if batch_sizes is not None:
@@ -182,7 +183,7 @@ class BucketBatchSampler(RankedSampler):
         self._init_ranks(seed=seed, rank=rank, world_size=world_size)
         self.grad_accum = _check_int("grad_accum", grad_accum, 1)
         self.packing = packing
-        from ..solver import check_sync
+        from ..validate import check_sync
 
         self.sync_buckets = check_sync(sync_buckets)
         self.drop_last = _check_bool("drop_last", drop_last)
@@ -227,7 +228,7 @@ class BucketBatchSampler(RankedSampler):
                 f"drop_last=True leaves no batch: {self.lengths.size} samples make "
                 f"{plan.natural_batches} batches under token_budget={self.token_budget}, fewer "
                 f"than one per rank for world_size={self.world_size}; pass drop_last=False, "
-                "use fewer ranks or a smaller token_budget.")
+                "use fewer ranks or a smaller token_budget.", param="drop_last")
         if self.grad_accum > plan.micro_steps:
             raise BucketoptError(
                 f"grad_accum={self.grad_accum} is more than the {plan.micro_steps} "
@@ -235,7 +236,7 @@ class BucketBatchSampler(RankedSampler):
                 f"({self.lengths.size} samples, token_budget="
                 f"{self.token_budget}, world_size={self.world_size}): not one optimizer step "
                 f"could be filled; use grad_accum <= {plan.micro_steps}, a smaller token_budget "
-                "or more data.")
+                "or more data.", param=None)
 
     # ----------------------------------------------------------------------------- the torch API
     def _new_epoch(self) -> None:
@@ -323,7 +324,7 @@ class BucketBatchSampler(RankedSampler):
                 f"state_dict() cannot tell how many of the {self._handed} batches handed out in "
                 f"epoch {self._epoch} the training loop consumed: a DataLoader fetches ahead of "
                 "the loop (workers, prefetch_factor, accelerate); iterate "
-                "sampler.track(loader) or pass position=<batches consumed this epoch>.")
+                "sampler.track(loader) or pass position=<batches consumed this epoch>.", param=None)
         else:
             position = self._handed
         return {"version": STATE_VERSION, "epoch": self._epoch, "position": int(position),
@@ -346,7 +347,7 @@ class BucketBatchSampler(RankedSampler):
         missing = [key for key in _STATE_KEYS if key not in state]
         if missing:
             raise BucketoptError(f"state is missing {', '.join(missing)}: pass a dict returned "
-                                 "by BucketBatchSampler.state_dict().")
+                                 "by BucketBatchSampler.state_dict().", param="state")
         version = state["version"]
         if version == 1:
             saved_ws, saved_ga, segments = self._check_v1(state)
@@ -354,16 +355,16 @@ class BucketBatchSampler(RankedSampler):
             saved_ws, saved_ga, segments = self._check_v2(state)
         else:
             raise BucketoptError(f"state version must be 1 or {STATE_VERSION}"
-                                 f"; got {shown(version)}.")
+                                 f"; got {shown(version)}.", param="state")
         if state["seed"] != self.seed:
             raise BucketoptError(f"state seed={shown(state['seed'])} does not match this sampler's "
-                                 f"seed={self.seed}.")
+                                 f"seed={self.seed}.", param="state")
         epoch = _check_int("state epoch", state["epoch"], 0)
         position = _check_int("state position", state["position"], 0)
         saved = self._chain(epoch, segments, saved_ws, saved_ga)
         if position > saved.micro_steps:
             raise BucketoptError(f"state position must be <= {saved.micro_steps} (batches per "
-                                 f"rank in epoch {epoch}); got {position}.")
+                                 f"rank in epoch {epoch}); got {position}.", param="state")
         if (saved_ws, saved_ga) != (self.world_size, self.grad_accum):  # elastic: re-plan the rest
             segments = (*segments, (saved_ws, saved_ga, position))
             position = 0
@@ -381,47 +382,51 @@ class BucketBatchSampler(RankedSampler):
                 "state (version 1) was saved by a sampler with other lengths, boundaries, "
                 "token_budget, world_size, grad_accum, packing, sync_buckets or drop_last; "
                 "version 1 states do not record which (fingerprint "
-                f"{shown(state['fingerprint'])}, this sampler {shown(legacy)}).")
+                f"{shown(state['fingerprint'])}, this sampler {shown(legacy)}).", param="state")
         return self.world_size, self.grad_accum, ()
 
     def _check_v2(self, state):
         missing = [key for key in _V2_KEYS if key not in state]
         if missing:
             raise BucketoptError(f"state is missing {', '.join(missing)}: pass a dict returned "
-                                 "by BucketBatchSampler.state_dict().")
+                                 "by BucketBatchSampler.state_dict().", param="state")
         saved = state["settings"]
         if not isinstance(saved, dict):
-            raise BucketoptError(f"state settings must be a dict; got {type(saved).__name__}.")
+            raise BucketoptError(f"state settings must be a dict; got {type(saved).__name__}.",
+                                 param="state")
         differ = [key for key in self._settings if saved.get(key) != self._settings[key]]
         if differ:
             raise BucketoptError("state was saved by a sampler with other settings: " + "; ".join(
-                _describe(key, saved.get(key), self._settings[key]) for key in differ) + ".")
+                _describe(key, saved.get(key), self._settings[key]) for key in differ) + ".",
+                                 param="state")
         if state["fingerprint"] != self._fingerprint:
             raise BucketoptError(f"state fingerprint {shown(state['fingerprint'])} does not "
                                  f"match its settings (this sampler "
                                  f"{shown(self._fingerprint)}): the state was edited or "
-                                 "corrupted.")
+                                 "corrupted.", param="state")
         saved_ws = _check_int("state world_size", state["world_size"], 1)
         saved_ga = _check_int("state grad_accum", state["grad_accum"], 1)
         n = self.lengths.size
         if max(saved_ws, saved_ga) > max(n, self.world_size, self.grad_accum):
             raise BucketoptError(f"state world_size={saved_ws}, grad_accum={saved_ga}: more than "
-                                 f"the {n:,} samples; the state was edited or corrupted.")
+                                 f"the {n:,} samples; the state was edited or corrupted.",
+                                 param="state")
         raw = state["segments"]
         if not isinstance(raw, (list, tuple)) or len(raw) > MAX_SEGMENTS:
             raise BucketoptError(f"state segments must be a list of at most {MAX_SEGMENTS} "
-                                 "[world_size, grad_accum, position] entries.")
+                                 "[world_size, grad_accum, position] entries.", param="state")
         segments = []
         for entry in raw:
             if not isinstance(entry, (list, tuple)) or len(entry) != 3:
                 raise BucketoptError("state segments must hold [world_size, grad_accum, "
-                                     f"position] entries; got {shown(entry)}.")
+                                     f"position] entries; got {shown(entry)}.", param="state")
             segment = (_check_int("state segment world_size", entry[0], 1),
                        _check_int("state segment grad_accum", entry[1], 1),
                        _check_int("state segment position", entry[2], 0))
             if max(segment[:2]) > max(n, self.world_size, self.grad_accum):
                 raise BucketoptError(f"state segment {list(segment)}: more ranks or micro-steps "
-                                     f"than the {n:,} samples; the state was edited or corrupted.")
+                                     f"than the {n:,} samples; the state was edited or corrupted.",
+                                     param="state")
             segments.append(segment)
         return saved_ws, saved_ga, tuple(segments)
 
@@ -452,7 +457,8 @@ class BucketBatchSampler(RankedSampler):
                             grad_accum=A, members=members, segments=segments[:i])
             if position > earlier.micro_steps:
                 raise BucketoptError(f"state segment position must be <= {earlier.micro_steps} "
-                                     f"(batches per rank at world_size={G}); got {position}.")
+                                     f"(batches per rank at world_size={G}); got {position}.",
+                                     param="state")
             members = earlier.indices_from(position * G)
         return build(self, epoch, _rng(self.seed, epoch, len(segments)),
                      world_size=world_size, grad_accum=grad_accum, members=members,

@@ -8,8 +8,10 @@ Strategies (all seeded per epoch with ``np.random.default_rng((seed, epoch))``):
 - ``"bucketed"``: shuffle inside each bucket, then batches of B_k = floor(T / b_k)
   (``packing="fixed"``, the model of ``pad="batch"``) or greedy packing inside the bucket
   (``packing="greedy"``); the batches of all buckets are then put in random order.
-- ``"packed"``: best-fit-decreasing sequence packing into rows of ``row_length`` tokens
+- ``"best-fit"``: best-fit-decreasing sequence packing into rows of ``row_length`` tokens
   (default: the token budget), ``token_budget // row_length`` rows per batch: the padding floor.
+  Its old name ``"packed"`` still works, with a ``DeprecationWarning``: compare's ``packed`` row
+  is another thing, greedy packing of a shuffle (:mod:`bucketopt.training.packed`).
 
 Greedy packing walks the samples in order and adds each to the current batch while
 (count + 1) x max_len <= token_budget.
@@ -23,15 +25,19 @@ copies of the lengths plus per-batch arrays, and equals the index plan's epoch a
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..data.histogram import validate_lengths
 from ..errors import BucketoptError
-from ..solution import batch_sizes_for, check_boundaries, check_token_budget
-from ..validate import shown
+from ..solution import batch_sizes_for, check_boundaries
+from ..validate import check_token_budget, shown
 from .epoch import Epoch
 
-STRATEGIES = ("sorted", "shuffle", "bucketed", "packed")
+STRATEGIES = ("sorted", "shuffle", "bucketed", "best-fit")
+# Old strategy names -> their names now; each still works, with a DeprecationWarning.
+RENAMED = {"packed": "best-fit"}
 PACKINGS = ("fixed", "greedy")
 CHUNK = 1 << 20  # samples per call of the streaming greedy kernel
 
@@ -51,7 +57,7 @@ def _check_plan(lengths, strategy, token_budget, seed, epoch, packing, own_sizes
     token_budget = check_token_budget(token_budget)
     if own_sizes and (strategy != "bucketed" or packing != "fixed"):
         raise BucketoptError('`batch_sizes` applies to strategy="bucketed" with '
-                             'packing="fixed".')
+                             'packing="fixed".', param="batch_sizes")
     if token_budget is None and not own_sizes:
         raise BucketoptError("`token_budget` is required: batches are built under it.",
                              param="token_budget")
@@ -66,8 +72,8 @@ def _check_plan(lengths, strategy, token_budget, seed, epoch, packing, own_sizes
     if packing not in PACKINGS:
         raise BucketoptError(f"`packing` must be one of {', '.join(PACKINGS)}"
                              f"; got {shown(packing)}.", param="packing")
-    if strategy == "packed":
-        raise BucketoptError('strategy="packed" builds rows, not batches: use simulate().',
+    if strategy == "best-fit" or strategy == "packed":
+        raise BucketoptError(f'strategy="{strategy}" builds rows, not batches: use simulate().',
                              param="strategy")
     if strategy not in STRATEGIES:
         raise BucketoptError(
@@ -103,7 +109,7 @@ def plan_arrays(lengths, strategy, *, token_budget, boundaries=None, seed=0, epo
         sizes = _greedy_sizes(lengths, order, [n], token_budget)[0]
     elif strategy == "bucketed":
         if boundaries is None:
-            raise BucketoptError('strategy="bucketed" needs `boundaries`.')
+            raise BucketoptError('strategy="bucketed" needs `boundaries`.', param="boundaries")
         edges = check_boundaries(boundaries, Histogram.from_lengths(lengths))
         per_batch = batch_sizes_for(edges, token_budget)
         order = np.arange(n, dtype=np.int64)
@@ -174,7 +180,8 @@ def simulate(lengths, strategy, *, token_budget=None, boundaries=None, seed=0, e
     ----------
     lengths : array-like of int
         One length per sample.
-    strategy : {"sorted", "shuffle", "bucketed", "packed"}
+    strategy : {"sorted", "shuffle", "bucketed", "best-fit"}
+        ``"packed"``, the old name of ``"best-fit"``, still works (a ``DeprecationWarning``).
     token_budget : int
         Most padded tokens per micro-batch (rows x padded length).
     boundaries : sequence of int, optional
@@ -187,7 +194,7 @@ def simulate(lengths, strategy, *, token_budget=None, boundaries=None, seed=0, e
     pad : {"batch", "edge"}
         ``"bucketed"``: pad each batch to its longest member or to the bucket's edge.
     row_length : int, optional
-        ``"packed"``: tokens per packed row (default ``token_budget``).
+        ``"best-fit"``: tokens per packed row (default ``token_budget``).
     batch_sizes : sequence of int, optional
         ``"bucketed"`` with ``packing="fixed"``: one batch size per bucket (e.g. a memory
         plan's ``Solution.batch_sizes``) instead of floor(T / b_k); ``token_budget`` is then
@@ -205,7 +212,12 @@ def simulate(lengths, strategy, *, token_budget=None, boundaries=None, seed=0, e
     (1, [1, 1, 2])
     """
     if strategy == "packed":
-        return _packed(lengths, token_budget, row_length, seed, epoch)
+        warnings.warn('simulate(..., "packed") is deprecated: the strategy is now named '
+                      '"best-fit" (compare\'s "packed" row is greedy packing of a shuffle).',
+                      DeprecationWarning, stacklevel=2)
+        strategy = RENAMED["packed"]
+    if strategy == "best-fit":
+        return _best_fit(lengths, token_budget, row_length, seed, epoch)
     if pad not in ("batch", "edge"):
         raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {shown(pad)}.", param="pad")
     lengths = validate_lengths(lengths)
@@ -294,7 +306,7 @@ def _bucketed(lengths, boundaries, token_budget, rng, packing, batch_sizes=None)
     from ._sim_kernels import bucket_partition
 
     if boundaries is None:
-        raise BucketoptError('strategy="bucketed" needs `boundaries`.')
+        raise BucketoptError('strategy="bucketed" needs `boundaries`.', param="boundaries")
     edges = check_boundaries(boundaries, Histogram.from_lengths(lengths))
     if batch_sizes is not None:
         from .sampler import _check_batch_sizes
@@ -323,7 +335,7 @@ def _bucketed(lengths, boundaries, token_budget, rng, packing, batch_sizes=None)
     return sizes, tops, real, buckets
 
 
-def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:
+def _best_fit(lengths, token_budget, row_length, seed, epoch) -> Epoch:
     from ._sim_kernels import best_fit_decreasing
 
     lengths = validate_lengths(lengths)
@@ -334,7 +346,8 @@ def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:
     row_length = token_budget if row_length is None else _check_int(row_length, "row_length", 1)
     if row_length > token_budget:
         raise BucketoptError(
-            f"row_length={row_length} exceeds token_budget={token_budget}."
+            f"row_length={row_length} exceeds token_budget={token_budget}.",
+            param="row_length",
         )
     longest = int(lengths.max())
     if longest > row_length:
@@ -353,4 +366,4 @@ def _packed(lengths, token_budget, row_length, seed, epoch) -> Epoch:
     sizes = np.diff(np.r_[starts, n_rows]).astype(np.int64)
     real = np.add.reduceat(row_real, starts).astype(np.int64)
     padded_lens = np.full(starts.size, row_length, dtype=np.int64)
-    return Epoch("packed", sizes, padded_lens, real, None)
+    return Epoch("best-fit", sizes, padded_lens, real, None)

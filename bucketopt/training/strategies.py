@@ -80,7 +80,8 @@ def register_strategy(name: str, phase: str = "after", rows=None, *, applies=Non
     from ..errors import BucketoptError
 
     if phase not in PHASES:
-        raise BucketoptError(f"`phase` must be one of {', '.join(PHASES)}; got {phase!r}.")
+        raise BucketoptError(f"`phase` must be one of {', '.join(PHASES)}; got {phase!r}.",
+                             param="phase")
 
     def add(function):
         _STRATEGIES[name] = Strategy(name, phase, function,

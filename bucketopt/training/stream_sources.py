@@ -107,7 +107,8 @@ class ArrowRows:
         elif columns is not None:
             source = source.select(list(columns))
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
-            raise BucketoptError(f"batch_rows must be an integer >= 1; got {shown(batch_rows)}.")
+            raise BucketoptError(f"batch_rows must be an integer >= 1; got {shown(batch_rows)}.",
+                                 param="batch_rows")
         self.table = source
         self.batch_rows = batch_rows
 

@@ -105,7 +105,8 @@ class Pass:
             if got != n:
                 raise BucketoptError(
                     f"stream item {i} has length {shown(got)}, but the state saved length {n}: it "
-                    "is not the stream the state was saved from (or not in the same order).")
+                    "is not the stream the state was saved from (or not in the same order).",
+                    param="state")
         tail = None
         if state["tail"] is not None:
             tail = [[[] for _ in step] for step in state["tail"]]
@@ -142,7 +143,7 @@ def _reopen(batcher, indices, position):
         if item is _END:
             raise BucketoptError(f"the stream ended after {index} items, before the state's "
                                  f"position {position}: it is not the stream the state was "
-                                 "saved from.")
+                                 "saved from.", param="state")
         if index in wanted:
             items[index] = item
     return items, reader
@@ -154,12 +155,13 @@ def check_state(batcher, state) -> dict:
 
     if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
         raise BucketoptError("state must be a dict saved by StreamBatcher.state_dict() "
-                             f"(version {STATE_VERSION}).")
+                             f"(version {STATE_VERSION}).", param="state")
     for key, mine in (("boundaries", [int(e) for e in batcher.edges]),
                       ("token_budget", int(batcher.token_budget)), ("seed", batcher.seed)):
         if state.get(key) != mine:
             raise BucketoptError(f"the state was saved with {key}={shown(state.get(key))}; this "
-                                 f"batcher has {key}={shown(mine)}: resume with the same {key}.")
+                                 f"batcher has {key}={shown(mine)}: resume with the same {key}.",
+                                 param="state")
     try:
         epoch = _check_int("epoch", state["epoch"], 0)
         position = _check_int("position", state["position"], 0)
@@ -173,18 +175,19 @@ def check_state(batcher, state) -> dict:
     except BucketoptError:
         raise
     except (KeyError, TypeError, ValueError) as err:
-        raise BucketoptError(f"state is not a StreamBatcher state: {shown(err)}.") from None
+        raise BucketoptError(f"state is not a StreamBatcher state: {shown(err)}.",
+                             param="state") from None
     held = [i for bucket in buffer for i, _ in bucket]
     if tail is not None:
         held += [i for step in tail for batch in step for i, _ in batch]
     if len(buffer) != len(batcher.edges) or len(set(held)) != len(held) \
             or any(not 0 <= i < position for i in held):
         raise BucketoptError("state's buffer must hold one list per bucket of distinct items "
-                             "read before its position.")
+                             "read before its position.", param="state")
     edges = [int(e) for e in batcher.edges]
     if any(bisect.bisect_left(edges, n) != k or n < 1 for k, bucket in enumerate(buffer)
            for _, n in bucket):
-        raise BucketoptError("state's buffer holds an item outside its bucket.")
+        raise BucketoptError("state's buffer holds an item outside its bucket.", param="state")
     return {"epoch": epoch, "position": position, "buffer": buffer, "tail": tail,
             "rng": [version, list(internal), gauss], "stats": vars(stats).copy(), "done": done,
             **{k: state[k] for k in ("version", "seed", "boundaries", "token_budget")},

@@ -39,8 +39,8 @@ import numpy as np
 
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
-from ..solution import batch_sizes_for, check_boundaries, check_token_budget
-from ..validate import shown
+from ..solution import batch_sizes_for, check_boundaries
+from ..validate import check_token_budget, shown
 from .ranks import RankedSampler, _check_bool, _check_int
 from .stream_sources import check_source
 from .stream_state import Pass, StreamStats, check_state
@@ -51,10 +51,11 @@ __all__ = ["SamplePlan", "StreamBatcher", "dkw_epsilon", "plan_from_sample", "sa
 def dkw_epsilon(n, confidence=0.95) -> float:
     """The DKW band half-width: ``P(sup |F_n - F| > eps) <= 1 - confidence`` for ``n`` draws."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BucketoptError(f"n must be an integer >= 1; got {shown(n)}.")
+        raise BucketoptError(f"n must be an integer >= 1; got {shown(n)}.", param="n")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
             or not 0 < confidence < 1:
-        raise BucketoptError(f"confidence must be a number in (0, 1); got {shown(confidence)}.")
+        raise BucketoptError(f"confidence must be a number in (0, 1); got {shown(confidence)}.",
+                             param="confidence")
     return math.sqrt(math.log(2.0 / (1.0 - confidence)) / (2.0 * int(n)))
 
 
@@ -158,14 +159,15 @@ def plan_from_sample(sample, k, *, token_budget, confidence=0.95, max_length=Non
     """
     from ..solver import solve
 
-    sample = validate_lengths(sample, name="sample")
+    sample = validate_lengths(sample, name="sample", param="sample")
     eps = dkw_epsilon(sample.size, confidence)
     solve_lengths = sample
     if max_length is not None:
         if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) \
                 or max_length < int(sample.max()):
             raise BucketoptError(f"max_length must be an integer >= the sample's longest length "
-                                 f"({int(sample.max())}); got {shown(max_length)}.")
+                                 f"({int(sample.max())}); got {shown(max_length)}.",
+                                 param="max_length")
         max_length = int(max_length)
     solution = solve(solve_lengths, k, token_budget=token_budget, pad=pad, **solve_kwargs)
     edges = list(solution.boundaries)
@@ -190,13 +192,13 @@ def sample_lengths(stream, size, *, length=len, seed=0) -> np.ndarray:
     lengths).
     """
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise BucketoptError(f"size must be an integer >= 1; got {shown(size)}.")
+        raise BucketoptError(f"size must be an integer >= 1; got {shown(size)}.", param="size")
     size = int(size)
     rng = random.Random(int(np.random.SeedSequence([int(seed), 7]).generate_state(1)[0]))
     it = iter(stream)
     reservoir = [int(length(item)) for item in itertools.islice(it, size)]
     if not reservoir:
-        raise BucketoptError("stream is empty: there is nothing to sample.")
+        raise BucketoptError("stream is empty: there is nothing to sample.", param="stream")
     if len(reservoir) == size:
         w = math.exp(math.log(rng.random()) / size)
         while True:
@@ -265,14 +267,16 @@ class StreamBatcher(RankedSampler):
                  seed=0, rank=0, world_size=1, drop_last=False):
         self.token_budget = check_token_budget(token_budget)
         if self.token_budget is None:
-            raise BucketoptError("token_budget is required: batches are built under it.")
-        edges = validate_lengths(boundaries, name="boundaries")
+            raise BucketoptError("token_budget is required: batches are built under it.",
+                                 param="token_budget")
+        edges = validate_lengths(boundaries, name="boundaries", param="boundaries")
         self.edges = check_boundaries(edges, Histogram.from_lengths(edges[-1:]))
         self.batch_sizes = batch_sizes_for(self.edges, self.token_budget)
         self._init_ranks(seed=seed, rank=rank, world_size=world_size)
         self.drop_last = _check_bool("drop_last", drop_last)
         if not callable(length):
-            raise BucketoptError(f"length must be a callable item -> int; got {shown(length)}.")
+            raise BucketoptError(f"length must be a callable item -> int; got {shown(length)}.",
+                                 param="length")
         self.length = length
         self.minimum_buffer = int((self.world_size * self.batch_sizes - 1).sum() + 1)
         if buffer_size is None:
@@ -282,7 +286,7 @@ class StreamBatcher(RankedSampler):
             raise BucketoptError(
                 f"buffer_size must be at least {self.minimum_buffer} (sum over buckets of "
                 f"world_size x batch size - 1, plus 1) so that a full buffer always holds a whole "
-                f"micro-step of one bucket; got {self.buffer_size}.")
+                f"micro-step of one bucket; got {self.buffer_size}.", param="buffer_size")
         self.stream = check_source(stream)
         self.stats = StreamStats()
         self._pass = None  # the pass under way (or the last one): what state_dict() saves
@@ -315,7 +319,8 @@ class StreamBatcher(RankedSampler):
                 if n > top:
                     raise BucketoptError(
                         f"stream item {index} has length {n}, above the last boundary {top}: "
-                        "plan with max_length= (plan_from_sample) or truncate the stream.")
+                        "plan with max_length= (plan_from_sample) or truncate the stream.",
+                        param="max_length")
                 k = bisect.bisect_left(edge_list, n)
                 bucket = buckets[k]
                 bucket.append((index, item, int(n)))
