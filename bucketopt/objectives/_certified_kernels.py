@@ -243,16 +243,16 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         if i >= 0 and ys[i] < np.inf:
             cand[n0] = i
             n0 += 1
-    if n0 == 0:
-        return
+    # (none when every start there is dead: then the scan below still finds every start left)
     starts = np.unique(cand[:n0])[::-1].copy()
     ns = starts.size
     ends = block[:nb].copy()
     out = np.empty((nb, ns))
     main1 = np.empty((nb, ns))
     main2 = np.empty((nb, ns))
-    rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-               gamma, pascal, out, main1, main2, np.full(ns, nb - 1, np.int64))
+    if ns > 0:
+        rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
+                   gamma, pascal, out, main1, main2, np.full(ns, nb - 1, np.int64))
     work[0] += nb * ns
     for a in range(nb):
         e = ends[a]
