@@ -94,6 +94,37 @@ def test_work_limit_certificate_below_brute_force(lengths, k, budget, coeffs, wo
     assert floor <= oracle[0] * (1 + 1e-9) + 1e-12
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 40), min_size=2, max_size=14), st.integers(40, 200),
+       coefficients, st.sampled_from([1, 2, 8]), st.sampled_from(["batch", "edge"]),
+       st.integers(0, 14), st.sampled_from(SHARES))
+def test_exact_tail_is_the_backward_optimum(lengths, budget, coeffs, world, pad, first, shares):
+    """The exact top of the rest's bound: for every start at or above ``first`` it is the least
+    cost of covering the groups after it by at most s buckets (brute force over every bucket's
+    exact cost, share windows kept); below ``first`` it is 0 (no cost is negative)."""
+    from bucketopt.objectives._certified_kernels import exact_tail
+
+    budget = max(budget, max(lengths))
+    obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
+    g = obj.groups.g
+    first = min(first, g)
+    kmax = 3
+    out = exact_tail(*obj.pricing(), first, kmax, np.ascontiguousarray(obj.win_lo),
+                     np.ascontiguousarray(obj.win_hi))
+    want = np.full((kmax + 1, g + 1), np.inf)
+    want[:, g] = 0.0
+    for s in range(1, kmax + 1):
+        for i in range(g - 1, -1, -1):
+            best = want[s - 1, i]
+            for j in range(i + 1, g + 1):
+                if obj.win_lo[j] <= i <= obj.win_hi[j]:
+                    cost = _exact_costs(obj, np.array([i]), np.array([j]))[0]
+                    best = min(best, cost + want[s - 1, j])
+            want[s, i] = best
+    np.testing.assert_allclose(out[:, first:], want[:, first:], rtol=1e-9, atol=1e-12)
+    assert np.all(out[:, :first] == 0.0)
+
+
 @pytest.mark.parametrize("coeffs", [(0.0, 0.0, 1.5750309354894306e-276),
                                     (3e-300, 2e-301, 1e-303), (0.3e-120, 0.02e-120, 1e-123)])
 @pytest.mark.parametrize("pad", ["edge", "batch"])

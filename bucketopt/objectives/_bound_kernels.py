@@ -224,7 +224,7 @@ def _lichao_min(tree, node_lo, node_hi, xs, slopes, icpt, q):
 
 
 @njit(cache=True, nogil=True)
-def _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward):
+def _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward, tail):
     """:func:`relaxed_layers` without share windows, in O(g (log g + cells)) a layer plus the
     small buckets: forward, every cell keeps the lower envelope of its starts that make a large
     bucket for the current end (a prefix of the cell, growing with the end); backward, a Li Chao
@@ -317,7 +317,7 @@ def _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward):
                         if v < best:
                             best = v
                     if best < np.inf:
-                        bwd[k, i] = R[i] + best
+                        bwd[k, i] = max(R[i] + best, tail[k, i])
             continue
         for j in range(1, g + 1):
             b_slopes[j] = -U[c, j]
@@ -342,12 +342,12 @@ def _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward):
                         if v < best:
                             best = v
                 if best < np.inf:
-                    bwd[k, i] = R[i] + best
+                    bwd[k, i] = max(R[i] + best, tail[k, i])
     return fwd, arg, bwd
 
 
 @njit(cache=True, nogil=True)
-def relaxed_layers(A, A2, split, U, R, T, P, cells, win_lo, win_hi, kmax, backward=True):
+def relaxed_layers(A, A2, split, U, R, T, P, cells, win_lo, win_hi, kmax, backward, tail):
     """Forward and backward passes of the relaxed DP over groups 0..g.
 
     Starts i in cells[c] <= i < cells[c + 1] (cells[0] = 0) use the relaxation of row c:
@@ -358,7 +358,9 @@ def relaxed_layers(A, A2, split, U, R, T, P, cells, win_lo, win_hi, kmax, backwa
     (kmax + 1, g + 1): fwd[k, j] <= the cost of any cover of groups 1..j by at most k buckets
     (fwd[k, 0] = 0), ``arg`` its argmin start (a chain of the relaxation), and ``bwd``:
     bwd[k, i] <= the cost of any cover of groups i+1..g by at most k buckets (bwd[k, g] = 0;
-    inf everywhere else when not ``backward``).
+    inf everywhere else when not ``backward``), never below ``tail[k, i]`` (a bound of its own,
+    e.g. :func:`bucketopt.objectives._certified_kernels.exact_tail`'s, which the layers before
+    carry down; zeros for none).
     Infeasible: inf.
     """
     g = A.shape[1] - 1
@@ -368,7 +370,7 @@ def relaxed_layers(A, A2, split, U, R, T, P, cells, win_lo, win_hi, kmax, backwa
             free = False
             break
     if free:
-        return _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward)
+        return _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward, tail)
     nc = cells.size
     size, levels = _levels(g)
     fwd = np.full((kmax + 1, g + 1), np.inf)
@@ -459,7 +461,7 @@ def relaxed_layers(A, A2, split, U, R, T, P, cells, win_lo, win_hi, kmax, backwa
                     if a >= 0 and v < best:
                         best = v
                 if best < np.inf:
-                    bwd[k, i] = R[i] + best
+                    bwd[k, i] = max(R[i] + best, tail[k, i])
     return fwd, arg, bwd
 
 

@@ -482,10 +482,38 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
 
 
 @njit(cache=True, nogil=True)
-def relaxed_backward(Ax, Ux, cells, Mm, Um, R, T, P, kmax):
+def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta, gamma,
+               pad_code, lf_hi, lf_lo, first, kmax, win_lo, win_hi):
+    """out[s, i] = the least exact cost of a cover of groups i+1..g by at most s buckets, for
+    the starts i >= ``first`` (the top of the lengths), every bucket priced by walks; 0 (a
+    bound of every cover: no cost is negative) below ``first``."""
+    g = group_end.size - 1
+    out = np.zeros((kmax + 1, g + 1))
+    out[0, first:g] = np.inf
+    scratch = step_scratch()
+    cost = np.empty(g + 1)
+    for i in range(g - 1, first - 1, -1):
+        for j in range(i + 1, g + 1):
+            cost[j] = np.inf
+            if win_lo[j] <= i <= win_hi[j]:
+                cost[j], _ = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j],
+                                       world, alpha, beta, gamma, pad_code, lf_hi, lf_lo,
+                                       np.inf, scratch)
+        for s in range(1, kmax + 1):
+            best = out[s - 1, i]
+            for j in range(i + 1, g + 1):
+                best = min(best, cost[j] + out[s - 1, j])
+            out[s, i] = best
+    return out
+
+
+@njit(cache=True, nogil=True)
+def relaxed_backward(Ax, Ux, cells, Mm, Um, R, T, P, kmax, tail):
     """bwd[s, i] <= the cost of every cover of groups i+1..g by at most s buckets (no share
     windows): the largest of three relaxed DPs' minima per layer, with the fewest-rows rows Ax,
-    Ux (Ux non-decreasing in j), the mean rows (which alone carry R) and the top bound T."""
+    Ux (Ux non-decreasing in j), the mean rows (which alone carry R) and the top bound T, and
+    of ``tail`` (a bound of its own, e.g. :func:`exact_tail`'s), which the layers before
+    carry down."""
     g = P.size - 1
     nc = cells.size
     inf = np.inf
@@ -530,5 +558,6 @@ def relaxed_backward(Ax, Ux, cells, Mm, Um, R, T, P, kmax):
             if sh[q] == 0 or msh[q] == 0:
                 continue
             bwd[s, i] = max(hull_min_left(stk[q], sh[q], Ux[c], ys[q], x),
-                            hull_min_left(mstk[q], msh[q], Um, mys[q], x) + R[i], least_top[q])
+                            hull_min_left(mstk[q], msh[q], Um, mys[q], x) + R[i], least_top[q],
+                            tail[s, i])
     return bwd
