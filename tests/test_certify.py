@@ -194,6 +194,17 @@ def _exact_costs(obj, i, j):
     return obj.pair_costs(i, j)
 
 
+def _top(T, j, n):
+    """bucketopt.objectives._bound_kernels.top_at, vectorised: the top bound of buckets of n
+    samples ending at j."""
+    from bucketopt.objectives._bound_kernels import top_at
+
+    want = np.array([top_at(T, jj, nn) for jj, nn in zip(j, n)])
+    np.testing.assert_allclose(
+        want, T[0, j] + np.maximum(0.0, np.minimum(n * T[3, j], T[2, j]) - 1.0) * T[1, j])
+    return want
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 60), min_size=2, max_size=40), st.integers(20, 300),
        coefficients, st.sampled_from([1, 2, 8]),
@@ -201,9 +212,9 @@ def _exact_costs(obj, i, j):
        st.lists(st.integers(0, 30), max_size=4))
 def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, cell_marks):
     """Every lower bound the certified DP uses is at or below the exact cost of its bucket:
-    max(A[c, j] - U[c, j] P[i], T[j]) + R[i] for every start i in cell c (big buckets; A2 for
-    the others), and, for the time objective, the top bound T alone and the Rows bounds (full
-    steps, fewest rows, mean, top)."""
+    max(A[c, j] - U[c, j] P[i], top(j, n)) + R[i] for every start i in cell c (big buckets; A2
+    for the others), and, for the time objective, the top bound alone (at n samples and at one
+    row) and the Rows bounds (full steps, fewest rows, mean, top)."""
     budget = max(budget, max(lengths))
     obj = _fitted(lengths, kind[0], kind[1], budget, coeffs, world)
     g = obj.groups.g
@@ -216,13 +227,15 @@ def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, ce
     cell = np.searchsorted(rel.cells, i, side="right") - 1
     big = P[j] - P[i] >= rel.split[j]
     base = np.where(big, rel.A[cell, j], rel.A2[cell, j])
-    bound = np.maximum(base - rel.U[cell, j] * P[i], rel.T[j]) + rel.R[i]
+    n = P[j] - P[i]
+    bound = np.maximum(base - rel.U[cell, j] * P[i], _top(rel.T, j, n)) + rel.R[i]
     assert np.all(bound <= exact + slack)
     if kind[0] != "time":
         return
-    assert np.all(rel.T[j] <= exact + slack)  # the top bound alone (R = 0 for time)
+    assert np.all(_top(rel.T, j, n) <= exact + slack)  # the top bound alone (R = 0 for time)
+    assert np.all(rel.T[0, j] <= exact + slack)  # at one row, whatever the bucket
     rows = obj.rows(rel.cells)
-    assert np.all(rows.T[j] <= exact + slack)
+    assert np.all(_top(rows.T, j, n) <= exact + slack)
     assert np.all(rows.A2[cell, j] - rows.U2[cell, j] * P[i] <= exact + slack)
     assert np.all(rows.Mm[j] - rows.Um[j] * P[i] + rows.R[i] <= exact + slack)
     big = P[j] - P[i] >= rows.split[j]

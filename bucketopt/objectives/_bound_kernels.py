@@ -17,6 +17,16 @@ from numba import njit
 from ._time_kernels import _binom_ratio, walk_moments
 
 
+@njit(cache=True, inline="always")
+def top_at(T, j, n):
+    """The top bound of a bucket of ``n`` samples that ends at j: the step holding its longest
+    sample runs it and, in its largest batch, at least max(1, min(n, fewest) / G) rows (a step
+    holds at least fewest rows or the whole bucket, a batch of G at least 1 / G of them), all
+    padded to that length. ``T`` rows: alpha + q, q (one row's seconds at the longest length),
+    fewest / G, 1 / G (Time.top_bound); -inf, 0, 0, 0 where an end has no such bound."""
+    return T[0, j] + max(0.0, min(n * T[3, j], T[2, j]) - 1.0) * T[1, j]
+
+
 @njit(cache=True)
 def _sorted_levels(slopes, size, levels):
     # order[level, :]: within every block of 2**level positions, the line indices sorted by slope,
@@ -224,13 +234,14 @@ def _lichao_min(tree, node_lo, node_hi, xs, slopes, icpt, q):
 
 
 @njit(cache=True, nogil=True)
-def _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward, tail):
+def _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, backward, tail):
     """:func:`relaxed_layers` without share windows, in O(g (log g + cells)) a layer plus the
     small buckets: forward, every cell keeps the lower envelope of its starts that make a large
     bucket for the current end (a prefix of the cell, growing with the end); backward, a Li Chao
     tree per cell holds the ends that make a large bucket with the current start (a suffix,
     growing as the start falls). Small buckets (fewer than split[j] samples) are few per end
-    and are priced one by one. The top bound T[j] joins each envelope's minimum as T[j] plus the
+    and are priced one by one. The top bound (:func:`top_at`, at the least count of the
+    envelope's buckets) joins each envelope's minimum as that plus the
     least value among the same starts (forward) or ends (backward): min_i max(a_i, T + b_i) >=
     max(min_i a_i, T + min_i b_i)."""
     g = A.shape[1] - 1
@@ -277,14 +288,15 @@ def _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward, tail):
                 if cnt[c] == 0:
                     continue
                 v, a = _hull_min(hl, cells[c], cnt[c], f_slopes, icpt, U[c, j])
-                v = max(v + A[c, j], T[j] + least[c])
+                v = max(v + A[c, j], top_at(T, j, split[j]) + least[c])
                 if v < best or (v == best and a < at):
                     best = v
                     at = a
             for i in range(max(big[j] + 1, 0), j):  # small buckets
                 if icpt[i] < np.inf:
                     c = cell[i]
-                    v = max(A2[c, j] - U[c, j] * P[i], T[j]) + icpt[i]
+                    v = max(A2[c, j] - U[c, j] * P[i], Af[c, j] - Uf[c, j] * P[i],
+                            top_at(T, j, P[j] - P[i])) + icpt[i]
                     if v < best or (v == best and i < at):
                         best = v
                         at = i
@@ -311,9 +323,11 @@ def _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward, tail):
                     x = xs[i]
                     for j in range(i + 1, g + 1):
                         if j < from_big[i]:
-                            v = max(A2[c, j] - U[c, j] * x, T[j]) + bwd[k - 1, j]
+                            v = max(A2[c, j] - U[c, j] * x, Af[c, j] - Uf[c, j] * x,
+                                    top_at(T, j, P[j] - x)) + bwd[k - 1, j]
                         else:
-                            v = max(A[c, j] - U[c, j] * x, T[j]) + bwd[k - 1, j]
+                            v = max(A[c, j] - U[c, j] * x, Af[c, j] - Uf[c, j] * x,
+                                    top_at(T, j, P[j] - x)) + bwd[k - 1, j]
                         if v < best:
                             best = v
                     if best < np.inf:
@@ -332,13 +346,15 @@ def _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward, tail):
                     top -= 1
                     if bicpt[top] < np.inf:
                         _lichao_insert(tree, 0, g - 1, xs, b_slopes, bicpt, top)
-                        least_top = min(least_top, T[top] + bwd[k - 1, top])
+                        least_top = min(least_top,
+                                        top_at(T, top, split[top]) + bwd[k - 1, top])
                 best = _lichao_min(tree, 0, g - 1, xs, b_slopes, bicpt, i)
                 if best < np.inf:
                     best = max(best, least_top)
                 for j in range(i + 1, min(from_big[i], g + 1)):  # small buckets
                     if bwd[k - 1, j] < np.inf:
-                        v = max(A2[c, j] - U[c, j] * xs[i], T[j]) + bwd[k - 1, j]
+                        v = max(A2[c, j] - U[c, j] * xs[i], Af[c, j] - Uf[c, j] * xs[i],
+                                top_at(T, j, P[j] - xs[i])) + bwd[k - 1, j]
                         if v < best:
                             best = v
                 if best < np.inf:
@@ -347,13 +363,17 @@ def _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward, tail):
 
 
 @njit(cache=True, nogil=True)
-def relaxed_layers(A, A2, split, U, R, T, P, cells, win_lo, win_hi, kmax, backward, tail):
+def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax, backward,
+                   tail):
     """Forward and backward passes of the relaxed DP over groups 0..g.
 
     Starts i in cells[c] <= i < cells[c + 1] (cells[0] = 0) use the relaxation of row c:
-    l(i, j) = max(A[c, j] - U[c, j] P[i], T[j]) + R[i] when the bucket holds at least split[j]
-    samples (P[j] - P[i] >= split[j]), with A2 in place of A when it holds fewer (P[j] -
-    split[j] must never decrease with j); T[j] = -inf where an end has no such bound. Under
+    l(i, j) = max(A[c, j] - U[c, j] P[i], top_at(T, j, P[j] - P[i])) + R[i] when the bucket
+    holds at least split[j] samples (P[j] - P[i] >= split[j]), with A2 in place of A when it
+    holds fewer (P[j] - split[j] must never decrease with j); T[0, j] = -inf where an end has
+    no such bound. Af[c, j] - Uf[c, j] P[i] bounds every bucket too (the fewest-rows bound
+    of :class:`bucketopt.objectives.certified.Rows`; A2 and U again for none): it joins the
+    buckets priced one by one, the small ones. Under
     share windows T is left out (still a lower bound, a weaker one). Returns ``fwd``
     (kmax + 1, g + 1): fwd[k, j] <= the cost of any cover of groups 1..j by at most k buckets
     (fwd[k, 0] = 0), ``arg`` its argmin start (a chain of the relaxation), and ``bwd``:
@@ -370,7 +390,7 @@ def relaxed_layers(A, A2, split, U, R, T, P, cells, win_lo, win_hi, kmax, backwa
             free = False
             break
     if free:
-        return _free_layers(A, A2, split, U, R, T, P, cells, kmax, backward, tail)
+        return _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, backward, tail)
     nc = cells.size
     size, levels = _levels(g)
     fwd = np.full((kmax + 1, g + 1), np.inf)

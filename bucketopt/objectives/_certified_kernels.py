@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._bound_kernels import top_at
 from ._hulls import (
     hull_add,
     hull_min,
@@ -68,7 +69,7 @@ def _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top, lo, xs, ys):
 @njit(cache=True, inline="always")
 def _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, T, xs):
     # the largest of the four lower bounds of the bucket (i, j] (i in cell c)
-    lc = max(A2[c, j] - U2[c, j] * xs[i], T[j])
+    lc = max(A2[c, j] - U2[c, j] * xs[i], top_at(T, j, xs[j] - xs[i]))
     if i <= big[j]:
         lc = max(lc, A[c, j] - U[c, j] * xs[i])
     return max(lc, Mm[j] - Um[j] * xs[i] + R[i])
@@ -420,7 +421,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                     c = cell[nxt_big]
                     hn[c] = hull_add(stk, cells[c], hn[c], xs, ys, nxt_big)
                 nxt_big += 1
-            if cj > -inf and mh > 0 and win_lo[j] <= top and T[j] + ymin <= cj:
+            if cj > -inf and mh > 0 and win_lo[j] <= top and T[0, j] + ymin <= cj:
                 vm, _ = hull_min(mstk, 0, mh, xs, ym, Um[j])
                 if Mm[j] + vm <= cj:
                     # the full-steps bound over the big buckets, the fewest-rows bound over
@@ -535,7 +536,7 @@ def relaxed_backward(Ax, Ux, cells, Mm, Um, R, T, P, kmax, tail):
         j = i + 1
         for q in range(kmax):
             if bwd[q, j] < inf:
-                least_top[q] = min(least_top[q], T[j] + bwd[q, j])
+                least_top[q] = min(least_top[q], T[0, j] + bwd[q, j])
             mys[q, j] = Mm[j] + bwd[q, j]
             if mys[q, j] < inf:
                 msh[q] = hull_push_left(mstk[q], msh[q], Um, mys[q], j)

@@ -111,8 +111,8 @@ class Rows(NamedTuple):
     """Lower bounds of the buckets (i, j] whose start lies in cell c: the full-steps bound
     A[c, j] - U[c, j] P[i] for buckets of at least split[j] samples, the fewest-rows bound
     A2[c, j] - U2[c, j] P[i] for every bucket, the mean bound Mm[j] - Um[j] P[i] + R[i] (no
-    padding) for every bucket, and the top bound T[j] (-inf where an objective has none)
-    (docs/method.md)."""
+    padding) for every bucket, and the top bound (:func:`._bound_kernels.top_at` of the rows T;
+    -inf where an objective has none) (docs/method.md)."""
 
     A: np.ndarray
     U: np.ndarray
@@ -157,8 +157,9 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
     sizes, world = run[6], run[7]  # (the pricing arrays: values, ..., sizes, world, ...)
     first = _tail_start(groups.value_end, P, TAIL_STEPS * int(world) * int(sizes[-1]))
     tail = exact_tail(*run, first, kmax, win_lo, win_hi)
-    fwd, arg, bwd = relaxed_layers(*rel[:6], P, rel.cells, win_lo, win_hi, kmax, True, tail)
     rows = obj.rows(rel.cells)
+    fwd, arg, bwd = relaxed_layers(*rel[:6], rows.A2, rows.U2, P, rel.cells, win_lo, win_hi,
+                                   kmax, True, tail)
     if not windowed:
         Ax, Ux = _monotone(rows.A2, rows.U2, P)
         bwd = np.maximum(bwd, relaxed_backward(Ax, Ux, rel.cells, rows.Mm, rows.Um, rows.R,
@@ -315,7 +316,8 @@ def relaxed_bounds(obj, kmax, chains, values):
     g = groups.g
     P = groups.prefix_count.astype(np.float64)
     rel = _relaxation(obj, _cells(P, [0], chains.values(), g))
-    fwd, _, _ = relaxed_layers(*rel[:6], P, rel.cells, np.ascontiguousarray(obj.win_lo, np.int64),
+    fwd, _, _ = relaxed_layers(*rel[:6], rel.A2, rel.U, P, rel.cells,
+                               np.ascontiguousarray(obj.win_lo, np.int64),
                                np.ascontiguousarray(obj.win_hi, np.int64), kmax, False,
                                np.zeros((kmax + 1, g + 1)))
     out = {}
@@ -328,7 +330,8 @@ def relaxed_bounds(obj, kmax, chains, values):
 class Relaxation(NamedTuple):
     """l(i, j) = max(A[c, j] - U[c, j] P[i], T[j]) + R[i] for starts i in cell c (cells[c] <= i
     < cells[c + 1]) of buckets with at least split[j] samples; A2 in place of A for smaller
-    ones. T[j]: the top bound (-inf where an objective has none)."""
+    ones. T: the top bound's rows (:func:`._bound_kernels.top_at`; -inf where an objective has
+    none)."""
 
     A: np.ndarray
     A2: np.ndarray
@@ -349,7 +352,8 @@ def _relaxation(obj, cells) -> Relaxation:
         A2, split = np.ascontiguousarray(parts[3], np.float64), np.asarray(parts[4], np.float64)
     else:
         A2, split = A, np.zeros(A.shape[1])
-    T = np.full(A.shape[1], -np.inf)
+    T = np.zeros((4, A.shape[1]))
+    T[0] = -np.inf
     if len(parts) > 5:
         T = np.ascontiguousarray(parts[5], dtype=np.float64)
     cells = np.asarray(cells[:A.shape[0]], dtype=np.int64)

@@ -153,18 +153,26 @@ class Time(Objective):
         return A, U, np.zeros(g.g + 1), A2, np.r_[0.0, rest], self.top_bound()
 
     def top_bound(self) -> np.ndarray:
-        """T[j] <= the seconds of every bucket that ends at candidate j (T[0] = -inf): the step
-        that holds the bucket's longest sample runs at least one row padded to that length
-        (pad="batch": the longest length of group j; pad="edge": the edge), so it costs at least
-        alpha + beta x + gamma x^2. Tight for buckets of one short step, where the other bounds
-        (which spread a bucket's cost over its rows) are weakest: the few longest samples of a
-        heavy tail."""
+        """The rows of the top bound (:func:`._bound_kernels.top_at`), a bound of every bucket
+        that ends at candidate j (column 0 unused): the step that holds the bucket's longest
+        sample (pad="batch": the longest length of group j; pad="edge": the edge) runs at least
+        max(1, min(n, fewest) / G) rows padded to it in its largest batch (a step holds at
+        least (G - 1) floor(B / 2) + 1 rows or all n of the bucket, a batch of G at least 1 / G
+        of them), so the bucket costs at least alpha + that many times beta x + gamma x^2.
+        Tight for buckets of one step, where the line bounds (which spread a bucket's steps over
+        its rows) are weakest: a heavy tail's longest samples, or short ones in huge batches.
+        Rows: alpha + q, q, fewest / G, 1 / G, with q = beta x + gamma x^2."""
         m = self.cost_model
         if self.pad == "edge":
             x = self.groups.edges[1:].astype(np.float64)
         else:
             x = self.arrays.values[self.group_end[1:] - 1].astype(np.float64)
-        return np.r_[-np.inf, m.alpha + m.beta * x + m.gamma * x * x]
+        q = m.beta * x + m.gamma * x * x
+        isizes = self.sizes[1:]
+        fewest = ((self.world - 1) * (isizes // 2) + 1).astype(np.float64)
+        world = float(self.world)
+        return np.vstack([np.r_[-np.inf, m.alpha + q], np.r_[0.0, q], np.r_[0.0, fewest / world],
+                          np.r_[0.0, np.full(q.size, 1.0 / world)]])
 
     @property
     def sizes(self) -> np.ndarray:
