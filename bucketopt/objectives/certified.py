@@ -328,10 +328,10 @@ def relaxed_bounds(obj, kmax, chains, values):
 
 
 class Relaxation(NamedTuple):
-    """l(i, j) = max(A[c, j] - U[c, j] P[i], T[j]) + R[i] for starts i in cell c (cells[c] <= i
-    < cells[c + 1]) of buckets with at least split[j] samples; A2 in place of A for smaller
-    ones. T: the top bound's rows (:func:`._bound_kernels.top_at`; -inf where an objective has
-    none)."""
+    """l(i, j) = max(A[c, j] - U[c, j] P[i], top(j, P[j] - P[i])) + R[i] for starts i in cell c
+    (cells[c] <= i < cells[c + 1]) of buckets with at least split[j] samples; A2 in place of A
+    for smaller ones. top: the top bound of the rows T (:func:`._bound_kernels.top_at`; -inf
+    where an objective has none)."""
 
     A: np.ndarray
     A2: np.ndarray
