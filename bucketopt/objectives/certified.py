@@ -45,7 +45,8 @@ ROUNDING = 1e-9
 # The default DP stops past this much work (units of about one bucket priced by a sweep, some
 # 0.8-1.5 us each on the 2-core development machine, so about 5-9 s): it then returns its best
 # cover with the gap the bounds prove. 20,000 distinct lengths at k = 16 with 8 GPUs take about
-# 4M (proven exact); a source-code tail up to 2M tokens more than 30M. exact=True has no limit.
+# 3M (proven exact), the source-code tail of benchmarks/certified.py under the shipped profile
+# less (proven exact), under alpha 0.5 more. exact=True has no limit.
 WORK_LIMIT = 6_000_000
 
 
