@@ -7,7 +7,9 @@ The exact DP F_t(j) = min_i F_{t-1}(i) + c(i, j), one layer t per call of
   fixed end j, hence a lower-envelope (hull) query over the points (P[i], F_{t-1}(i)):
   the *fewest-rows* bound A2[c, j] - U2[c, j] P[i] (every bucket), the *full-steps* bound
   A[c, j] - U[c, j] P[i] (buckets of at least split[j] samples: "big"), both for the starts in
-  cell c (cells[c] <= i), and the *mean* bound Mm[j] - Um[j] P[i] + R[i] (no padding at all).
+  cell c (cells[c] <= i), and the *mean* bound Mm[j] - Um[j] P[i] + R[i] (no padding at all);
+  and the *top* bound (:func:`bucketopt.objectives._bound_kernels.top_at`: the step that holds
+  the longest sample), checked start by start and, for an end, at its least F_{t-1}.
 - An end j is *alive* at layer t when its least bound plus bwd[k - t, j] (a lower bound of every
   cover of the groups after j by the remaining buckets) stays within an upper bound of the
   optimum; dead ends keep F = inf: no cover below the upper bound passes through them.
@@ -19,7 +21,8 @@ The exact DP F_t(j) = min_i F_{t-1}(i) + c(i, j), one layer t per call of
   (:func:`bucketopt.objectives._pricing.tilde`); or, where a step holds more than SWEEP_MAX
   rows, one by one by walks.
 
-:func:`relaxed_backward` computes bwd from the fewest-rows and the mean bounds.
+:func:`relaxed_backward` computes bwd from the fewest-rows, the mean and the top bounds, from
+:func:`exact_tail`'s exact values at the top of the lengths.
 """
 
 from __future__ import annotations
