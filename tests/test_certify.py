@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import bucketopt
@@ -39,6 +39,10 @@ def _fitted(lengths, objective, pad, budget, coeffs=None, world=1, shares=(0.0, 
 @given(st.lists(st.integers(1, 12), min_size=1, max_size=8), st.integers(1, 3),
        st.integers(12, 40), coefficients, st.sampled_from([1, 2, 3]),
        st.sampled_from(["batch", "edge"]), st.sampled_from(SHARES))
+@example(lengths=[2, 3, 3, 3, 3, 4, 5], k=3, budget=12, coeffs=(0.0, 1.0, 0.0), world=3,
+         pad="edge", shares=(0.0, 0.7))  # a tangent below the share window was taken
+@example(lengths=[2, 3, 3, 3, 3, 4, 5], k=3, budget=12, coeffs=(0.0, 1.0, 0.0), world=3,
+         pad="batch", shares=(0.0, 0.7))
 def test_certified_time_dp_equals_brute_force(lengths, k, budget, coeffs, world, pad, shares):
     """The certified DP: its optimum is the brute-force one, proven (exact, gap 0)."""
     oracle = naive.brute_force_synced(lengths, k, budget, *coeffs, world, pad=pad,

@@ -120,9 +120,9 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                     hv = hull_value(stk, off, xs, ys, tv, xs[i])
                 if row[c, j] + hv - u * xs[i] >= thr:
                     break  # the hull is convex: every start further out is bounded above thr
-                # (the hulls may hold starts of later ends: a tangent above hi_lim is scanned
-                # past, never taken)
-                if (i <= hi_lim and ys[i] < np.inf and mark[i] != stamp
+                # (the hulls may hold starts of later ends, and starts below the window: a
+                # tangent outside [lo_lim, hi_lim] is scanned past, never taken)
+                if (lo_lim <= i <= hi_lim and ys[i] < np.inf and mark[i] != stamp
                         and ys[i] + _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, T, xs) < thr):
                     mark[i] = stamp
                     cand[ncand] = i
