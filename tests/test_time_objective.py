@@ -154,6 +154,7 @@ def test_certified_dp_equals_the_textbook_dp(seed, world, align, pad):
 @given(st.lists(st.integers(1, 12), min_size=2, max_size=7), st.integers(2, 3),
        st.integers(12, 40), coefficients, st.sampled_from([2, 3]),
        st.sampled_from(["batch", "edge"]))
+@example(lengths=[1, 1], k=2, budget=12, coeffs=(0.0, 0.0, 5e-324), world=2, pad="batch")
 def test_unsynced_time_certificate_bounds_every_boundary_set(lengths, k, budget, coeffs, world,
                                                              pad):
     # ranks holding different buckets: the boundaries are polished, not proven, but the lower
