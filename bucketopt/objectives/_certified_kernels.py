@@ -387,7 +387,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     # the last priced end's best start from its own tangent (the bounds are looser for starts
     # further from their cell, so tangents lag the best starts by a slowly changing amount)
     drift = 0
-    drift0 = np.zeros(g + 1, np.int64)
+    tangent = np.zeros(g + 1, np.int64)  # each alive end's tangent, unshifted
     mh = 0
     ymin = inf  # the least F_{t-1} of the starts in the hulls (the top bound's term)
     nxt = 0
@@ -441,7 +441,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                         at = at_a
                     if at >= 0 and max(lb, Mm[j] + vm) <= cj:
                         alive = True
-                        drift0[j] = drift
+                        tangent[j] = at
                         tang[j] = min(max(at + drift, win_lo[j]), top)
             sweep = pad_code == 1 and world * sizes[j] <= SWEEP_MAX
             if alive and nb > 0 and (
@@ -456,7 +456,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
             for a in range(nb):
                 e = block[a]
                 if barg[e] >= 0:
-                    drift = barg[e] - (tang[e] - drift0[e])
+                    drift = barg[e] - tangent[e]
                 if best[e] <= cap[e]:
                     F[t, e] = best[e]
                     arg[t, e] = barg[e]
@@ -469,7 +469,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                          group_end, edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi,
                          lf_lo, win_lo, win_hi, t * (g + 1) + j, scratch, refs, rm1, rm2, work)
             if barg[j] >= 0:
-                drift = barg[j] - (tang[j] - drift0[j])
+                drift = barg[j] - tangent[j]
             if best[j] <= cap[j]:
                 F[t, j] = best[j]
                 arg[t, j] = barg[j]

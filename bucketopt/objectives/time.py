@@ -128,8 +128,7 @@ class Time(Objective):
             return A, np.r_[0.0, U][None, :], np.zeros(g.g + 1), A, np.zeros(g.g + 1), \
                 self.top_bound()
         full = self.world * isizes
-        # every step of a bucket of >= split samples holds >= (G - 1) floor(B / 2) + 1 rows
-        fewest = (self.world - 1) * (isizes // 2) + 1
+        fewest = self.fewest_rows(isizes)
         rest = (2.0 * world if self.world > 1 else 1.0) * sizes
         # one row a batch: no batch can be split, every step but the last holds G rows
         rest[isizes == 1] = world - 1.0
@@ -168,11 +167,16 @@ class Time(Objective):
         else:
             x = self.arrays.values[self.group_end[1:] - 1].astype(np.float64)
         q = m.beta * x + m.gamma * x * x
-        isizes = self.sizes[1:]
-        fewest = ((self.world - 1) * (isizes // 2) + 1).astype(np.float64)
+        fewest = self.fewest_rows(self.sizes[1:]).astype(np.float64)
         world = float(self.world)
         return np.vstack([np.r_[-np.inf, m.alpha + q], np.r_[0.0, q], np.r_[0.0, fewest / world],
                           np.r_[0.0, np.full(q.size, 1.0 / world)]])
+
+    def fewest_rows(self, sizes) -> np.ndarray:
+        """The fewest rows a step holds, unless it holds all of its bucket, at batch sizes
+        ``sizes``: (G - 1) floor(B / 2) + 1 (a full batch split in two leaves halves of at
+        least floor(B / 2) rows, and a step holds G batches, one of them maybe the short one)."""
+        return (self.world - 1) * (np.asarray(sizes, dtype=np.int64) // 2) + 1
 
     @property
     def sizes(self) -> np.ndarray:
@@ -203,20 +207,21 @@ class Time(Objective):
         P = g.prefix_count.astype(np.float64)
         sizes = self.sizes
         world = float(self.world)
-        A, U, _, _, split = _full_steps(self.relaxation(cells))
+        parts = self.relaxation(cells)
+        A, U, _, _, split = _full_steps(parts)
+        top = parts[5]
         Um = np.r_[0.0, m.alpha / (world * sizes[1:])]
         R = -(m.beta * a.pq1[self.group_end] + m.gamma * a.pq2[self.group_end]) / world
         Mm = Um * P - R
         if self.pad == "edge":
-            return Rows(A, U, A.copy(), U.copy(), split, Mm, Um, R, self.top_bound())
-        fewest = np.r_[0, (self.world - 1) * (sizes[1:] // 2) + 1].astype(np.int64)
+            return Rows(A, U, A.copy(), U.copy(), split, Mm, Um, R, top)
+        fewest = np.r_[0, self.fewest_rows(sizes[1:])]
         U2 = np.zeros_like(U)
         for c, first in enumerate(cells):
             m1, m2 = prefix_moments(a.values, a.pcv, a.pq1, a.pq2, self.group_end, fewest,
                                     a.lf_hi, a.lf_lo, int(first))
             U2[c, 1:] = Um[1:] + (m.beta * m1[1:] + m.gamma * m2[1:]) / world
-        return Rows(A, U, np.ascontiguousarray(U2 * P[None, :]), U2, split, Mm, Um, R,
-                    self.top_bound())
+        return Rows(A, U, np.ascontiguousarray(U2 * P[None, :]), U2, split, Mm, Um, R, top)
 
     def cost(self, edges) -> float:
         edges = np.asarray(edges, dtype=np.int64)
