@@ -8,9 +8,7 @@ import numpy as np
 
 from .data.histogram import Histogram
 from .errors import BucketoptError
-
-# check_token_budget: imported from its old home by tests
-from .validate import TOKEN_LIMIT, check_token_budget, shown  # noqa: F401
+from .validate import TOKEN_LIMIT, shown
 
 PADS = ("edge", "batch")
 

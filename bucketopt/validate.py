@@ -203,7 +203,6 @@ def check_k(k, name: str = "k") -> int:
     return int(k)
 
 
-
 def check_align(align) -> int:
     if isinstance(align, float) and align.is_integer():
         align = int(align)

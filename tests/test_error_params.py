@@ -26,11 +26,9 @@ from bucketopt.cli import (
 )
 from bucketopt.cost.costmodel import _positive_int
 from bucketopt.cost.memory import load_memory
-from bucketopt.data.guards import check_budget_scale
 from bucketopt.data.histogram import Histogram
 from bucketopt.errors import BucketoptError
-from bucketopt.solution import check_token_budget
-from bucketopt.validate import check_int, check_number
+from bucketopt.validate import check_budget_scale, check_int, check_number, check_token_budget
 
 LENS = np.arange(1, 100)
 

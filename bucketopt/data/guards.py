@@ -5,9 +5,8 @@ the system allows, a symbolic-link loop, no permission, an empty string) into on
 the path, instead of an ``OSError`` traceback or a wrong "no such file". :func:`short` keeps a
 hostile 5,000-character path from filling the message.
 
-Budgets: :func:`check_budget_scale` refuses a token budget under which even a batch of the
-shortest samples would hold far more samples than the data set has (batch sizes in the
-trillions): such a budget means nothing, and some statistics grow with the batch size.
+(The check of a token budget against the data, :func:`bucketopt.validate.check_budget_scale`,
+lives with every other check of an argument.)
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import os
 import stat
 
 from ..errors import BucketoptError
-from ..validate import check_budget_scale  # noqa: F401 (its old home: tests import it)
 
 # The magic bytes of compressed files, to say "decompress it first" instead of a format error.
 COMPRESSED_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
