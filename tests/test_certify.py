@@ -3,6 +3,10 @@ brute force, and every lower bound sits at or below the brute-force optimum (doc
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -16,10 +20,10 @@ from bucketopt.objectives import make_objective
 from bucketopt.objectives.certified import _relaxation, certified_layers
 
 from . import naive
+from .strategies import coefficients
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
-coefficients = st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 0.2)).filter(any)
 SHARES = [(0.0, 1.0), (0.2, 1.0), (0.0, 0.7)]
 
 
@@ -129,14 +133,14 @@ def test_exact_tail_is_the_backward_optimum(lengths, budget, coeffs, world, pad,
     assert np.all(out[:, :first] == 0.0)
 
 
-@pytest.mark.parametrize("coeffs", [(0.0, 0.0, 1.5750309354894306e-276),
-                                    (3e-300, 2e-301, 1e-303), (0.3e-120, 0.02e-120, 1e-123)])
+@pytest.mark.parametrize("coeffs", [(0.0, 0.0, 1e-30), (1e-30, 1e-30, 1e-30),
+                                    (0.3e-28, 0.02e-28, 1e-30)])
 @pytest.mark.parametrize("pad", ["edge", "batch"])
 @pytest.mark.parametrize("world", [1, 3])
-def test_coefficients_at_tiny_scales_keep_the_proof(coeffs, pad, world):
-    """Coefficients so small that the products of two costs underflow (hypothesis found the
-    first: the hulls dropped vertices and a bound passed the optimum, so the DP found no cover):
-    the DP runs on rescaled coefficients and proves the brute-force optimum."""
+def test_coefficients_at_the_floor_keep_the_proof(coeffs, pad, world):
+    """The smallest coefficients a profile accepts (hypothesis once found gamma = 1.6e-276,
+    whose products of two costs underflowed: a hull dropped a vertex, a bound passed the
+    optimum and the DP found no cover): the DP proves the brute-force optimum."""
     lengths = [1, 3, 4, 5]
     sol = bucketopt.solve(lengths, 3, pad=pad, world_size=world,
                           profile=dict(alpha=coeffs[0], beta=coeffs[1], gamma=coeffs[2],
@@ -146,6 +150,24 @@ def test_coefficients_at_tiny_scales_keep_the_proof(coeffs, pad, world):
     assert got == pytest.approx(oracle[0], rel=1e-9, abs=0.0)
     assert sol.optimality["exact"]
     assert sol.optimality["lower_bound"] == pytest.approx(oracle[0], rel=1e-9, abs=0.0)
+    assert np.isfinite(sol.ktok_per_s)
+
+
+@pytest.mark.parametrize("gamma", [1.5750309354894306e-276, 5e-324, 9.9e-31])
+def test_coefficients_below_the_floor_are_refused(gamma, tmp_path):
+    """Below 1e-30 s no coefficient is a measurement, and the predictions overflow (Ktok/s was
+    infinite and `--json` ended in a traceback): one line, exit 2."""
+    with pytest.raises(bucketopt.BucketoptError, match=r"`gamma`.*at least 1e-30"):
+        bucketopt.solve([1, 3, 4, 5], 2, profile=dict(alpha=0.0, beta=0.0, gamma=gamma,
+                                                       token_budget=12))
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(dict(alpha=0.0, beta=0.0, gamma=gamma, token_budget=65536)))
+    done = subprocess.run([sys.executable, "-m", "bucketopt", "solve", "-k", "4", "--profile",
+                           str(path), "--gpus", "3", "--pad", "batch", "--json"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "gamma" in done.stderr
 
 
 @SETTINGS

@@ -18,6 +18,7 @@ from bucketopt.data.histogram import Histogram
 from bucketopt.training.epoch import Epoch, epoch_from_batches
 
 from . import naive
+from .strategies import coefficient, coefficients
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 STORY = "rtx-pro-6000-blackwell"
@@ -53,7 +54,7 @@ def test_cost_model_rejects_bad_coefficients(kw):
 @SETTINGS
 @given(st.lists(st.tuples(st.integers(1, 50), st.integers(1, 4000)), min_size=1, max_size=40),
        st.integers(1, 9),
-       st.tuples(st.floats(0, 1), st.floats(0, 1e-3), st.floats(0, 1e-6)).filter(
+       st.tuples(coefficient(1), coefficient(1e-3), coefficient(1e-6)).filter(
            lambda c: max(c[0], 1e3 * c[1], 1e6 * c[2]) > 1e-6))
 def test_epoch_time_matches_the_step_loop(batches, world_size, coeffs):
     sizes = np.array([b[0] for b in batches], dtype=np.int64)
@@ -99,7 +100,7 @@ def test_analytic_edge_single_gpu_is_exact(k):
 
 @SETTINGS
 @given(st.lists(st.integers(1, 12), min_size=1, max_size=8), st.integers(12, 40),
-       st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 0.2)).filter(any))
+       coefficients)
 def test_analytic_single_gpu_equals_enumeration(lengths, budget, coeffs):
     # With one GPU the fast path is the exact expectation: compare with the enumeration of
     # every batch composition (dynamic padding) and the per-batch loop (edge padding).
@@ -140,7 +141,7 @@ small_lengths = st.lists(st.integers(1, 14), min_size=1, max_size=9)
 
 @SETTINGS
 @given(small_lengths, st.integers(1, 3), st.integers(14, 60),
-       st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 0.2)).filter(any),
+       coefficients,
        st.sampled_from([(0.0, 1.0), (0.2, 1.0), (0.0, 0.6), (0.25, 0.75)]))
 def test_time_objective_edge_equals_brute_force(lengths, k, budget, coeffs, shares):
     min_share, max_share = shares
@@ -163,7 +164,7 @@ def test_time_objective_edge_equals_brute_force(lengths, k, budget, coeffs, shar
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 12), min_size=1, max_size=8), st.integers(1, 3),
        st.integers(12, 40),
-       st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 0.2)).filter(any))
+       coefficients)
 def test_time_objective_batch_equals_brute_force(lengths, k, budget, coeffs):
     profile = dict(alpha=coeffs[0], beta=coeffs[1], gamma=coeffs[2], token_budget=budget)
     oracle = naive.brute_force_time(lengths, k, budget, *coeffs, pad="batch")
@@ -364,3 +365,15 @@ def test_cli_solve_with_profile_uses_its_world_size(tmp_path, capsys):
     assert "Ktok/s" in capsys.readouterr().out
     assert main(["solve", "--lens", str(path), "-k", "4", "--objective", "time"]) == 2
     assert "profile" in capsys.readouterr().err
+
+
+def test_coefficient_sets_below_the_floor_count_as_zero():
+    """A resampled fit puts a term the data barely show at 0 or just above it: below the
+    profile's floor (1e-30 s) it is taken as 0, and a set with nothing above it is refused."""
+    from bucketopt.cost.costmodel import parse_uncertainty
+
+    out = parse_uncertainty({"coefficient_sets": [[0.1, 1e-40, 5e-324], [0.2, 1e-8, 1e-30]]},
+                            "profile.json")
+    assert out["coefficient_sets"] == [[0.1, 0.0, 0.0], [0.2, 1e-8, 1e-30]]
+    with pytest.raises(BucketoptError, match=r"coefficient_sets\[0\].*not all 0"):
+        parse_uncertainty({"coefficient_sets": [[1e-31, 0.0, 5e-324]]}, "profile.json")

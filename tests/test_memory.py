@@ -15,12 +15,12 @@ import bucketopt
 from bucketopt.cost.memory import MemoryModel, batch_sizes, load_memory
 
 from . import naive
+from .strategies import coefficients
 
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 LENGTHS = st.lists(st.integers(1, 12), min_size=1, max_size=7)
 SHARES = st.sampled_from([(0.0, 1.0), (0.2, 1.0), (0.0, 0.7)])
-coefficients = st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 0.2)).filter(any)
 
 
 @st.composite

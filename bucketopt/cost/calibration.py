@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import BucketoptError
 from ..validate import check_int
-from .costmodel import CostModel, Profile
+from .costmodel import COEFFICIENT_FLOOR, CostModel, Profile
 
 COLUMNS = ("batch_size", "padded_len", "seconds")
 MIN_ROWS = 6
@@ -239,6 +239,9 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
             coef = _robust_fit(pooled, pooled_t, scale_cols, scale, coef)
             scale = _robust_scale(pooled @ coef / pooled_t - 1.0)
 
+    # a coefficient fitted below the profile's floor is rounding noise of a term the data do
+    # not show: it is taken as 0, which the profile accepts
+    coef = np.where(coef < COEFFICIENT_FLOOR, 0.0, coef)
     predicted = design @ coef
     rel = predicted / t - 1.0
     all_shapes, all_t = _pool(s, length, t)
@@ -269,7 +272,8 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
         rms_rel_error=float(np.sqrt(np.mean(rel ** 2))),
         residuals=tuple(float(r) for r in rel),
         n_shapes=int(all_shapes.shape[0]), loss=LOSS, scale=float(scale), heldout=heldout,
-        intervals=intervals, coefficient_sets=tuple(tuple(float(v) for v in c) for c in sets),
+        intervals=intervals, coefficient_sets=tuple(
+            tuple(float(v) if v >= COEFFICIENT_FLOOR else 0.0 for v in c) for c in sets),
         outliers=outliers, r2_inliers=r2_inliers,
     )
 

@@ -47,6 +47,10 @@ PROFILE_KEYS = ("name", "description", "alpha", "beta", "gamma", "world_size", "
 # A profile coefficient above this is no measurement (alpha: seconds per micro-batch; beta and
 # gamma are far smaller); larger values overflow the predicted times of an epoch.
 COEFFICIENT_LIMIT = 1e6
+# A positive coefficient below this is no measurement either (a GPU that runs 1e30 tokens a
+# second): predictions from such ones overflow (Ktok/s is infinite, JSON refuses it) and the
+# certified DP's products of two costs underflow. 0 stays allowed: a term the model leaves out.
+COEFFICIENT_FLOOR = 1e-30
 
 
 def _coefficient(value, name: str, source: str = "") -> float:
@@ -56,6 +60,11 @@ def _coefficient(value, name: str, source: str = "") -> float:
         raise BucketoptError(
             f"`{name}`{where} is {value:g} seconds: a profile coefficient must be at most "
             f"{COEFFICIENT_LIMIT:g} (no GPU is that slow; check the profile's units).", param=name)
+    if 0.0 < value < COEFFICIENT_FLOOR:
+        raise BucketoptError(
+            f"`{name}`{where} is {value:g} seconds: a positive profile coefficient must be at "
+            f"least {COEFFICIENT_FLOOR:g}, or 0 (no GPU is that fast; check the profile's "
+            "units).", param=name)
     return value
 
 
@@ -390,9 +399,14 @@ def parse_uncertainty(value, source: str = "profile") -> dict | None:
             raise BucketoptError(f"`uncertainty.coefficient_sets[{i}]` in {source} must be "
                                  f"[alpha, beta, gamma] (3 numbers); got {entry!r:.80}.")
         entry = [float(v) for v in entry]
-        if not all(math.isfinite(v) and v >= 0 for v in entry) or not any(entry):
+        if not all(math.isfinite(v) and v >= 0 for v in entry) or not any(
+                v >= COEFFICIENT_FLOOR for v in entry):
             raise BucketoptError(f"`uncertainty.coefficient_sets[{i}]` in {source} must hold "
-                                 f"finite numbers >= 0, not all 0; got {entry}.")
+                                 f"finite numbers >= 0, not all 0 (nor below "
+                                 f"{COEFFICIENT_FLOOR:g}); got {entry}.")
+        # resampled fits put a term the data barely show at 0 or just above it: below the
+        # profile's floor it is taken as 0 (a set is never refused for it)
+        entry = [v if v >= COEFFICIENT_FLOOR else 0.0 for v in entry]
         clean.append(entry)
     coverage = value.get("coverage", 1.0)
     if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) \

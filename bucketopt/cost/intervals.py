@@ -60,7 +60,7 @@ def from_seconds(set_seconds, point_seconds: float, *, real_tokens: int, epochs:
     if not lo > 0:  # every figure divides by the seconds: a zero epoch has no rate
         raise BucketoptError(
             f"the profile predicts an epoch of {lo:.3g} s: its coefficients are so small that the "
-            "epoch time underflows (a coefficient must be 0 or a normal number of seconds).")
+            "epoch time underflows (a coefficient must be 0 or at least 1e-30 s).")
     return {"ktok_per_s_interval": [real_tokens / hi / 1e3, real_tokens / lo / 1e3],
             "eta_days_interval": [epochs * lo / SECONDS_PER_DAY, epochs * hi / SECONDS_PER_DAY]}
 

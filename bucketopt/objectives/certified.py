@@ -66,8 +66,7 @@ class Optimality:
 
     @property
     def bound(self) -> float:
-        # a bound in the subnormal range is rounding noise (coefficients of 5e-324 s make the
-        # epoch time underflow to 0 on one path and not on another): it proves nothing above 0
+        # a bound below 0 or in the subnormal range (rounding noise) proves nothing above 0
         lower = float(self.lower_bound)
         return lower if lower >= SMALLEST_NORMAL else 0.0
 
@@ -78,12 +77,6 @@ class Optimality:
         if self.bound > 0:
             return max(self.value / self.bound - 1.0, 0.0)
         return 0.0 if self.value <= 0 else float("inf")
-
-    def times(self, scale: float) -> Optimality:
-        """The same proof for the objective multiplied by ``scale`` > 0."""
-        if scale == 1.0:
-            return self
-        return Optimality(self.exact, self.lower_bound * scale, self.value * scale)
 
     def to_dict(self) -> dict:
         gap = self.gap

@@ -52,34 +52,9 @@ class Time(Objective):
     def layers(self, kmax, ks=None):
         from .certified import certified_layers
 
-        scale = self._scale()
-        run = self if scale == 1.0 else self._scaled(scale)
-        opt, best, certs = certified_layers(run, kmax, ks, exact=self.exact)
-        self.certificates = {k: c.times(scale) for k, c in certs.items()}
-        return opt, best * scale
-
-    def _scale(self) -> float:
-        """The seconds of one row at the longest length, when they lie outside 1e-100..1e100,
-        else 1. The certified DP's hulls compare products of two costs, which underflow (or
-        overflow) at such scales: it then runs on the coefficients divided by this (every cost
-        is linear in them, so the optimum is the same) and scales its values back."""
-        m = self.cost_model
-        x = float(self.groups.edges[-1])
-        unit = m.alpha + m.beta * x + m.gamma * x * x
-        if not np.isfinite(unit) or unit <= 0 or 1e-100 <= unit <= 1e100:
-            return 1.0
-        return float(unit)
-
-    def _scaled(self, scale) -> Time:
-        import copy
-        import dataclasses
-
-        m = self.cost_model
-        run = copy.copy(self)
-        run.__dict__.pop("_moments", None)  # moments priced with the unscaled coefficients
-        run.cost_model = dataclasses.replace(m, alpha=m.alpha / scale, beta=m.beta / scale,
-                                             gamma=m.gamma / scale)
-        return run
+        opt, best, certs = certified_layers(self, kmax, ks, exact=self.exact)
+        self.certificates = certs
+        return opt, best
 
     def seed_chains(self, kmax, ks):
         """pad="batch": the time-optimal covers with edge padding (proven in milliseconds, and
