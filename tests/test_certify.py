@@ -269,6 +269,36 @@ def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, ce
     assert np.all(np.where(big, full, -np.inf) <= exact + slack)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 60), min_size=2, max_size=40), st.integers(60, 200), coefficients,
+       st.sampled_from([1, 3, 8]), st.sampled_from(["batch", "edge"]),
+       st.lists(st.integers(0, 60), max_size=6), st.sampled_from([1, 2]))
+def test_backward_pass_by_halves_of_cells_equals_the_serial_pass(lengths, budget, coeffs, world,
+                                                                pad, cell_marks, cpus):
+    """The backward pass layer by layer with each layer's cells in two halves (at once with two
+    CPUs) gives the serial pass's values exactly."""
+    from unittest import mock
+
+    from bucketopt.objectives import certified
+    from bucketopt.objectives._bound_kernels import relaxed_layers
+
+    obj = _fitted(lengths, "time", pad, budget, coeffs, world)
+    g = obj.groups.g
+    cells = np.unique(np.r_[0, np.clip(cell_marks, 0, g - 1)]).astype(np.int64)
+    rel = _relaxation(obj, cells)
+    rows = obj.rows(rel.cells)
+    P = obj.groups.prefix_count.astype(np.float64)
+    kmax = min(4, g)
+    tail = np.zeros((kmax + 1, g + 1))
+    tail[1:, :g] = np.linspace(0, 1e-3, g)  # a bound of its own, carried down
+    free = np.zeros(g + 1, np.int64), np.arange(-1, g, dtype=np.int64)
+    want = relaxed_layers(*rel[:6], rows.A2, rows.U2, P, rel.cells, *free, kmax, False, True,
+                          tail)[2]
+    with mock.patch.object(certified, "CPUS", cpus):
+        got = certified.free_backward(rel, rows.A2, rows.U2, P, kmax, tail)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_certificate_is_exact_and_fast_path_on_the_embedded_example():
     """The story's setting: pad="edge" time DP on 8 GPUs is proven exact by the certified DP."""
     from bucketopt import datasets

@@ -151,6 +151,63 @@ def test_certified_dp_equals_the_textbook_dp(seed, world, align, pad):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10_000), st.sampled_from([1, 3, 8]), st.sampled_from([1, 3]),
+       st.sampled_from(["batch", "edge"]))
+def test_exact_layers_split_in_halves_equal_the_textbook_dp(seed, world, align, pad):
+    # every exact layer split in two ranges of ends (SPLIT_ENDS = 1), the halves at once
+    # (CPUS = 2) or one after the other (CPUS = 1): the textbook DP's values, and the same
+    # boundaries and values both ways
+    from unittest import mock
+
+    from bucketopt.objectives import certified
+    from bucketopt.objectives.synced import TimeArrays
+    from bucketopt.objectives.time import Time
+
+    rng = np.random.default_rng(seed)
+    values = np.unique(rng.integers(1, 400, size=int(rng.integers(2, 30))))
+    hist = Histogram(values, rng.integers(1, 60, size=values.size))
+    budget = int(rng.choice([400, 2_000, 20_000]))
+    model = CostModel(float(rng.uniform(0, 1)), float(rng.uniform(0, 1e-2)),
+                      float(rng.uniform(0, 1e-4)), world_size=world)
+    groups = make_groups(hist, align)
+    if groups.edges[-1] > budget:
+        return
+    lo, hi = share_windows(groups, 0.0, 1.0)
+    kmax = min(4, groups.g)
+    want = _textbook_time_dp(TimeArrays(hist, pad), groups, budget, model, world, kmax)
+    got = []
+    for cpus in (1, 2):
+        with mock.patch.object(certified, "SPLIT_ENDS", 1), \
+                mock.patch.object(certified, "CPUS", cpus):
+            obj = Time(model, pad=pad).fit(groups, token_budget=budget, win_lo=lo, win_hi=hi)
+            opt, best = obj.layers(kmax)
+        np.testing.assert_allclose(best, want, rtol=1e-9)
+        assert all(c.exact for c in obj.certificates.values())
+        got.append((opt, best))
+    np.testing.assert_array_equal(got[0][0], got[1][0])
+    np.testing.assert_array_equal(got[0][1], got[1][1])
+
+
+def test_in_worker_runs_every_function_and_raises_the_first_failure():
+    import functools
+    from unittest import mock
+
+    from bucketopt.objectives import certified
+
+    for cpus in (1, 2):
+        with mock.patch.object(certified, "CPUS", cpus):
+            done = []
+            certified.in_worker(*(functools.partial(done.append, q) for q in range(5)))
+            assert done == [0, 1, 2, 3, 4] if cpus == 1 else sorted(done) == [0, 1, 2, 3, 4]
+
+            def fail():
+                raise bucketopt.BucketoptError("stop")
+
+            with pytest.raises(bucketopt.BucketoptError, match="stop"):
+                certified.in_worker(lambda: None, fail)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 12), min_size=2, max_size=7), st.integers(2, 3),
        st.integers(12, 40), coefficients, st.sampled_from([2, 3]),
        st.sampled_from(["batch", "edge"]))

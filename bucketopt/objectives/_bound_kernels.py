@@ -234,7 +234,7 @@ def _lichao_min(tree, node_lo, node_hi, xs, slopes, icpt, q):
 
 
 @njit(cache=True, nogil=True)
-def _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, backward, tail):
+def _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, forward, backward, tail):
     """:func:`relaxed_layers` without share windows, in O(g (log g + cells)) a layer plus the
     small buckets: forward, every cell keeps the lower envelope of its starts that make a large
     bucket for the current end (a prefix of the cell, growing with the end); backward, a Li Chao
@@ -257,9 +257,7 @@ def _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, backward, tail):
     cell = np.zeros(g + 1, dtype=np.int64)
     for c in range(1, nc):
         cell[cells[c]:] = c
-    big = np.empty(g + 1, dtype=np.int64)  # starts i <= big[j] make buckets of >= split[j]
-    for j in range(g + 1):
-        big[j] = min(np.searchsorted(P, P[j] - split[j], side="right") - 1, j - 1)
+    big = big_starts(P, split)
     f_slopes = np.empty(g)
     for i in range(g):
         f_slopes[i] = -float(P[i])
@@ -267,7 +265,7 @@ def _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, backward, tail):
     hl = np.empty(g, dtype=np.int64)
     cnt = np.zeros(nc, dtype=np.int64)
     least = np.empty(nc)  # the least intercept among each cell's envelope starts
-    for k in range(1, kmax + 1):
+    for k in range(1, kmax + 1 if forward else 1):
         for i in range(g):
             icpt[i] = fwd[k - 1, i] + R[i]
         cnt[:] = 0
@@ -303,11 +301,44 @@ def _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, backward, tail):
             if at >= 0:
                 fwd[k, j] = best
                 arg[k, j] = at
-    if not backward:
-        return fwd, arg, bwd
-    from_big = np.empty(g, dtype=np.int64)  # ends j >= from_big[i] make large buckets
+    if backward:
+        from_big = ends_of_big(big, g)
+        order = np.arange(nc - 1, -1, -1)
+        for k in range(1, kmax + 1):
+            free_backward_layer(k, order, A, split, U, R, T, Af, Uf, A2, P, cells, from_big,
+                                bwd, tail)
+    return fwd, arg, bwd
+
+
+@njit(cache=True)
+def big_starts(P, split):
+    """big[j]: starts i <= big[j] (and below j) make buckets of >= split[j] samples."""
+    g = P.size - 1
+    big = np.empty(g + 1, dtype=np.int64)
+    for j in range(g + 1):
+        big[j] = min(np.searchsorted(P, P[j] - split[j], side="right") - 1, j - 1)
+    return big
+
+
+@njit(cache=True)
+def ends_of_big(big, g):
+    """from_big[i]: ends j >= from_big[i] make large buckets with start i (big[j] never
+    decreases: P[j] - split[j] never does)."""
+    from_big = np.empty(g, dtype=np.int64)
     for i in range(g):
         from_big[i] = np.searchsorted(big[1:], i, side="left") + 1
+    return from_big
+
+
+@njit(cache=True, nogil=True)
+def free_backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, bwd, tail):
+    """Layer k of :func:`relaxed_layers`' backward pass without share windows, for the starts
+    of the cells ``cs``: bwd[k, i] from bwd[k - 1] alone, so calls on disjoint cells are
+    independent (they may run at once). A Li Chao tree per cell holds the ends that make a
+    large bucket with the current start (a suffix, growing as the start falls); a cell of few
+    starts scans its ends directly; small buckets are priced one by one."""
+    g = A.shape[1] - 1
+    nc = cells.size
     xs = np.empty(g)
     for i in range(g):
         xs[i] = float(P[i])
@@ -315,56 +346,54 @@ def _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, backward, tail):
     bicpt = np.empty(g + 1)
     tree = np.empty(4 * g + 4, dtype=np.int64)
     few = 2 * np.log2(g + 2)  # a cell of fewer starts scans its ends directly
-    for c in range(nc - 1, -1, -1):
-        if cell_end[c] - cells[c] + 1 < few:
-            for k in range(1, kmax + 1):
-                for i in range(cell_end[c], cells[c] - 1, -1):
-                    best = np.inf
-                    x = xs[i]
-                    for j in range(i + 1, g + 1):
-                        if j < from_big[i]:
-                            v = max(A2[c, j] - U[c, j] * x, Af[c, j] - Uf[c, j] * x,
-                                    top_at(T, j, P[j] - x)) + bwd[k - 1, j]
-                        else:
-                            v = max(A[c, j] - U[c, j] * x, Af[c, j] - Uf[c, j] * x,
-                                    top_at(T, j, P[j] - x)) + bwd[k - 1, j]
-                        if v < best:
-                            best = v
-                    if best < np.inf:
-                        bwd[k, i] = max(R[i] + best, tail[k, i])
+    for q in range(cs.size):
+        c = cs[q]
+        first = cells[c]
+        last = cells[c + 1] - 1 if c + 1 < nc else g - 1
+        if last - first + 1 < few:
+            for i in range(last, first - 1, -1):
+                best = np.inf
+                x = xs[i]
+                for j in range(i + 1, g + 1):
+                    if j < from_big[i]:
+                        v = max(A2[c, j] - U[c, j] * x, Af[c, j] - Uf[c, j] * x,
+                                top_at(T, j, P[j] - x)) + bwd[k - 1, j]
+                    else:
+                        v = max(A[c, j] - U[c, j] * x, Af[c, j] - Uf[c, j] * x,
+                                top_at(T, j, P[j] - x)) + bwd[k - 1, j]
+                    if v < best:
+                        best = v
+                if best < np.inf:
+                    bwd[k, i] = max(R[i] + best, tail[k, i])
             continue
         for j in range(1, g + 1):
             b_slopes[j] = -U[c, j]
-        for k in range(1, kmax + 1):
-            for j in range(1, g + 1):
-                bicpt[j] = bwd[k - 1, j] + A[c, j]
-            tree[:] = -1
-            top = g + 1  # ends >= top are in the tree
-            least_top = np.inf  # the least T[j] + bwd[k - 1, j] over the tree's ends
-            for i in range(cell_end[c], cells[c] - 1, -1):
-                while top > from_big[i] and top > i + 1:
-                    top -= 1
-                    if bicpt[top] < np.inf:
-                        _lichao_insert(tree, 0, g - 1, xs, b_slopes, bicpt, top)
-                        least_top = min(least_top,
-                                        top_at(T, top, split[top]) + bwd[k - 1, top])
-                best = _lichao_min(tree, 0, g - 1, xs, b_slopes, bicpt, i)
-                if best < np.inf:
-                    best = max(best, least_top)
-                for j in range(i + 1, min(from_big[i], g + 1)):  # small buckets
-                    if bwd[k - 1, j] < np.inf:
-                        v = max(A2[c, j] - U[c, j] * xs[i], Af[c, j] - Uf[c, j] * xs[i],
-                                top_at(T, j, P[j] - xs[i])) + bwd[k - 1, j]
-                        if v < best:
-                            best = v
-                if best < np.inf:
-                    bwd[k, i] = max(R[i] + best, tail[k, i])
-    return fwd, arg, bwd
+            bicpt[j] = bwd[k - 1, j] + A[c, j]
+        tree[:] = -1
+        top = g + 1  # ends >= top are in the tree
+        least_top = np.inf  # the least T[j] + bwd[k - 1, j] over the tree's ends
+        for i in range(last, first - 1, -1):
+            while top > from_big[i] and top > i + 1:
+                top -= 1
+                if bicpt[top] < np.inf:
+                    _lichao_insert(tree, 0, g - 1, xs, b_slopes, bicpt, top)
+                    least_top = min(least_top, top_at(T, top, split[top]) + bwd[k - 1, top])
+            best = _lichao_min(tree, 0, g - 1, xs, b_slopes, bicpt, i)
+            if best < np.inf:
+                best = max(best, least_top)
+            for j in range(i + 1, min(from_big[i], g + 1)):  # small buckets
+                if bwd[k - 1, j] < np.inf:
+                    v = max(A2[c, j] - U[c, j] * xs[i], Af[c, j] - Uf[c, j] * xs[i],
+                            top_at(T, j, P[j] - xs[i])) + bwd[k - 1, j]
+                    if v < best:
+                        best = v
+            if best < np.inf:
+                bwd[k, i] = max(R[i] + best, tail[k, i])
 
 
 @njit(cache=True, nogil=True)
-def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax, backward,
-                   tail):
+def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax, forward,
+                   backward, tail):
     """Forward and backward passes of the relaxed DP over groups 0..g.
 
     Starts i in cells[c] <= i < cells[c + 1] (cells[0] = 0) use the relaxation of row c:
@@ -376,7 +405,8 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
     buckets priced one by one, the small ones. Under
     share windows T is left out (still a lower bound, a weaker one). Returns ``fwd``
     (kmax + 1, g + 1): fwd[k, j] <= the cost of any cover of groups 1..j by at most k buckets
-    (fwd[k, 0] = 0), ``arg`` its argmin start (a chain of the relaxation), and ``bwd``:
+    (fwd[k, 0] = 0; inf everywhere else when not ``forward``), ``arg`` its argmin start (a chain
+    of the relaxation), and ``bwd``:
     bwd[k, i] <= the cost of any cover of groups i+1..g by at most k buckets (bwd[k, g] = 0;
     inf everywhere else when not ``backward``), never below ``tail[k, i]`` (a bound of its own,
     e.g. :func:`bucketopt.objectives._certified_kernels.exact_tail`'s, which the layers before
@@ -390,7 +420,8 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
             free = False
             break
     if free:
-        return _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, backward, tail)
+        return _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, forward, backward,
+                            tail)
     nc = cells.size
     size, levels = _levels(g)
     fwd = np.full((kmax + 1, g + 1), np.inf)
@@ -412,7 +443,7 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
         f_slopes[i] = -float(P[i])
     f_order = _sorted_levels(f_slopes, size, levels)
     icpt = np.empty(g)
-    for k in range(1, kmax + 1):
+    for k in range(1, kmax + 1 if forward else 1):
         for i in range(g):
             icpt[i] = fwd[k - 1, i] + R[i]
         _build_hulls(f_order, f_slopes, icpt, hull, hull_n)

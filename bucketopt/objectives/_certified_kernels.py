@@ -21,8 +21,7 @@ The exact DP F_t(j) = min_i F_{t-1}(i) + c(i, j), one layer t per call of
   (:func:`bucketopt.objectives._pricing.tilde`); or, where a step holds more than SWEEP_MAX
   rows, one by one by walks.
 
-:func:`relaxed_backward` computes bwd from the fewest-rows, the mean and the top bounds, from
-:func:`exact_tail`'s exact values at the top of the lengths.
+:func:`exact_tail` prices the top of the lengths exactly, for the relaxed passes to start from.
 """
 
 from __future__ import annotations
@@ -34,8 +33,6 @@ from ._bound_kernels import top_at
 from ._hulls import (
     hull_add,
     hull_min,
-    hull_min_left,
-    hull_push_left,
     hull_value,
     hull_walk,
 )
@@ -341,12 +338,14 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
 @njit(cache=True, nogil=True)
 def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta,
                   gamma, pad_code, lf_hi, lf_lo, P, cells, A, A2, U, U2, split, Mm, Um, R, T, bwd,
-                  ubs, ks, win_lo, win_hi, pascal, work):
-    """Layer t of the exact DP: F[t, j] (and arg[t, j], its smallest best start) for every end
-    j that a cover of k in ``ks`` buckets costing at most ubs[k] may pass at layer t; inf (and
-    -1) for the others. F[t, 0] = 0: covers of fewer buckets carry over. ``work``: [spent,
-    limit] in units of about a priced bucket; past the limit the layer stops (then its F is
-    incomplete: the caller knows by work[0] > work[1])."""
+                  ubs, ks, win_lo, win_hi, pascal, work, j_lo, j_hi):
+    """Layer t of the exact DP at the ends j_lo <= j < j_hi: F[t, j] (and arg[t, j], its
+    smallest best start) for every such end j that a cover of k in ``ks`` buckets costing at
+    most ubs[k] may pass at layer t; inf (and -1) for the others. F[t, 0] = 0: covers of fewer
+    buckets carry over. Calls on disjoint ranges of ends are independent (they read F[t - 1]
+    alone), so they may run at once. ``work``: [spent, limit] in units of about a priced
+    bucket; past the limit the layer stops (then its F is incomplete: the caller knows by
+    work[0] > work[1])."""
     g = P.size - 1
     nc = cells.size
     inf = np.inf
@@ -396,12 +395,12 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     bsz = -1
     blo = g
     bhi = -1
-    for j in range(1, g + 2):
+    for j in range(j_lo, j_hi + 1):
         if work[0] > work[1]:
             return
         alive = False
         sweep = False
-        flush = j == g + 1
+        flush = j == j_hi
         if not flush:
             cj = -inf
             for kk in range(ks.size):
@@ -509,59 +508,3 @@ def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, bet
                 best = min(best, cost[j] + out[s - 1, j])
             out[s, i] = best
     return out
-
-
-@njit(cache=True, nogil=True)
-def relaxed_backward(Ax, Ux, cells, Mm, Um, R, T, P, kmax, tail):
-    """bwd[s, i] <= the cost of every cover of groups i+1..g by at most s buckets (no share
-    windows): the largest of three relaxed DPs' minima per layer, with the fewest-rows rows Ax,
-    Ux (Ux non-decreasing in j), the mean rows (which alone carry R) and the top bound T, and
-    of ``tail`` (a bound of its own, e.g. :func:`exact_tail`'s), which the layers before
-    carry down."""
-    g = P.size - 1
-    nc = cells.size
-    inf = np.inf
-    bwd = np.full((kmax + 1, g + 1), inf)
-    bwd[:, g] = 0.0
-    cell = np.zeros(g + 1, np.int64)
-    for c in range(1, nc):
-        cell[cells[c]:] = c
-    stk = np.empty((kmax, g + 2), np.int64)
-    sh = np.zeros(kmax, np.int64)
-    ys = np.empty((kmax, g + 1))
-    mstk = np.empty((kmax, g + 2), np.int64)
-    msh = np.zeros(kmax, np.int64)
-    mys = np.empty((kmax, g + 1))
-    least_top = np.full(kmax, inf)  # the least T[j] + bwd[q, j] over the ends after i
-    cur = -1
-    for i in range(g - 1, -1, -1):
-        c = cell[i]
-        j = i + 1
-        for q in range(kmax):
-            if bwd[q, j] < inf:
-                least_top[q] = min(least_top[q], T[0, j] + bwd[q, j])
-            mys[q, j] = Mm[j] + bwd[q, j]
-            if mys[q, j] < inf:
-                msh[q] = hull_push_left(mstk[q], msh[q], Um, mys[q], j)
-        if c != cur:  # a new cell: its hulls over every end after i
-            cur = c
-            for q in range(kmax):
-                sh[q] = 0
-                for jj in range(g, i, -1):
-                    ys[q, jj] = Ax[c, jj] + bwd[q, jj]
-                    if ys[q, jj] < inf:
-                        sh[q] = hull_push_left(stk[q], sh[q], Ux[c], ys[q], jj)
-        else:
-            for q in range(kmax):
-                ys[q, j] = Ax[c, j] + bwd[q, j]
-                if ys[q, j] < inf:
-                    sh[q] = hull_push_left(stk[q], sh[q], Ux[c], ys[q], j)
-        x = P[i]
-        for s in range(1, kmax + 1):
-            q = s - 1
-            if sh[q] == 0 or msh[q] == 0:
-                continue
-            bwd[s, i] = max(hull_min_left(stk[q], sh[q], Ux[c], ys[q], x),
-                            hull_min_left(mstk[q], msh[q], Um, mys[q], x) + R[i], least_top[q],
-                            tail[s, i])
-    return bwd

@@ -3,9 +3,7 @@
 Points are (x, y) pairs held by index in arrays ``xs``, ``ys``. A hull kept left to right in
 ``stk[off:off + cnt]`` takes points of increasing x (:func:`hull_add`); :func:`hull_min` and
 :func:`hull_walk` return the minimum of y - u x over it (the tangent of slope u), and
-:func:`hull_value` the hull's height at any x between two vertices. A hull kept right to left
-(``stk[0]`` the rightmost) takes points of decreasing x (:func:`hull_push_left`), and
-:func:`hull_min_left` queries it.
+:func:`hull_value` the hull's height at any x between two vertices.
 """
 
 from __future__ import annotations
@@ -81,43 +79,3 @@ def hull_value(stk, off, xs, ys, t, x):
     if xs[b] > xs[a]:
         return ys[a] + (ys[b] - ys[a]) * (x - xs[a]) / (xs[b] - xs[a])
     return min(ys[a], ys[b])
-
-
-@njit(cache=True, inline="always")
-def hull_push_left(stk, cnt, xs, ys, p):
-    """Add point ``p`` left of (or at the x of) every point of a hull kept right to left;
-    returns the new count (a point above another of its x is no vertex)."""
-    xp = xs[p]
-    yp = ys[p]
-    while cnt >= 1:
-        a = stk[cnt - 1]
-        if xs[a] == xp:
-            if yp <= ys[a]:
-                cnt -= 1
-                continue
-            return cnt
-        if cnt >= 2:
-            b = stk[cnt - 2]
-            if (ys[a] - yp) * (xs[b] - xp) >= (ys[b] - yp) * (xs[a] - xp):
-                cnt -= 1
-                continue
-        break
-    stk[cnt] = p
-    return cnt + 1
-
-
-@njit(cache=True, inline="always")
-def hull_min_left(stk, cnt, xs, ys, x):
-    """The minimum of y - x X over a hull kept right to left."""
-    lo = 0
-    hi = cnt - 1  # index from the left
-    while lo < hi:
-        mid = (lo + hi) // 2
-        a = stk[cnt - 1 - mid]
-        b = stk[cnt - 2 - mid]
-        if ys[b] - x * xs[b] < ys[a] - x * xs[a]:
-            lo = mid + 1
-        else:
-            hi = mid
-    a = stk[cnt - 1 - lo]
-    return ys[a] - x * xs[a]

@@ -5,18 +5,25 @@ An objective offers, for cells of starts (``cells[c] <= i``), line-form lower bo
 bucket (i, j] of candidate groups (``rows(cells)``, :class:`Rows`) and the arrays its exact
 costs need (``pricing()``). Then:
 
-1. A relaxed DP over the bounds alone (:func:`._bound_kernels.relaxed_layers`, and
-   :func:`._certified_kernels.relaxed_backward`) bounds from below the cost of every cover of
-   groups i+1..g by at most s buckets (``bwd``), and its best chain, priced exactly, bounds the
-   optimum from above (as does the objective's seed chain).
+1. A relaxed DP over the bounds alone (:func:`._bound_kernels.relaxed_layers`, its backward
+   pass by :func:`free_backward` where no share window applies) bounds from below the cost of
+   every cover of groups i+1..g by at most s buckets (``bwd``), and its best chain, priced
+   exactly, bounds the optimum from above (as does the objective's seed chain).
 2. The exact DP runs layer by layer (:func:`._certified_kernels.forward_layer`): an end j is
    kept at layer t only when some start's bound plus bwd keeps a cover within the upper bound,
    and a start only when its bound beats the best cost found for j. Every bucket it leaves out
    is proven no better, so F_k(g) is the optimum over every boundary set.
+
+Two CPUs: the relaxed forward and backward passes run at once, each backward layer's cells in two
+halves and each exact layer's ends in PARTS ranges, two at a time (:func:`in_worker`); they
+are the same with one CPU (then run one after the other), so the values never depend on the
+CPUs.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -45,11 +52,21 @@ SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 # Rounding: upper bounds are widened and lower bounds lowered by this much (relative).
 ROUNDING = 1e-9
 # The default DP stops past this much work (units of about one bucket priced by a sweep, some
-# 0.8-1.5 us each on the 2-core development machine, so about 5-9 s): it then returns its best
-# cover with the gap the bounds prove. 20,000 distinct lengths at k = 16 with 8 GPUs take about
-# 3M (proven exact), the source-code tail of benchmarks/certified.py under the shipped profile
-# less (proven exact), under alpha 0.5 more. exact=True has no limit.
-WORK_LIMIT = 6_000_000
+# 0.8-1.5 us of CPU each on the 2-core development machine, so about 2-3 s with the halves of
+# every layer at once): it then returns its best cover with the gap the bounds prove. 20,000
+# distinct lengths at k = 16 with 8 GPUs take about 3M (proven exact), the source-code tail of
+# benchmarks/certified.py under the shipped profile less (proven exact), under alpha 0.5 far
+# more (some 57M: 18 s with exact=True). exact=True has no limit.
+WORK_LIMIT = 4_000_000
+# The CPUs the DP's passes may run on at once (two independent passes, or the two halves of an
+# exact layer's ends): the 2-core machines it is measured on. An exact layer's ends are split in
+# PARTS ranges with as many candidate ends each, at least SPLIT_ENDS (a thread costs more than
+# it saves): 20,000 lengths at k = 16 took 2.2 s in 2 parts, 2.25-2.3 s in 4 or 8 (each part
+# builds its hulls from the first start again).
+CPUS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+           else (os.cpu_count() or 1))
+SPLIT_ENDS = 64
+PARTS = 2
 
 
 @dataclass(frozen=True)
@@ -124,13 +141,6 @@ class Rows(NamedTuple):
     T: np.ndarray
 
 
-def _monotone(A, U, P):
-    # the same bound with every slope lowered to the least slope at or after its end (valid:
-    # P[j] - P[i] >= 0), so that the slopes of the backward hulls never fall
-    Ut = np.minimum.accumulate(U[:, ::-1], axis=1)[:, ::-1]
-    return np.ascontiguousarray(A - (U - Ut) * P[None, :]), np.ascontiguousarray(Ut)
-
-
 def certified_layers(obj, kmax, ks=None, *, exact=False):
     """(opt, best, certificates) for the fitted objective ``obj``, with the contract of
     ``Objective.layers``: ``opt[k-1, j]`` the smallest best start of the last bucket of the best
@@ -140,7 +150,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
     WORK_LIMIT (not with ``exact``): then every k takes the best cover the bounds found, with the
     gap they prove."""
     from ._bound_kernels import relaxed_layers
-    from ._certified_kernels import exact_tail, forward_layer, relaxed_backward
+    from ._certified_kernels import exact_tail, forward_layer
 
     groups = obj.groups
     g = groups.g
@@ -157,12 +167,21 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
     first = _tail_start(groups.value_end, P, TAIL_STEPS * int(world) * int(sizes[-1]))
     tail = exact_tail(*run, first, kmax, win_lo, win_hi)
     rows = obj.rows(rel.cells)
-    fwd, arg, bwd = relaxed_layers(*rel[:6], rows.A2, rows.U2, P, rel.cells, win_lo, win_hi,
-                                   kmax, True, tail)
-    if not windowed:
-        Ax, Ux = _monotone(rows.A2, rows.U2, P)
-        bwd = np.maximum(bwd, relaxed_backward(Ax, Ux, rel.cells, rows.Mm, rows.Um, rows.R,
-                                               rows.T, P, kmax, tail))
+    relaxed = {}
+
+    def relaxed_forward():  # while the backward pass runs
+        relaxed["fwd"], relaxed["arg"], _ = relaxed_layers(
+            *rel[:6], rows.A2, rows.U2, P, rel.cells, win_lo, win_hi, kmax, True, False, tail)
+
+    def relaxed_bwd():
+        if windowed:
+            relaxed["bwd"] = relaxed_layers(*rel[:6], rows.A2, rows.U2, P, rel.cells, win_lo,
+                                            win_hi, kmax, False, True, tail)[2]
+        else:
+            relaxed["bwd"] = free_backward(rel, rows.A2, rows.U2, P, kmax, tail)
+
+    in_worker(relaxed_forward, relaxed_bwd)
+    fwd, arg, bwd = relaxed["fwd"], relaxed["arg"], relaxed["bwd"]
     feasible = [k for k in ks if np.isfinite(fwd[k, g])]
     chains = {}
     upper = {}
@@ -188,16 +207,28 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
 
         pascal = pascal_table()
 
-        def layers():
-            for t in range(1, max(feasible) + 1):
-                forward_layer(t, F, start, *run, P, rel.cells, rows.A, rows.A2, rows.U, rows.U2,
-                              split, rows.Mm, rows.Um, rows.R, rows.T, bwd, ub, ks_arr, win_lo,
-                              win_hi, pascal, work)
-                if work[0] > work[1]:
-                    return
-                done[0] = t  # layers 1..t are whole: F[k, g] is proven for every k <= t
+        def layer(t, lo, hi, spent):
+            forward_layer(t, F, start, *run, P, rel.cells, rows.A, rows.A2, rows.U, rows.U2,
+                          split, rows.Mm, rows.Um, rows.R, rows.T, bwd, ub, ks_arr, win_lo,
+                          win_hi, pascal, spent, lo, hi)
 
-        in_worker(layers)
+        for t in range(1, max(feasible) + 1):
+            parts = _parts(_candidate_ends(fwd, bwd, t, ks_arr, ub), g)
+            if CPUS > 1 and len(parts) > 1:
+                # the parts two at a time, each on its own counter with the work left (the
+                # limit bounds the time: two parts at once take that of one)
+                spent = [np.array([0, work[1] - work[0]], dtype=np.int64) for _ in parts]
+                in_worker(*(functools.partial(layer, t, lo, hi, w)
+                            for (lo, hi), w in zip(parts, spent)))
+                over = any(w[0] > w[1] for w in spent)
+                work[0] += sum(int(w[0]) for w in spent)
+            else:
+                in_worker(lambda t=t, parts=parts: [layer(t, lo, hi, work) for lo, hi in parts])
+                over = work[0] > work[1]
+            if over:
+                work[0] = max(work[0], work[1] + 1)
+                break
+            done[0] = t  # layers 1..t are whole: F[k, g] is proven for every k <= t
     certs = {}
     if work[0] <= work[1]:
         for k in feasible:
@@ -224,6 +255,48 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
         else:  # no cover of its own fits the table: nothing is claimed
             certs[k] = Optimality(False, lower, float("inf"))
     return opt, best, certs
+
+
+def free_backward(rel, Af, Uf, P, kmax, tail):
+    """The backward pass of :func:`._bound_kernels.relaxed_layers` without share windows (the
+    same values), layer by layer, each layer's cells in two halves at once (every other cell
+    from the top: a cell's work grows with the ends above it)."""
+    from ._bound_kernels import big_starts, ends_of_big, free_backward_layer
+
+    g = P.size - 1
+    bwd = np.full((kmax + 1, g + 1), np.inf)
+    bwd[:, g] = 0.0
+    from_big = ends_of_big(big_starts(P, rel.split), g)
+    order = np.arange(rel.cells.size - 1, -1, -1)
+    for k in range(1, kmax + 1):
+        in_worker(*(functools.partial(free_backward_layer, k, cs, rel.A, rel.split, rel.U,
+                                      rel.R, rel.T, Af, Uf, rel.A2, P, rel.cells, from_big, bwd,
+                                      tail)
+                    for cs in (order[0::2], order[1::2]) if cs.size))
+    return bwd
+
+
+def _candidate_ends(fwd, bwd, t, ks, ub):
+    """The ends the exact layer t may keep: those where the relaxed bound of the first t
+    buckets (at most t of them) plus that of the rest stays within some k's upper bound (the
+    exact layer keeps a subset: its F is at least the relaxed one)."""
+    keep = np.zeros(fwd.shape[1], dtype=bool)
+    for k, u in zip(ks, ub):
+        if k >= t:
+            keep |= fwd[t] + bwd[k - t] <= u * (1.0 + 1e-9)
+    keep[0] = False
+    return np.flatnonzero(keep)
+
+
+def _parts(candidates, g):
+    """The ranges of ends [lo, hi) an exact layer is computed in: PARTS with as many candidate
+    ends each (two workers take them in turn where two CPUs are free, else one after the
+    other: the same values either way), fewer where few ends are candidates."""
+    parts = min(PARTS, candidates.size // SPLIT_ENDS)
+    if parts < 2:
+        return [(1, g + 1)]
+    cuts = [int(candidates[candidates.size * q // parts]) for q in range(1, parts)]
+    return list(zip([1, *cuts], [*cuts, g + 1]))
 
 
 def _tail_start(value_end, P, samples) -> int:
@@ -283,24 +356,37 @@ def _write(opt_out, tables, g, kept=None):
     return written
 
 
-def in_worker(fn):
-    """Run ``fn`` (long numba calls that release the GIL) on a worker thread and wait for it in
-    short slices, so that Ctrl-C reaches the main thread at once (a signal handler runs only
-    between bytecodes of the main thread); its exception is raised here."""
+def in_worker(*fns):
+    """Run ``fns`` (long numba calls that release the GIL) on worker threads, at most CPUS of
+    them, each taking the next function left in order (one CPU: one worker runs them all one
+    after the other), and wait for them in short slices, so that Ctrl-C reaches the main thread
+    at once (a signal handler runs only between bytecodes of the main thread); the first
+    exception is raised here."""
+    import collections
     import threading
 
     failure = []
+    left = collections.deque(fns)
+    lock = threading.Lock()
 
     def target():
-        try:
-            fn()
-        except BaseException as exc:  # re-raised in the caller's thread
-            failure.append(exc)
+        while not failure:
+            with lock:
+                if not left:
+                    return
+                fn = left.popleft()
+            try:
+                fn()
+            except BaseException as exc:  # re-raised in the caller's thread
+                failure.append(exc)
 
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.05)
+    workers = [threading.Thread(target=target, daemon=True)
+               for _ in range(max(1, min(CPUS, len(fns))))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        while worker.is_alive():
+            worker.join(0.05)
     if failure:
         raise failure[0]
 
@@ -317,7 +403,7 @@ def relaxed_bounds(obj, kmax, chains, values):
     rel = _relaxation(obj, _cells(P, [0], chains.values(), g))
     fwd, _, _ = relaxed_layers(*rel[:6], rel.A2, rel.U, P, rel.cells,
                                np.ascontiguousarray(obj.win_lo, np.int64),
-                               np.ascontiguousarray(obj.win_hi, np.int64), kmax, False,
+                               np.ascontiguousarray(obj.win_hi, np.int64), kmax, True, False,
                                np.zeros((kmax + 1, g + 1)))
     out = {}
     for k, value in values.items():

@@ -13,12 +13,14 @@ epoch time of a random batch order.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import BucketoptError
 from ..groups import backtrack
 from .base import Objective
-from .certified import Rows
+from .certified import Rows, in_worker
 from .synced import TimeArrays, bucket_seconds
 
 
@@ -44,7 +46,8 @@ class Time(Objective):
                 f"the last bucket edge {int(groups.edges[-1])} exceeds token_budget="
                 f"{token_budget}: a batch of that bucket cannot hold one sample.",
                 param="token_budget")
-        self.__dict__.pop("_sizes", None)  # batch sizes of the candidates fitted before
+        for memo in ("_sizes", "_moments"):  # batch sizes and moments of the groups fitted before
+            self.__dict__.pop(memo, None)
         self.arrays = TimeArrays(groups.hist, self.pad)
         self.group_end = groups.value_end
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
@@ -111,13 +114,20 @@ class Time(Objective):
         A2 = np.zeros((len(cells), g.g + 1))
         U = np.zeros((len(cells), g.g + 1))
         memo = self.__dict__.setdefault("_moments", {})  # cell start -> (phi, phi2)
-        for c, first in enumerate(cells):
-            if int(first) not in memo:
-                memo[int(first)] = tuple(
+
+        def moments(starts):
+            for first in starts:
+                memo[first] = tuple(
                     m.beta * m1[1:] + m.gamma * m2[1:]
                     for m1, m2 in (prefix_moments(a.values, a.pcv, a.pq1, a.pq2, self.group_end,
                                                   np.r_[0, d].astype(np.int64), a.lf_hi,
-                                                  a.lf_lo, int(first)) for d in (full, fewest)))
+                                                  a.lf_lo, first) for d in (full, fewest)))
+
+        missing = sorted({int(first) for first in cells} - set(memo))
+        # two halves at once (every other cell: a cell's sweep is as long as the ends above it)
+        if missing:
+            in_worker(*(functools.partial(moments, missing[h::2]) for h in range(2)))
+        for c, first in enumerate(cells):
             phi, phi2 = memo[int(first)]
             x = float(a.values[self.group_end[first]])
             low = m.beta * x + m.gamma * x * x  # the shortest row of such a bucket
@@ -176,8 +186,6 @@ class Time(Objective):
         N (alpha / (G B) + phi / G), phi the moments of that many draws from every sample
         between the cell's start and the edge. Mean: every row is at least as long as itself.
         """
-        from ._bound_kernels import prefix_moments
-
         g, m, a = self.groups, self.cost_model, self.arrays
         P = g.prefix_count.astype(np.float64)
         sizes = self.sizes
@@ -190,12 +198,9 @@ class Time(Objective):
         Mm = Um * P - R
         if self.pad == "edge":
             return Rows(A, U, A.copy(), U.copy(), split, Mm, Um, R, top)
-        fewest = np.r_[0, self.fewest_rows(sizes[1:])]
         U2 = np.zeros_like(U)
-        for c, first in enumerate(cells):
-            m1, m2 = prefix_moments(a.values, a.pcv, a.pq1, a.pq2, self.group_end, fewest,
-                                    a.lf_hi, a.lf_lo, int(first))
-            U2[c, 1:] = Um[1:] + (m.beta * m1[1:] + m.gamma * m2[1:]) / world
+        for c, first in enumerate(cells):  # the fewest rows' moments, as relaxation() kept them
+            U2[c, 1:] = Um[1:] + self._moments[int(first)][1] / world
         return Rows(A, U, np.ascontiguousarray(U2 * P[None, :]), U2, split, Mm, Um, R, top)
 
     def cost(self, edges) -> float:
