@@ -25,6 +25,7 @@ from bucketopt.training.packed import (
 from bucketopt.training.packed_rows import fastest_diverse, packed_rows
 
 from . import naive
+from .strategies import coefficient
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 STORY = load_profile("rtx-pro-6000-blackwell")
@@ -141,7 +142,7 @@ def test_bad_input_is_one_clear_error(call, words):
 
 @SETTINGS
 @given(st.lists(st.integers(1, 60), min_size=1, max_size=40), st.integers(1, 4),
-       st.integers(1, 8), st.floats(0.0, 2.0), st.floats(0.0, 0.2),
+       st.integers(1, 8), coefficient(2.0), coefficient(0.2),
        st.sampled_from([(0.0, 1.0), (0.1, 0.8), (0.25, 1.0)]))
 def test_level_dp_is_exact_for_its_cost(lengths, k, world, alpha, gamma, shares):
     budget = 4 * max(lengths)

@@ -58,13 +58,23 @@ ROUNDING = 1e-9
 # benchmarks/certified.py under the shipped profile less (proven exact), under alpha 0.5 far
 # more (some 57M: 18 s with exact=True). exact=True has no limit.
 WORK_LIMIT = 4_000_000
+
+
+def _cpus() -> int:
+    """Two, or fewer where fewer CPUs are free to this process or NUMBA_NUM_THREADS (numba's
+    own knob for its threads, read from the environment) asks for fewer."""
+    free = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    asked = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    limit = int(asked) if asked.isdigit() and int(asked) > 0 else 2
+    return max(1, min(2, free or 1, limit))
+
+
 # The CPUs the DP's passes may run on at once (two independent passes, or the two halves of an
 # exact layer's ends): the 2-core machines it is measured on. An exact layer's ends are split in
 # PARTS ranges with as many candidate ends each, at least SPLIT_ENDS (a thread costs more than
 # it saves): 20,000 lengths at k = 16 took 2.2 s in 2 parts, 2.25-2.3 s in 4 or 8 (each part
 # builds its hulls from the first start again).
-CPUS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-           else (os.cpu_count() or 1))
+CPUS = _cpus()
 SPLIT_ENDS = 64
 PARTS = 2
 
