@@ -334,9 +334,9 @@ def ends_of_big(big, g):
 def free_backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, bwd, tail):
     """Layer k of :func:`relaxed_layers`' backward pass without share windows, for the starts
     of the cells ``cs``: bwd[k, i] from bwd[k - 1] alone, so calls on disjoint cells are
-    independent (they may run at once). A Li Chao tree per cell holds the ends that make a
-    large bucket with the current start (a suffix, growing as the start falls); a cell of few
-    starts scans its ends directly; small buckets are priced one by one."""
+    independent (they may run at once). A Li Chao tree per cell, over its starts, holds the ends
+    that make a large bucket with the current start (a suffix, growing as the start falls); a cell
+    of few starts scans its ends directly; small buckets are priced one by one."""
     g = A.shape[1] - 1
     nc = cells.size
     xs = np.empty(g)
@@ -366,19 +366,19 @@ def free_backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big
                 if best < np.inf:
                     bwd[k, i] = max(R[i] + best, tail[k, i])
             continue
-        for j in range(1, g + 1):
+        for j in range(first + 1, g + 1):
             b_slopes[j] = -U[c, j]
             bicpt[j] = bwd[k - 1, j] + A[c, j]
-        tree[:] = -1
+        tree[:4 * (last - first + 1)] = -1  # over the cell's starts alone: they are its queries
         top = g + 1  # ends >= top are in the tree
         least_top = np.inf  # the least T[j] + bwd[k - 1, j] over the tree's ends
         for i in range(last, first - 1, -1):
             while top > from_big[i] and top > i + 1:
                 top -= 1
                 if bicpt[top] < np.inf:
-                    _lichao_insert(tree, 0, g - 1, xs, b_slopes, bicpt, top)
+                    _lichao_insert(tree, first, last, xs, b_slopes, bicpt, top)
                     least_top = min(least_top, top_at(T, top, split[top]) + bwd[k - 1, top])
-            best = _lichao_min(tree, 0, g - 1, xs, b_slopes, bicpt, i)
+            best = _lichao_min(tree, first, last, xs, b_slopes, bicpt, i)
             if best < np.inf:
                 best = max(best, least_top)
             for j in range(i + 1, min(from_big[i], g + 1)):  # small buckets

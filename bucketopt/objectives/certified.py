@@ -169,13 +169,19 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
     win_lo = np.ascontiguousarray(obj.win_lo, dtype=np.int64)
     win_hi = np.ascontiguousarray(obj.win_hi, dtype=np.int64)
     windowed = bool(np.any(win_lo[1:] > 0) or np.any(win_hi[1:] < np.arange(g)))
-    seeds = obj.seed_chains(kmax, ks)
-    cells = _cells(P, [0], seeds.values(), g) if obj.relaxation_cells else np.zeros(1, np.int64)
-    rel = _relaxation(obj, cells)
     run = obj.pricing()
     sizes, world = run[6], run[7]  # (the pricing arrays: values, ..., sizes, world, ...)
     first = _tail_start(groups.value_end, P, TAIL_STEPS * int(world) * int(sizes[-1]))
-    tail = exact_tail(*run, first, kmax, win_lo, win_hi)
+    seeds = {}
+    top = {}
+
+    def exact_top():
+        top["tail"] = exact_tail(*run, first, kmax, win_lo, win_hi)
+
+    in_worker(lambda: seeds.update(obj.seed_chains(kmax, ks)), exact_top)  # independent
+    tail = top["tail"]
+    cells = _cells(P, [0], seeds.values(), g) if obj.relaxation_cells else np.zeros(1, np.int64)
+    rel = _relaxation(obj, cells)
     rows = obj.rows(rel.cells)
     relaxed = {}
 
@@ -217,13 +223,16 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
 
         pascal = pascal_table()
 
+        # an end's pricing costs about its steps' rows (the sweeps' draw counts) plus a little
+        cost = np.minimum(world * sizes.astype(np.float64), 256.0) + 16.0
+
         def layer(t, lo, hi, spent):
             forward_layer(t, F, start, *run, P, rel.cells, rows.A, rows.A2, rows.U, rows.U2,
                           split, rows.Mm, rows.Um, rows.R, rows.T, bwd, ub, ks_arr, win_lo,
                           win_hi, pascal, spent, lo, hi)
 
         for t in range(1, max(feasible) + 1):
-            parts = _parts(_candidate_ends(fwd, bwd, t, ks_arr, ub), g)
+            parts = _parts(_candidate_ends(fwd, bwd, t, ks_arr, ub), cost, g)
             if CPUS > 1 and len(parts) > 1:
                 # the parts two at a time, each on its own counter with the work left (the
                 # limit bounds the time: two parts at once take that of one)
@@ -298,14 +307,17 @@ def _candidate_ends(fwd, bwd, t, ks, ub):
     return np.flatnonzero(keep)
 
 
-def _parts(candidates, g):
-    """The ranges of ends [lo, hi) an exact layer is computed in: PARTS with as many candidate
-    ends each (two workers take them in turn where two CPUs are free, else one after the
-    other: the same values either way), fewer where few ends are candidates."""
+def _parts(candidates, weight, g):
+    """The ranges of ends [lo, hi) an exact layer is computed in: PARTS with as much weight of
+    candidate ends each (``weight[j]``: what an end is expected to cost), two workers taking
+    them in turn where two CPUs are free, else one after the other (the same values either
+    way); one where few ends are candidates."""
     parts = min(PARTS, candidates.size // SPLIT_ENDS)
     if parts < 2:
         return [(1, g + 1)]
-    cuts = [int(candidates[candidates.size * q // parts]) for q in range(1, parts)]
+    total = np.cumsum(weight[candidates], dtype=np.float64)
+    at = np.searchsorted(total, total[-1] * np.arange(1, parts) / parts)
+    cuts = sorted({int(candidates[min(a + 1, candidates.size - 1)]) for a in at})
     return list(zip([1, *cuts], [*cuts, g + 1]))
 
 
