@@ -299,6 +299,39 @@ def test_backward_pass_by_halves_of_cells_equals_the_serial_pass(lengths, budget
     np.testing.assert_array_equal(got, want)
 
 
+@SETTINGS
+@given(st.lists(st.integers(1, 12), min_size=2, max_size=8), st.integers(1, 3),
+       st.integers(12, 40), coefficients, st.sampled_from([1, 2, 3]),
+       st.sampled_from(["batch", "edge"]), st.sampled_from(SHARES), st.randoms())
+def test_polish_never_raises_the_cost_nor_passes_the_optimum(lengths, k, budget, coeffs, world,
+                                                             pad, shares, rnd):
+    """polish() (the cover returned past the work limit, moved to the best one near it): a
+    cover with its ends increasing and g last, at most as costly as the one given and at
+    least the brute-force optimum."""
+    from bucketopt.objectives import certified
+
+    obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
+    g = obj.groups.g
+    kk = min(k, g)
+    oracle = naive.brute_force_synced(lengths, kk, budget, *coeffs, world, pad=pad,
+                                      min_share=shares[0], max_share=shares[1])
+    if oracle is None:  # no cover within the shares
+        return
+    ends = [*sorted(rnd.sample(range(1, g), kk - 1)), g]
+    lo, hi = np.asarray(obj.win_lo, np.int64), np.asarray(obj.win_hi, np.int64)
+    given_cost = obj.cost(obj.groups.edges[ends])
+    got = certified.polish(obj.pricing(), ends, lo, hi)
+    assert got[-1] == g and all(a < b for a, b in zip(got, got[1:])) and len(got) <= kk
+    given_fits = all(lo[e] <= i <= hi[e] for i, e in zip([0, *ends[:-1]], ends))
+    if not given_fits and got == ends:
+        return  # (the DP gives only covers within the shares) none near: the cover comes back
+    assert all(lo[e] <= i <= hi[e] for i, e in zip([0, *got[:-1]], got))  # the shares hold
+    cost = obj.cost(obj.groups.edges[got])
+    assert cost >= oracle[0] * (1 - 1e-9) - 1e-12
+    if given_fits:
+        assert cost <= given_cost * (1 + 1e-9) + 1e-12
+
+
 def test_certificate_is_exact_and_fast_path_on_the_embedded_example():
     """The story's setting: pad="edge" time DP on 8 GPUs is proven exact by the certified DP."""
     from bucketopt import datasets

@@ -508,3 +508,39 @@ def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, bet
                 best = min(best, cost[j] + out[s - 1, j])
             out[s, i] = best
     return out
+
+
+@njit(cache=True, nogil=True)
+def window_chain(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta, gamma,
+                 pad_code, lf_hi, lf_lo, win_lo, win_hi, flat, offsets):
+    """(ends, cost): the cheapest cover whose t-th bucket ends in window t (``flat[offsets[t]:
+    offsets[t + 1]]``; window 0 is [0], the last [g]), every bucket priced exactly
+    (:func:`bucketopt.objectives._pricing.pair_cost`, stopped once it cannot improve the best
+    found for its end); cost inf when no cover passes the windows."""
+    nw = offsets.size - 1
+    val = np.full(flat.size, np.inf)
+    back = np.full(flat.size, -1, np.int64)
+    val[0] = 0.0
+    scratch = step_scratch()
+    for t in range(1, nw):
+        for q in range(offsets[t], offsets[t + 1]):
+            e = flat[q]
+            for p in range(offsets[t - 1], offsets[t]):
+                i = flat[p]
+                if i >= e or not val[p] < val[q] or not win_lo[e] <= i <= win_hi[e]:
+                    continue
+                c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, e, sizes[e], world,
+                                  alpha, beta, gamma, pad_code, lf_hi, lf_lo, val[q] - val[p],
+                                  scratch)
+                if ok and val[p] + c < val[q]:
+                    val[q] = val[p] + c
+                    back[q] = p
+    ends = np.empty(nw - 1, np.int64)
+    q = flat.size - 1
+    cost = val[q]
+    for t in range(nw - 1, 0, -1):
+        if q < 0:
+            return ends, np.inf
+        ends[t - 1] = flat[q]
+        q = back[q]
+    return ends, cost
