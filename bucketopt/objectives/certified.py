@@ -52,12 +52,13 @@ SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 # Rounding: upper bounds are widened and lower bounds lowered by this much (relative).
 ROUNDING = 1e-9
 # The default DP stops past this much work (units of about one bucket priced by a sweep, some
-# 0.8-1.5 us of CPU each on the 2-core development machine, so about 2-3 s with the halves of
+# 0.8-1.5 us of CPU each on the 2-core development machine, so about 2-4 s with the halves of
 # every layer at once): it then returns its best cover with the gap the bounds prove. 20,000
-# distinct lengths at k = 16 with 8 GPUs take about 3M (proven exact), the source-code tail of
+# distinct lengths at k = 16 with 8 GPUs take about 3M (proven exact), at k = 32 under 5M
+# (proven in 4.1 s; 4M stopped it at 4.8 s with a gap of 1.2e-3), the source-code tail of
 # benchmarks/certified.py under the shipped profile less (proven exact), under alpha 0.5 far
-# more (some 57M: 18 s with exact=True). exact=True has no limit.
-WORK_LIMIT = 4_000_000
+# more (some 57M: 18 s with exact=True; the default stops after 3.8 s). exact=True has no limit.
+WORK_LIMIT = 5_000_000
 
 
 def _cpus() -> int:
@@ -77,14 +78,14 @@ def _cpus() -> int:
 CPUS = _cpus()
 SPLIT_ENDS = 64
 PARTS = 2
-# polish(): windows of 2 POLISH_HALF + 1 groups at each stride, at most POLISH_ROUNDS re-centred
-# windows a stride.
 # The best cover found is polished before the exact layers where it costs more than 1 +
 # POLISH_GAP times the relaxation's bound (on the source-code tail of benchmarks/certified.py,
 # 1.55-1.63 -> 1.47-1.51 s and 1.47-1.53 -> 1.22-1.43 s under two profiles, interleaved; at 0.001
 # it also ran on 20,000 lengths at k = 16, where the bound is within 0.3% and it cost more than
-# it saved).
+# it saved), and past the work limit where it was not.
 POLISH_GAP = 0.01
+# polish(): windows of 2 POLISH_HALF + 1 groups at each of POLISH_STRIDES, at most POLISH_ROUNDS
+# re-centred windows a stride.
 POLISH_STRIDES = (256, 64, 16, 4, 1)
 POLISH_HALF = 8
 POLISH_ROUNDS = 4
@@ -168,8 +169,8 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
     cover of groups 1..j by at most k buckets, ``best[k-1]`` the optimum for j = g (inf when
     infeasible, nan for layers outside ``ks``), ``certificates[k]`` its :class:`Optimality`:
     exact (the DP over every bucket the bounds leave is a proof), unless the DP would pass
-    WORK_LIMIT (not with ``exact``): then every k takes the best cover the bounds found, with the
-    gap they prove."""
+    WORK_LIMIT (not with ``exact``): then every k takes the best cover the bounds found
+    (polished: :func:`polish`), with the gap they prove."""
     from ._bound_kernels import relaxed_layers
     from ._certified_kernels import exact_tail, forward_layer
 
