@@ -120,6 +120,23 @@ def _textbook_time_dp(arrays, groups, token_budget, model, world, kmax):
     return np.array(out)
 
 
+def _random_problem(seed, world, align):
+    """Lengths (2-30 distinct, up to 400) with counts, a token budget, a cost model and groups of
+    ``align`` lengths from ``seed``: (hist, groups, budget, model, win_lo, win_hi, kmax), or None
+    when the longest group does not fit the budget."""
+    rng = np.random.default_rng(seed)
+    values = np.unique(rng.integers(1, 400, size=int(rng.integers(2, 30))))
+    hist = Histogram(values, rng.integers(1, 60, size=values.size))
+    budget = int(rng.choice([400, 2_000, 20_000]))
+    model = CostModel(float(rng.uniform(0, 1)), float(rng.uniform(0, 1e-2)),
+                      float(rng.uniform(0, 1e-4)), world_size=world)
+    groups = make_groups(hist, align)
+    if groups.edges[-1] > budget:
+        return None
+    lo, hi = share_windows(groups, 0.0, 1.0)
+    return hist, groups, budget, model, lo, hi, min(4, groups.g)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10_000), st.sampled_from([1, 3, 8]), st.sampled_from([1, 7]),
        st.sampled_from(["batch", "edge"]))
@@ -131,18 +148,10 @@ def test_certified_dp_equals_the_textbook_dp(seed, world, align, pad):
     from bucketopt.objectives.synced import TimeArrays
     from bucketopt.objectives.time import Time
 
-    rng = np.random.default_rng(seed)
-    values = np.unique(rng.integers(1, 400, size=int(rng.integers(2, 30))))
-    counts = rng.integers(1, 60, size=values.size)
-    hist = Histogram(values, counts)
-    budget = int(rng.choice([400, 2_000, 20_000]))
-    model = CostModel(float(rng.uniform(0, 1)), float(rng.uniform(0, 1e-2)),
-                      float(rng.uniform(0, 1e-4)), world_size=world)
-    groups = make_groups(hist, align)
-    if groups.edges[-1] > budget:
+    problem = _random_problem(seed, world, align)
+    if problem is None:
         return
-    lo, hi = share_windows(groups, 0.0, 1.0)
-    kmax = min(4, groups.g)
+    hist, groups, budget, model, lo, hi, kmax = problem
     obj = Time(model, pad=pad).fit(groups, token_budget=budget, win_lo=lo, win_hi=hi)
     _, best = obj.layers(kmax)
     want = _textbook_time_dp(TimeArrays(hist, pad), groups, budget, model, world, kmax)
@@ -163,17 +172,10 @@ def test_exact_layers_split_in_halves_equal_the_textbook_dp(seed, world, align, 
     from bucketopt.objectives.synced import TimeArrays
     from bucketopt.objectives.time import Time
 
-    rng = np.random.default_rng(seed)
-    values = np.unique(rng.integers(1, 400, size=int(rng.integers(2, 30))))
-    hist = Histogram(values, rng.integers(1, 60, size=values.size))
-    budget = int(rng.choice([400, 2_000, 20_000]))
-    model = CostModel(float(rng.uniform(0, 1)), float(rng.uniform(0, 1e-2)),
-                      float(rng.uniform(0, 1e-4)), world_size=world)
-    groups = make_groups(hist, align)
-    if groups.edges[-1] > budget:
+    problem = _random_problem(seed, world, align)
+    if problem is None:
         return
-    lo, hi = share_windows(groups, 0.0, 1.0)
-    kmax = min(4, groups.g)
+    hist, groups, budget, model, lo, hi, kmax = problem
     want = _textbook_time_dp(TimeArrays(hist, pad), groups, budget, model, world, kmax)
     got = []
     for cpus in (1, 2):
