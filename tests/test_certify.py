@@ -470,9 +470,11 @@ def test_ctrl_c_inside_a_ctypes_callback_is_not_swallowed(install):
     import subprocess
     import sys
 
+    # the control sets Python's own handler: a process started with SIGINT ignored (a background
+    # job of a non-interactive shell) would otherwise keep it ignored, and nothing is raised
     code = _CALLBACK_SIGINT.format(install=(
         "from bucketopt.cli import _interrupted\nsignal.signal(signal.SIGINT, _interrupted)"
-        if install else ""))
+        if install else "signal.signal(signal.SIGINT, signal.default_int_handler)"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     if install:
