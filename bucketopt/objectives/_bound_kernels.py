@@ -251,9 +251,6 @@ def _free_layers(A, A2, split, U, R, T, Af, Uf, P, cells, kmax, forward, backwar
     arg = np.full((kmax + 1, g + 1), -1, dtype=np.int64)
     fwd[:, 0] = 0.0
     bwd[:, g] = 0.0
-    cell_end = np.empty(nc, dtype=np.int64)
-    for c in range(nc):
-        cell_end[c] = cells[c + 1] - 1 if c + 1 < nc else g - 1
     cell = np.zeros(g + 1, dtype=np.int64)
     for c in range(1, nc):
         cell[cells[c]:] = c
