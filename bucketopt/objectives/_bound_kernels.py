@@ -336,9 +336,6 @@ def free_backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big
     of few starts scans its ends directly; small buckets are priced one by one."""
     g = A.shape[1] - 1
     nc = cells.size
-    xs = np.empty(g)
-    for i in range(g):
-        xs[i] = float(P[i])
     b_slopes = np.empty(g + 1)
     bicpt = np.empty(g + 1)
     tree = np.empty(4 * g + 4, dtype=np.int64)
@@ -350,14 +347,11 @@ def free_backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big
         if last - first + 1 < few:
             for i in range(last, first - 1, -1):
                 best = np.inf
-                x = xs[i]
+                x = P[i]
                 for j in range(i + 1, g + 1):
-                    if j < from_big[i]:
-                        v = max(A2[c, j] - U[c, j] * x, Af[c, j] - Uf[c, j] * x,
-                                top_at(T, j, P[j] - x)) + bwd[k - 1, j]
-                    else:
-                        v = max(A[c, j] - U[c, j] * x, Af[c, j] - Uf[c, j] * x,
-                                top_at(T, j, P[j] - x)) + bwd[k - 1, j]
+                    base = A2[c, j] if j < from_big[i] else A[c, j]  # small or large bucket
+                    v = max(base - U[c, j] * x, Af[c, j] - Uf[c, j] * x,
+                            top_at(T, j, P[j] - x)) + bwd[k - 1, j]
                     if v < best:
                         best = v
                 if best < np.inf:
@@ -373,15 +367,15 @@ def free_backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big
             while top > from_big[i] and top > i + 1:
                 top -= 1
                 if bicpt[top] < np.inf:
-                    _lichao_insert(tree, first, last, xs, b_slopes, bicpt, top)
+                    _lichao_insert(tree, first, last, P, b_slopes, bicpt, top)
                     least_top = min(least_top, top_at(T, top, split[top]) + bwd[k - 1, top])
-            best = _lichao_min(tree, first, last, xs, b_slopes, bicpt, i)
+            best = _lichao_min(tree, first, last, P, b_slopes, bicpt, i)
             if best < np.inf:
                 best = max(best, least_top)
             for j in range(i + 1, min(from_big[i], g + 1)):  # small buckets
                 if bwd[k - 1, j] < np.inf:
-                    v = max(A2[c, j] - U[c, j] * xs[i], Af[c, j] - Uf[c, j] * xs[i],
-                            top_at(T, j, P[j] - xs[i])) + bwd[k - 1, j]
+                    v = max(A2[c, j] - U[c, j] * P[i], Af[c, j] - Uf[c, j] * P[i],
+                            top_at(T, j, P[j] - P[i])) + bwd[k - 1, j]
                     if v < best:
                         best = v
             if best < np.inf:

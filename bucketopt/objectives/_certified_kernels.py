@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._bound_kernels import top_at
+from ._bound_kernels import big_starts, top_at
 from ._hulls import (
     hull_add,
     hull_min,
@@ -358,9 +358,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     cell_end = np.empty(nc, np.int64)
     for c in range(nc):
         cell_end[c] = cells[c + 1] - 1 if c + 1 < nc else g
-    big = np.empty(g + 1, np.int64)  # starts i <= big[j] make buckets of >= split[j] samples
-    for j in range(g + 1):
-        big[j] = np.searchsorted(P, P[j] - split[j], side="right") - 1
+    big = big_starts(P, split)  # starts i <= big[j] make buckets of >= split[j] samples
     stk = np.empty(g + 1, np.int64)
     hn = np.zeros(nc, np.int64)
     stk2 = np.empty(g + 1, np.int64)
