@@ -509,3 +509,22 @@ def test_lens_dash_bad_stdin_is_one_line(data, words):
     assert done.returncode == 2
     lines = done.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "bucketopt-stdin" not in lines[0]
+
+
+@pytest.mark.parametrize("threads", ["0", "-1"])
+def test_numba_threads_of_zero_or_less_is_one_line(threads):
+    """numba refuses NUMBA_NUM_THREADS below 1 when it is imported (a ValueError traceback);
+    the CLI says so in one line, exit 2, before anything compiles. A valid value runs."""
+    env = {**os.environ, "NUMBA_NUM_THREADS": threads}
+    done = subprocess.run([sys.executable, "-m", "bucketopt", "solve", "-k", "2", "-q"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [f"bucketopt: error: the environment variable NUMBA_NUM_THREADS is {threads}: "
+                     "it must be a whole number >= 1 (1 keeps the certified DP on one CPU), or "
+                     "unset."]
+    env["NUMBA_NUM_THREADS"] = "1"
+    assert subprocess.run([sys.executable, "-m", "bucketopt", "solve", "-k", "2", "-q"],
+                          capture_output=True, text=True, env=env,
+                          timeout=300).returncode == 0

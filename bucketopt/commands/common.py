@@ -127,6 +127,10 @@ def check_args(args) -> None:
     def bad(message):
         raise BucketoptError(message)
 
+    threads = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if threads.lstrip("+-").isdigit() and int(threads) < 1:  # numba refuses it on import
+        bad(f"the environment variable NUMBA_NUM_THREADS is {threads}: it must be a whole number "
+            ">= 1 (1 keeps the certified DP on one CPU), or unset.")
     for flag, attr in (("--lens", "lens"), ("PATH", "path"), ("--measurements", "measurements"),
                        ("--output", "output"), ("--plot", "plot"),
                        ("--column", "column")):  # given, yet empty
