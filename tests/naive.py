@@ -427,10 +427,26 @@ def _expected_step_pad(xs, rows, power):
     return sum(max(c) ** power for c in subsets) / len(subsets)
 
 
-def synced_time(lengths, boundaries, token_budget, alpha, beta, gamma, world, pad="batch"):
+def _expected_step_pad_closed(xs, rows, power):
+    """E[M**power] as :func:`_expected_step_pad`, from DESIGN.md's formula
+    sum_x x**power (C(#<=x, rows) - C(#<x, rows)) / C(N, rows) (buckets too large to enumerate)."""
+    from fractions import Fraction
+
+    total = 0
+    for x in sorted(set(xs)):
+        le = sum(1 for y in xs if y <= x)
+        lt = sum(1 for y in xs if y < x)
+        total += x ** power * (math.comb(le, rows) - math.comb(lt, rows))
+    return float(Fraction(total, math.comb(len(xs), rows)))
+
+
+def synced_time(lengths, boundaries, token_budget, alpha, beta, gamma, world, pad="batch",
+                closed=False):
     """Expected epoch seconds of the step model: each bucket's batches cut into steps of `world`
     (sorted by size); a step with S rows, w of them in its largest batch, costs
-    alpha + w * (beta * M + gamma * M**2), M the longest of its S rows (pad="edge": the edge)."""
+    alpha + w * (beta * M + gamma * M**2), M the longest of its S rows (pad="edge": the edge).
+    ``closed``: E[M] by the closed formula instead of enumerating every draw."""
+    step_pad = _expected_step_pad_closed if closed else _expected_step_pad
     total = 0.0
     for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
         if not xs:
@@ -442,18 +458,18 @@ def synced_time(lengths, boundaries, token_budget, alpha, beta, gamma, world, pa
             if pad == "edge":
                 m1, m2 = edge, edge * edge
             else:
-                m1, m2 = _expected_step_pad(xs, rows, 1), _expected_step_pad(xs, rows, 2)
+                m1, m2 = step_pad(xs, rows, 1), step_pad(xs, rows, 2)
             total += alpha + w * (beta * m1 + gamma * m2)
     return total
 
 
 def brute_force_synced(lengths, k, token_budget, alpha, beta, gamma, world, *, pad="batch",
-                       min_share=0.0, max_share=1.0):
+                       min_share=0.0, max_share=1.0, closed=False):
     """Minimum of :func:`synced_time` over every set of at most k edges among the distinct
     lengths. Returns (seconds, boundaries) or None if infeasible."""
     last = max(lengths)
     return brute_force(lambda edges: synced_time(lengths, edges, token_budget, alpha, beta, gamma,
-                                                 world, pad),
+                                                 world, pad, closed),
                        sorted(set(lengths) - {last}), last, k, lengths, min_share, max_share,
                        rel_tol=1e-12)
 

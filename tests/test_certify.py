@@ -66,6 +66,34 @@ def test_certified_time_dp_equals_brute_force(lengths, k, budget, coeffs, world,
         assert best[kmax - 1] == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.integers(1, 30), st.integers(40, 300), min_size=2, max_size=6),
+       st.integers(1, 3), st.integers(1500, 6000), coefficients, st.sampled_from([2, 3]),
+       st.sampled_from(SHARES))
+def test_certified_time_dp_with_steps_too_large_for_sweeps(counts, k, budget, coeffs, world,
+                                                           shares):
+    """Steps of more than SWEEP_MAX rows (buckets priced one by one, by walks, each start first
+    bounded from a reference start below it), with buckets of many steps and partial ones: the
+    certified DP's optimum is the brute-force one (E[M] by the closed formula). Without the
+    exact top (TAIL_STEPS = 0), which on inputs this small would price every bucket itself."""
+    from unittest import mock
+
+    from bucketopt.objectives import certified
+
+    lengths = [x for x, c in counts.items() for _ in range(c)]
+    oracle = naive.brute_force_synced(lengths, k, budget, *coeffs, world, pad="batch",
+                                      min_share=shares[0], max_share=shares[1], closed=True)
+    obj = _fitted(lengths, "time", "batch", budget, coeffs, world, shares)
+    kmax = min(k, obj.groups.g)
+    with mock.patch.object(certified, "TAIL_STEPS", 0):
+        _, best, certs = certified_layers(obj, kmax, [kmax], exact=True)
+    if oracle is None:
+        assert not np.isfinite(best[kmax - 1])
+        return
+    assert certs[kmax].exact
+    assert best[kmax - 1] == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 12), min_size=1, max_size=8), st.integers(1, 3),
        st.integers(12, 40), coefficients, st.sampled_from([1, 2, 3]),
@@ -267,6 +295,35 @@ def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, ce
     big = P[j] - P[i] >= rows.split[j]
     full = rows.A[cell, j] - rows.U[cell, j] * P[i]
     assert np.all(np.where(big, full, -np.inf) <= exact + slack)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.integers(1, 60), st.integers(1, 200), min_size=2, max_size=12),
+       st.integers(60, 4000), coefficients, st.sampled_from([1, 2, 3, 8]), st.data())
+def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, data):
+    """The bound a start of the exact layers gets from a reference start at or below it
+    (_pricing.tilde with _certified_kernels._ref_moments: the step types exact, the full steps'
+    and the other steps' E[max] at least those of the reference's larger bucket) is at or below
+    the bucket's exact cost: with the reference at the start itself too, where it is tightest."""
+    from bucketopt.objectives._certified_kernels import _ref_moments
+    from bucketopt.objectives._pricing import step_scratch, tilde
+
+    lengths = [x for x, c in counts.items() for _ in range(c)]
+    budget = max(budget, max(lengths))
+    obj = _fitted(lengths, "time", "batch", budget, coeffs, world)
+    g = obj.groups.g
+    j = data.draw(st.integers(1, g))
+    i = data.draw(st.integers(0, j - 1))
+    ref = data.draw(st.sampled_from([i, data.draw(st.integers(0, i))]))
+    exact = _exact_costs(obj, [i], [j])[0]
+    (values, pcv, pq1, pq2, group_end, _, sizes, world_, alpha, beta, gamma, _, lf_hi,
+     lf_lo) = obj.pricing()
+    fewest = (world_ - 1) * (int(sizes[j]) // 2) + 1
+    m1, m2, f1, f2 = _ref_moments(values, pcv, group_end, ref, j, sizes[j], world_, fewest,
+                                  lf_hi, lf_lo)
+    bound = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world_, alpha, beta, gamma,
+                  m1, m2, f1, f2, fewest, step_scratch())
+    assert bound <= exact + 1e-9 * max(abs(exact), 1.0)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

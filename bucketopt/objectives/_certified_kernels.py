@@ -45,6 +45,9 @@ WIDTH = 48  # the widest range of predicted best starts one rectangle spans
 LADDER = 7  # reference starts at 2^3 .. 2^(LADDER + 2) groups on each side of that range
 # Work units (about one bucket priced by a sweep each) of a bucket priced by walks.
 WALK_WORK = 4
+# A start's bound takes the moments of a reference start below it only while the reference's
+# bucket holds at most this many more samples (relative): else the start is made one.
+REF_GAP = 0.05
 
 
 @njit(cache=True, inline="always")
@@ -159,6 +162,10 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
     # checked against the nearest reference below it, priced by capped walks
     it = tang[j]
     top = min(win_hi[j], j - 1)
+    # every step holds at least this many rows or the whole bucket (Time.fewest_rows)
+    fewest = (world - 1) * (sizes[j] // 2) + 1
+    rf1 = np.empty(refs.size)
+    rf2 = np.empty(refs.size)
     nref = 0
     for k in range(LADDER + 2, -1, -1):  # decreasing starts
         i = it + (1 << k) if k > 0 else it
@@ -178,32 +185,54 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
         work[0] += WALK_WORK
         _improve(j, i, ys[i] + c, best, barg)
         if pad_code == 1:
-            lo_v = group_end[i]
-            hi_v = group_end[j]
-            n = pcv[hi_v] - pcv[lo_v]
-            full = world * min(sizes[j], n)
-            if full >= n:
-                rm1[r] = float(values[hi_v - 1])
-                rm2[r] = rm1[r] * rm1[r]
-            else:
-                rm1[r], rm2[r], _ = _moments(values, pcv, lo_v, hi_v, full, lf_hi, lf_lo)
+            rm1[r], rm2[r], rf1[r], rf2[r] = _ref_moments(values, pcv, group_end, i, j, sizes[j],
+                                                          world, fewest, lf_hi, lf_lo)
     ncand = _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
                       Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0)
+    # every start the bounds leave, with its best lower bound, then priced best-first: the
+    # threshold falls fastest, and once a start's bound reaches it every later one's does. The
+    # bound of a start with dynamic padding: its step types exact, its moments those of the
+    # nearest reference below it, a new one (the start itself) where the nearest holds more than
+    # REF_GAP more samples than the bucket (a reference far below bounds its E[max] loosely)
+    thr = min(best[j], cap[j])
+    up = np.sort(cand[:ncand])
+    keys = np.empty(ncand)
+    kept = 0
+    low = nref - 1  # refs decrease: refs[low] is the lowest ladder reference not above i
+    made = -1  # the last start made a reference (below every later one), its moments:
+    d1 = d2 = e1 = e2 = 0.0
     for q in range(ncand):
-        i = cand[q]
-        thr = min(best[j], cap[j])
-        if not ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, T, xs) < thr:
+        i = up[q]
+        lb = ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, T, xs)
+        if not lb < thr:
             continue
         if pad_code == 1:
-            for r in range(nref):
-                if refs[r] <= i:  # the nearest reference below i
-                    lt = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world, alpha,
-                               beta, gamma, rm1[r], rm2[r], scratch)
-                    if not ys[i] + lt < thr:
-                        i = -1
-                    break
-            if i < 0:
+            while low > 0 and refs[low - 1] <= i:
+                low -= 1
+            ref = made
+            m1, m2, f1, f2 = d1, d2, e1, e2
+            if low >= 0 and refs[low] <= i and refs[low] > made:
+                ref = refs[low]
+                m1, m2, f1, f2 = rm1[low], rm2[low], rf1[low], rf2[low]
+            if ref < 0 or xs[i] - xs[ref] > REF_GAP * (xs[j] - xs[i]):
+                made = i
+                d1, d2, e1, e2 = _ref_moments(values, pcv, group_end, i, j, sizes[j], world,
+                                              fewest, lf_hi, lf_lo)
+                m1, m2, f1, f2 = d1, d2, e1, e2
+                work[0] += 2 * WALK_WORK
+            lb = max(lb, ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world,
+                                       alpha, beta, gamma, m1, m2, f1, f2, fewest, scratch))
+            if not lb < thr:
                 continue
+        keys[kept] = lb
+        cand[kept] = i
+        kept += 1
+    order = np.argsort(keys[:kept], kind="mergesort")
+    for q in order:
+        i = cand[q]
+        thr = min(best[j], cap[j])
+        if not keys[q] < thr:
+            break
         c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha,
                           beta, gamma, pad_code, lf_hi, lf_lo, thr - ys[i], scratch)
         work[0] += WALK_WORK
@@ -214,6 +243,26 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
 @njit(cache=True)
 def _moments(values, pcv, lo, hi, draws, lf_hi, lf_lo):
     return walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0, np.inf)
+
+
+@njit(cache=True)
+def _ref_moments(values, pcv, group_end, i, j, size_full, world, fewest, lf_hi, lf_lo):
+    # (E[M], E[M^2]) of the full steps' rows and of ``fewest`` draws from the bucket (i, j]
+    # (-inf where no step of it has that many rows and fewer than all), for tilde()
+    lo = group_end[i]
+    hi = group_end[j]
+    n = pcv[hi] - pcv[lo]
+    full = world * min(size_full, n)
+    if full >= n:
+        m1 = float(values[hi - 1])
+        m2 = m1 * m1
+    else:
+        m1, m2, _ = _moments(values, pcv, lo, hi, full, lf_hi, lf_lo)
+    f1 = -np.inf
+    f2 = -np.inf
+    if 1 < fewest < n:
+        f1, f2, _ = _moments(values, pcv, lo, hi, fewest, lf_hi, lf_lo)
+    return m1, m2, f1, f2
 
 
 @njit(cache=True)
@@ -286,7 +335,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
                 if not ys[i] + quick < thr:
                     continue
                 lt = tilde(values, pcv, pq1, pq2, group_end, i, e, sizes[e], world, alpha, beta,
-                           gamma, m1, m2, scratch)
+                           gamma, m1, m2, -np.inf, -np.inf, s + 1, scratch)
                 if not ys[i] + lt < thr:
                     continue
             pairs_a.append(a)

@@ -246,10 +246,11 @@ def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, a
 
 @njit(cache=True)
 def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta, gamma, m1, m2,
-          scratch):
+          f1, f2, fewest, scratch):
     """A lower bound of the seconds of (i, j]: the step types exact, the full steps' E[M] at
-    least (m1, m2) (the moments of a bucket with the same end and more, shorter samples), the
-    other rows at least the bucket's mean."""
+    least (m1, m2) and every other step's of at least ``fewest`` rows at least (f1, f2) (the
+    moments of that many draws from a bucket with the same end and more, shorter samples: more
+    draws never shorten the expected maximum), the other rows at least the bucket's mean."""
     tw, tr, tm = scratch[:3]
     lo, hi, n, size, nt, top = _bucket(values, pcv, group_end, i, j, size_full, world, scratch)
     mean1 = (pq1[hi] - pq1[lo]) / n
@@ -264,6 +265,9 @@ def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta,
         elif r == full:
             a1 = max(m1, mean1)
             a2 = max(m2, mean2)
+        elif r >= fewest:
+            a1 = max(f1, mean1)
+            a2 = max(f2, mean2)
         else:
             a1 = mean1
             a2 = mean2
