@@ -326,6 +326,52 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     assert bound <= exact + 1e-9 * max(abs(exact), 1.0)
 
 
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.integers(1, 60), st.integers(1, 120), min_size=2, max_size=14),
+       st.integers(60, 2000), coefficients, st.sampled_from([1, 2, 3, 8]), st.data())
+def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
+    """_pricing.rect_costs, a rectangle of buckets priced by sweeps, equals each bucket priced by
+    walks (_pricing.pair_cost), and its moments (the full steps' and the fewest rows') equal
+    those walked by _certified_kernels._ref_moments."""
+    from hypothesis import assume
+
+    from bucketopt.objectives._batch_sweep import pascal_table
+    from bucketopt.objectives._certified_kernels import _ref_moments
+    from bucketopt.objectives._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch
+
+    lengths = [x for x, c in counts.items() for _ in range(c)]
+    budget = max(budget, max(lengths))
+    obj = _fitted(lengths, "time", "batch", budget, coeffs, world)
+    g = obj.groups.g
+    (values, pcv, pq1, pq2, group_end, edges, sizes, world_, alpha, beta, gamma, pad, lf_hi,
+     lf_lo) = obj.pricing()
+    first = data.draw(st.integers(1, g))
+    ends = np.arange(first, data.draw(st.integers(first, g)) + 1, dtype=np.int64)
+    s = int(world_ * sizes[ends].max())
+    assume(s <= SWEEP_MAX)
+    starts = np.array(sorted(data.draw(st.sets(st.integers(0, first - 1), min_size=1)),
+                             reverse=True), dtype=np.int64)
+    shape = (ends.size, starts.size)
+    out, m1, m2, f1, f2 = (np.full(shape, np.nan) for _ in range(5))
+    rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world_, alpha, beta,
+               gamma, pascal_table(), out, m1, m2, f1, f2, np.full(starts.size, ends.size - 1))
+    for a, j in enumerate(ends):
+        fewest = (world_ - 1) * (int(sizes[j]) // 2) + 1
+        for q, i in enumerate(starts):
+            cost, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world_,
+                                 alpha, beta, gamma, pad, lf_hi, lf_lo, np.inf, step_scratch())
+            assert ok
+            assert out[a, q] == pytest.approx(cost, rel=1e-9, abs=1e-12)
+            walked = _ref_moments(values, pcv, group_end, i, j, sizes[j], world_, fewest, lf_hi,
+                                  lf_lo)
+            assert m1[a, q] == pytest.approx(walked[0], rel=1e-9, abs=1e-12)
+            assert m2[a, q] == pytest.approx(walked[1], rel=1e-9, abs=1e-12)
+            n = pcv[group_end[j]] - pcv[group_end[i]]
+            if world_ * min(int(sizes[j]), n) < n:  # more than one step: the fewest rows' too
+                assert f1[a, q] == pytest.approx(walked[2], rel=1e-9, abs=1e-12)
+                assert f2[a, q] == pytest.approx(walked[3], rel=1e-9, abs=1e-12)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 60), min_size=2, max_size=40), st.integers(60, 200), coefficients,
        st.sampled_from([1, 3, 8]), st.sampled_from(["batch", "edge"]),

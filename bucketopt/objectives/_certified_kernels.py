@@ -276,6 +276,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     # last end that needs it
     first = block[0]
     s = world * bsz
+    fewest = (world - 1) * (bsz // 2) + 1  # every step holds this many rows or the whole bucket
     lo_s = max(blo, 0)
     hi_s = min(bhi, first - 1)
     n0 = 0
@@ -300,9 +301,11 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     out = np.empty((nb, ns))
     main1 = np.empty((nb, ns))
     main2 = np.empty((nb, ns))
+    few1 = np.empty((nb, ns))
+    few2 = np.empty((nb, ns))
     if ns > 0:
         rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-                   gamma, pascal, out, main1, main2, np.full(ns, nb - 1, np.int64))
+                   gamma, pascal, out, main1, main2, few1, few2, np.full(ns, nb - 1, np.int64))
     work[0] += nb * ns
     for a in range(nb):
         e = ends[a]
@@ -335,7 +338,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
                 if not ys[i] + quick < thr:
                     continue
                 lt = tilde(values, pcv, pq1, pq2, group_end, i, e, sizes[e], world, alpha, beta,
-                           gamma, m1, m2, -np.inf, -np.inf, s + 1, scratch)
+                           gamma, m1, m2, few1[a, r], few2[a, r], fewest, scratch)
                 if not ys[i] + lt < thr:
                     continue
             pairs_a.append(a)
@@ -371,10 +374,9 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         q = np.searchsorted(-extra, -need_i[p])
         last[q] = max(last[q], row[need_a[p]])
     out2 = np.full((ends2.size, extra.size), np.inf)
-    m1b = np.empty((ends2.size, extra.size))
-    m2b = np.empty((ends2.size, extra.size))
+    m1b = np.empty((4, ends2.size, extra.size))
     priced = rect_costs(values, pcv, pq1, pq2, group_end, extra, ends2, sizes, s, world, alpha,
-                        beta, gamma, pascal, out2, m1b, m2b, last)
+                        beta, gamma, pascal, out2, m1b[0], m1b[1], m1b[2], m1b[3], last)
     work[0] += priced
     for b in range(ends2.size):
         e = ends2[b]

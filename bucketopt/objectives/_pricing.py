@@ -114,12 +114,13 @@ def _stage(xs1, g1, g2, values, pcv, base, lo, hi):
 
 @njit(cache=True, nogil=True)
 def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-               gamma, pascal, out, main1, main2, last):
+               gamma, pascal, out, main1, main2, few1, few2, last):
     """out[a, q] = seconds of the bucket (starts[q], ends[a]] of groups (``starts`` decreasing,
     ``ends`` increasing, every start below every end, every step at most ``s`` <= SWEEP_MAX
     rows) for a <= last[q] (start q is carried no further: its later cells are left as they
-    were); main1 / main2: E[M] and E[M^2] of its full steps' rows (world x batch size).
-    Returns the cells priced."""
+    were); main1 / main2: E[M] and E[M^2] of its full steps' rows (world x batch size);
+    few1 / few2: of the fewest rows any other step holds, (world - 1) (batch size // 2) + 1
+    (-inf where the bucket is one step). Returns the cells priced."""
     nq = starts.size
     st1 = np.zeros((nq, s + 1))
     st2 = np.zeros((nq, s + 1))
@@ -178,14 +179,20 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
                                    (pq2[hi] - pq2[lo]) / nn, world, alpha, beta, gamma, norm,
                                    scratch)
             full = world * size
+            few1[a, q] = -np.inf
+            few2[a, q] = -np.inf
             if full >= nn:
                 main1[a, q] = top
                 main2[a, q] = top * top
             else:
+                fewest = (world - 1) * (size // 2) + 1
                 fn = float(nn)
                 f = 1.0
                 for m in range(1, full + 1):
                     f *= (fn - m + 1.0) / fn
+                    if m == fewest and m > 1:
+                        few1[a, q] = top - v1[m] / f
+                        few2[a, q] = top * top - v2[m] / f
                 main1[a, q] = top - v1[full] / f
                 main2[a, q] = top * top - v2[full] / f
         old_hi = hi
