@@ -8,7 +8,10 @@ Inputs: the embedded example (8 GPUs, both paddings), 20,000 distinct lengths (k
 rtx-pro-6000-blackwell (alpha 0.1 s), a small-alpha one (alpha 0.01 s, gamma x 10) and a
 large-alpha one (alpha 0.5 s, gamma 0). Each row: the padding DP (pad="batch", the same token
 budget) and the time DP (certified: `exact` says whether the optimum is proven), best of
-REPEATS runs each, interleaved.
+REPEATS runs each, interleaved. The padding DP is timed twice: its grid search alone, and with
+the certificate every solve reports beside its value (`optimality`, computed when first read: the
+CLI's table and JSON read it), which is what the time DP's time includes (its proof). Both
+ratios are printed.
 """
 
 from __future__ import annotations
@@ -60,9 +63,9 @@ def main(only=None):
     """Every input, or those whose name contains ``only`` (e.g. ``source``)."""
     bucketopt.solve([1, 2, 3, 5, 8], 2, pad="batch", profile="rtx-pro-6000-blackwell",
                     token_budget=64)  # load the kernels
-    print(f"{'input':24} {'profile':22} {'padding DP':>11} {'time DP':>9} {'ratio':>6}  "
-          "exact  gap       Ktok/s")
-    worst = 0.0
+    print(f"{'input':24} {'profile':22} {'padding DP':>11} {'+ its cert':>10} {'time DP':>9} "
+          f"{'ratios':>13}  exact  gap       Ktok/s")
+    worst = [0.0, 0.0]
     for name, lengths, k, pad, budget in inputs():
         if only and only not in name:
             continue
@@ -73,13 +76,18 @@ def main(only=None):
             padding = dict(pad="batch", token_budget=tb)
             timed = dict(pad=pad, token_budget=tb, profile=profile, world_size=8)
             _, t_pad = best_of(lambda x=lengths, k=k, kw=padding: bucketopt.solve(x, k, **kw))
+            _, t_cert = best_of(
+                lambda x=lengths, k=k, kw=padding: bucketopt.solve(x, k, **kw).optimality)
             sol, t_time = best_of(lambda x=lengths, k=k, kw=timed: bucketopt.solve(x, k, **kw))
             cert = sol.optimality
-            worst = max(worst, t_time / t_pad)
+            ratios = (t_time / t_pad, t_time / t_cert)
+            worst = [max(w, r) for w, r in zip(worst, ratios)]
             gap = "none" if cert["gap"] is None else f"{cert['gap']:.1e}"  # None: no bound > 0
-            print(f"{name:24} {pname:22} {t_pad:10.3f}s {t_time:8.3f}s {t_time / t_pad:5.1f}x  "
-                  f"{cert['exact']!s:5}  {gap:7}  {sol.ktok_per_s:.3f}")
-    print(f"worst time DP / padding DP: {worst:.1f}x")
+            print(f"{name:24} {pname:22} {t_pad:10.3f}s {t_cert:9.3f}s {t_time:8.3f}s "
+                  f"{ratios[0]:5.1f}x {ratios[1]:5.1f}x  {cert['exact']!s:5}  {gap:7}  "
+                  f"{sol.ktok_per_s:.3f}")
+    print(f"worst time DP / padding DP: {worst[0]:.1f}x (its search alone), {worst[1]:.1f}x "
+          "(with its certificate)")
 
 
 if __name__ == "__main__":

@@ -203,10 +203,9 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
     d1 = d2 = e1 = e2 = 0.0
     for q in range(ncand):
         i = up[q]
-        lb = ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, T, xs)
-        if not lb < thr:
-            continue
-        if pad_code == 1:
+        if pad_code == 0:
+            lb = ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, T, xs)
+        else:  # (the scan kept only starts whose _bound is below thr: tilde is the key)
             while low > 0 and refs[low - 1] <= i:
                 low -= 1
             ref = made
@@ -220,10 +219,10 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
                                               fewest, lf_hi, lf_lo)
                 m1, m2, f1, f2 = d1, d2, e1, e2
                 work[0] += 2 * WALK_WORK
-            lb = max(lb, ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world,
-                                       alpha, beta, gamma, m1, m2, f1, f2, fewest, scratch))
-            if not lb < thr:
-                continue
+            lb = ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world, alpha,
+                               beta, gamma, m1, m2, f1, f2, fewest, scratch)
+        if not lb < thr:
+            continue
         keys[kept] = lb
         cand[kept] = i
         kept += 1
