@@ -33,7 +33,7 @@ from ._bound_kernels import big_starts, top_at
 from ._hulls import (
     hull_add,
     hull_min,
-    hull_value,
+    hull_segment,
     hull_walk,
 )
 from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde
@@ -83,8 +83,14 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                  A, A2, U, U2, Mm, Um, R, T, mark, stamp, cand, ncand):
     # every start in [lo_lim, hi_lim] of end j whose bound stays below thr, appended to cand:
     # per cell, outward from the hull's tangent while the hull (+ row[c, j]) stays below thr
+    # (_bound written out, its terms of end j and cell c read once)
     if lo_lim > hi_lim:
         return ncand
+    t0j, t1j, t2j, t3j = T[0, j], T[1, j], T[2, j], T[3, j]
+    mm = Mm[j]
+    um = Um[j]
+    xj = xs[j]
+    bigj = big[j]
     for c in range(nc):
         if cells[c] > hi_lim:
             break
@@ -93,10 +99,17 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
         off = cells[c]
         h = hn[c]
         u = slope[c, j]
+        rc = row[c, j]
+        a2 = A2[c, j]
+        u2 = U2[c, j]
+        af = A[c, j]
+        uf = U[c, j]
         _, t0 = hull_min(stk, off, h, xs, ys, u)
         it = stk[off + t0]
         for side in range(2):
             tv = t0
+            seg = -1  # the hull segment (its left vertex) whose line is held in xa, ya, k
+            xa = ya = k = 0.0
             i = it if side == 0 else it + 1
             while True:
                 if side == 0:
@@ -109,7 +122,10 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                     elif tv == 0:
                         break  # left of the leftmost vertex: no finite point there
                     else:
-                        hv = hull_value(stk, off, xs, ys, tv - 1, xs[i])
+                        if seg != tv - 1:
+                            seg = tv - 1
+                            xa, ya, k = hull_segment(stk, off, xs, ys, seg)
+                        hv = ya + k * (xs[i] - xa) if k == k else ya
                 else:
                     if i > min(cell_end[c], hi_lim):
                         break
@@ -117,16 +133,24 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                         tv += 1
                     if tv + 1 >= h:
                         break  # right of the rightmost vertex: no finite point there
-                    hv = hull_value(stk, off, xs, ys, tv, xs[i])
-                if row[c, j] + hv - u * xs[i] >= thr:
+                    if seg != tv:
+                        seg = tv
+                        xa, ya, k = hull_segment(stk, off, xs, ys, seg)
+                    hv = ya + k * (xs[i] - xa) if k == k else ya
+                x = xs[i]
+                if rc + hv - u * x >= thr:
                     break  # the hull is convex: every start further out is bounded above thr
                 # (the hulls may hold starts of later ends, and starts below the window: a
                 # tangent outside [lo_lim, hi_lim] is scanned past, never taken)
-                if (lo_lim <= i <= hi_lim and ys[i] < np.inf and mark[i] != stamp
-                        and ys[i] + _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, T, xs) < thr):
-                    mark[i] = stamp
-                    cand[ncand] = i
-                    ncand += 1
+                if lo_lim <= i <= hi_lim and ys[i] < np.inf and mark[i] != stamp:
+                    lb = max(a2 - u2 * x, t0j + max(0.0, min((xj - x) * t3j, t2j) - 1.0) * t1j)
+                    if i <= bigj:
+                        lb = max(lb, af - uf * x)
+                    lb = max(lb, mm - um * x + R[i])
+                    if ys[i] + lb < thr:
+                        mark[i] = stamp
+                        cand[ncand] = i
+                        ncand += 1
                 i += -1 if side == 0 else 1
     return ncand
 

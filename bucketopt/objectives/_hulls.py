@@ -3,11 +3,12 @@
 Points are (x, y) pairs held by index in arrays ``xs``, ``ys``. A hull kept left to right in
 ``stk[off:off + cnt]`` takes points of increasing x (:func:`hull_add`); :func:`hull_min` and
 :func:`hull_walk` return the minimum of y - u x over it (the tangent of slope u), and
-:func:`hull_value` the hull's height at any x between two vertices.
+:func:`hull_segment` the line of the hull between two vertices (its height at any x there).
 """
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 
@@ -72,10 +73,11 @@ def hull_walk(stk, off, cnt, xs, ys, u, p):
 
 
 @njit(cache=True, inline="always")
-def hull_value(stk, off, xs, ys, t, x):
-    """The hull's height at ``x`` on its segment from vertex index t to t + 1."""
+def hull_segment(stk, off, xs, ys, t):
+    """The hull's segment from vertex index t to t + 1 as (x0, y0, slope): its height at x is
+    y0 + slope (x - x0); where both vertices share x, (x0, the lower y, nan): then y0 itself."""
     a = stk[off + t]
     b = stk[off + t + 1]
     if xs[b] > xs[a]:
-        return ys[a] + (ys[b] - ys[a]) * (x - xs[a]) / (xs[b] - xs[a])
-    return min(ys[a], ys[b])
+        return xs[a], ys[a], (ys[b] - ys[a]) / (xs[b] - xs[a])
+    return xs[a], min(ys[a], ys[b]), np.nan
