@@ -43,6 +43,11 @@ MARGIN = 4  # starts priced on each side of a block's predicted best starts
 BLOCK = 32  # the most ends of one rectangle (20,000 lengths k = 16: 1.96-2.01 s; 64: 2.06-2.19)
 WIDTH = 48  # the widest range of predicted best starts one rectangle spans
 LADDER = 7  # reference starts at 2^3 .. 2^(LADDER + 2) groups on each side of that range
+# An end priced alone (by walks) first prices its predicted best start and those 2, 4 and 8
+# groups above it and 8 below (2^1 .. 2^(LADDER_ALONE + 2)): its other starts make their own
+# references (REF_GAP), so a longer ladder only adds walks (at 7, the source-code tail of
+# benchmarks/certified.py under alpha 0.5 took 3.1 s; at 1, 2.5 s)
+LADDER_ALONE = 1
 # Work units (about one bucket priced by a sweep each) of a bucket priced by walks.
 WALK_WORK = 4
 # A start's bound takes the moments of a reference start below it only while the reference's
@@ -191,12 +196,12 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
     rf1 = np.empty(refs.size)
     rf2 = np.empty(refs.size)
     nref = 0
-    for k in range(LADDER + 2, -1, -1):  # decreasing starts
+    for k in range(LADDER_ALONE + 2, -1, -1):  # decreasing starts
         i = it + (1 << k) if k > 0 else it
         if (k == 0 or i <= top) and ys[i] < np.inf:
             refs[nref] = i
             nref += 1
-    for k in range(3, LADDER + 3):
+    for k in range(3, LADDER_ALONE + 3):
         i = it - (1 << k)
         if i >= win_lo[j] and ys[i] < np.inf:
             refs[nref] = i
@@ -450,9 +455,9 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     mark = np.full(g + 1, -1, np.int64)
     cand = np.empty(g + 1, np.int64)
     block = np.empty(BLOCK, np.int64)
-    refs = np.empty(2 * LADDER + 8, np.int64)
-    rm1 = np.empty(2 * LADDER + 8)
-    rm2 = np.empty(2 * LADDER + 8)
+    refs = np.empty(2 * LADDER_ALONE + 8, np.int64)
+    rm1 = np.empty(2 * LADDER_ALONE + 8)
+    rm2 = np.empty(2 * LADDER_ALONE + 8)
     scratch = step_scratch()
     # where pricing starts: each end's tangent (the least bound's start) shifted by the offset of
     # the last priced end's best start from its own tangent (the bounds are looser for starts
