@@ -52,12 +52,12 @@ SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 # Rounding: upper bounds are widened and lower bounds lowered by this much (relative).
 ROUNDING = 1e-9
 # The default DP stops past this much work (units of about one bucket priced by a sweep, some
-# 0.8-1.5 us of CPU each on the 2-core development machine, so about 2-4 s with the halves of
-# every layer at once): it then returns its best cover with the gap the bounds prove. 20,000
-# distinct lengths at k = 16 with 8 GPUs take about 3M (proven exact), at k = 32 under 5M
-# (proven in 4.1 s; 4M stopped it at 4.8 s with a gap of 1.2e-3), the source-code tail of
-# benchmarks/certified.py under the shipped profile less (proven exact), under alpha 0.5 far
-# more (some 57M: 18 s with exact=True; the default stops after 3.8 s). exact=True has no limit.
+# 1-2 us of CPU each on the 2-core development machine, so about 5 s with the halves of every
+# layer at once): it then returns its best cover with the gap the bounds prove. With 8 GPUs
+# under the profiles of benchmarks/certified.py, 20,000 distinct lengths take 0.2-0.44M at
+# k = 16 (proven exact), 2.4M at k = 32 (proven in 3.1 s, shipped profile) and stop at k = 64
+# (5.2 s, a proven gap of 1.3e-3); the source-code tail takes at most 1.4M (alpha 0.5: proven
+# in 2.5 s). exact=True has no limit.
 WORK_LIMIT = 5_000_000
 
 
