@@ -318,11 +318,10 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     exact = _exact_costs(obj, [i], [j])[0]
     (values, pcv, pq1, pq2, group_end, _, sizes, world_, alpha, beta, gamma, _, lf_hi,
      lf_lo) = obj.pricing()
-    fewest = (world_ - 1) * (int(sizes[j]) // 2) + 1
-    m1, m2, f1, f2 = _ref_moments(values, pcv, group_end, ref, j, sizes[j], world_, fewest,
-                                  lf_hi, lf_lo)
+    m1, m2, f1, f2 = _ref_moments(values, pcv, group_end, ref, j, sizes[j], world_, lf_hi,
+                                  lf_lo)
     bound = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world_, alpha, beta, gamma,
-                  m1, m2, f1, f2, fewest, step_scratch())
+                  m1, m2, f1, f2, step_scratch())
     assert bound <= exact + 1e-9 * max(abs(exact), 1.0)
 
 
@@ -356,14 +355,12 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
     rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world_, alpha, beta,
                gamma, pascal_table(), out, m1, m2, f1, f2, np.full(starts.size, ends.size - 1))
     for a, j in enumerate(ends):
-        fewest = (world_ - 1) * (int(sizes[j]) // 2) + 1
         for q, i in enumerate(starts):
             cost, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world_,
                                  alpha, beta, gamma, pad, lf_hi, lf_lo, np.inf, step_scratch())
             assert ok
             assert out[a, q] == pytest.approx(cost, rel=1e-9, abs=1e-12)
-            walked = _ref_moments(values, pcv, group_end, i, j, sizes[j], world_, fewest, lf_hi,
-                                  lf_lo)
+            walked = _ref_moments(values, pcv, group_end, i, j, sizes[j], world_, lf_hi, lf_lo)
             assert m1[a, q] == pytest.approx(walked[0], rel=1e-9, abs=1e-12)
             assert m2[a, q] == pytest.approx(walked[1], rel=1e-9, abs=1e-12)
             n = pcv[group_end[j]] - pcv[group_end[i]]

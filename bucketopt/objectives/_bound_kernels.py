@@ -24,7 +24,13 @@ def top_at(T, j, n):
     holds at least fewest rows or the whole bucket, a batch of G at least 1 / G of them), all
     padded to that length. ``T`` rows: alpha + q, q (one row's seconds at the longest length),
     fewest / G, 1 / G (Time.top_bound); -inf, 0, 0, 0 where an end has no such bound."""
-    return T[0, j] + max(0.0, min(n * T[3, j], T[2, j]) - 1.0) * T[1, j]
+    return top_of(T[0, j], T[1, j], T[2, j], T[3, j], n)
+
+
+@njit(cache=True, inline="always")
+def top_of(t0, t1, t2, t3, n):
+    """:func:`top_at` from the end's four rows of T (a scan over starts reads them once)."""
+    return t0 + max(0.0, min(n * t3, t2) - 1.0) * t1
 
 
 @njit(cache=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._bound_kernels import big_starts, top_at
+from ._bound_kernels import big_starts, top_at, top_of
 from ._hulls import (
     hull_add,
     hull_min,
@@ -37,7 +37,7 @@ from ._hulls import (
     hull_walk,
 )
 from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde
-from ._time_kernels import walk_moments_capped
+from ._time_kernels import fewest_rows, walk_moments_capped
 
 MARGIN = 4  # starts priced on each side of a block's predicted best starts
 BLOCK = 32  # the most ends of one rectangle (20,000 lengths k = 16: 1.96-2.01 s; 64: 2.06-2.19)
@@ -77,10 +77,18 @@ def _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top, lo, xs, ys):
 @njit(cache=True, inline="always")
 def _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, T, xs):
     # the largest of the four lower bounds of the bucket (i, j] (i in cell c)
-    lc = max(A2[c, j] - U2[c, j] * xs[i], top_at(T, j, xs[j] - xs[i]))
-    if i <= big[j]:
-        lc = max(lc, A[c, j] - U[c, j] * xs[i])
-    return max(lc, Mm[j] - Um[j] * xs[i] + R[i])
+    return _bound_of(xs[i], R[i], i <= big[j], top_at(T, j, xs[j] - xs[i]), A2[c, j], U2[c, j],
+                     A[c, j], U[c, j], Mm[j], Um[j])
+
+
+@njit(cache=True, inline="always")
+def _bound_of(x, r, is_big, top, a2, u2, a, u, mm, um):
+    # _bound from its terms: x = P[i], r = R[i], the top bound, and the lines of the end and
+    # cell (a scan reads those once per cell)
+    lc = max(a2 - u2 * x, top)
+    if is_big:
+        lc = max(lc, a - u * x)
+    return max(lc, mm - um * x + r)
 
 
 @njit(cache=True)
@@ -88,7 +96,7 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                  A, A2, U, U2, Mm, Um, R, T, mark, stamp, cand, ncand):
     # every start in [lo_lim, hi_lim] of end j whose bound stays below thr, appended to cand:
     # per cell, outward from the hull's tangent while the hull (+ row[c, j]) stays below thr
-    # (_bound written out, its terms of end j and cell c read once)
+    # (_bound's terms of end j and cell c read once: _bound_of)
     if lo_lim > hi_lim:
         return ncand
     t0j, t1j, t2j, t3j = T[0, j], T[1, j], T[2, j], T[3, j]
@@ -123,14 +131,11 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                     while tv > 0 and stk[off + tv - 1] >= i:
                         tv -= 1
                     if stk[off + tv] == i:
-                        hv = ys[i]
+                        sv = -1  # a vertex: the hull's height is its own
                     elif tv == 0:
                         break  # left of the leftmost vertex: no finite point there
                     else:
-                        if seg != tv - 1:
-                            seg = tv - 1
-                            xa, ya, k = hull_segment(stk, off, xs, ys, seg)
-                        hv = ya + k * (xs[i] - xa) if k == k else ya
+                        sv = tv - 1
                 else:
                     if i > min(cell_end[c], hi_lim):
                         break
@@ -138,20 +143,22 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                         tv += 1
                     if tv + 1 >= h:
                         break  # right of the rightmost vertex: no finite point there
-                    if seg != tv:
-                        seg = tv
-                        xa, ya, k = hull_segment(stk, off, xs, ys, seg)
-                    hv = ya + k * (xs[i] - xa) if k == k else ya
+                    sv = tv
                 x = xs[i]
+                if sv < 0:
+                    hv = ys[i]
+                else:
+                    if seg != sv:
+                        seg = sv
+                        xa, ya, k = hull_segment(stk, off, xs, ys, seg)
+                    hv = ya + k * (x - xa) if k == k else ya
                 if rc + hv - u * x >= thr:
                     break  # the hull is convex: every start further out is bounded above thr
                 # (the hulls may hold starts of later ends, and starts below the window: a
                 # tangent outside [lo_lim, hi_lim] is scanned past, never taken)
                 if lo_lim <= i <= hi_lim and ys[i] < np.inf and mark[i] != stamp:
-                    lb = max(a2 - u2 * x, t0j + max(0.0, min((xj - x) * t3j, t2j) - 1.0) * t1j)
-                    if i <= bigj:
-                        lb = max(lb, af - uf * x)
-                    lb = max(lb, mm - um * x + R[i])
+                    lb = _bound_of(x, R[i], i <= bigj, top_of(t0j, t1j, t2j, t3j, xj - x), a2,
+                                   u2, af, uf, mm, um)
                     if ys[i] + lb < thr:
                         mark[i] = stamp
                         cand[ncand] = i
@@ -185,16 +192,12 @@ def _improve(e, i, v, best, barg):
 def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
                  Um, R, T, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2, group_end,
                  edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi, lf_lo, win_lo, win_hi,
-                 stamp, scratch, refs, rm1, rm2, work):
+                 stamp, scratch, refs, ref_m, work):
     # one end whose steps are too large for sweeps (or edge padding): reference starts (the
     # tangent and a ladder around it) priced by walks, then every start the bounds leave,
     # checked against the nearest reference below it, priced by capped walks
     it = tang[j]
     top = min(win_hi[j], j - 1)
-    # every step holds at least this many rows or the whole bucket (Time.fewest_rows)
-    fewest = (world - 1) * (sizes[j] // 2) + 1
-    rf1 = np.empty(refs.size)
-    rf2 = np.empty(refs.size)
     nref = 0
     for k in range(LADDER_ALONE + 2, -1, -1):  # decreasing starts
         i = it + (1 << k) if k > 0 else it
@@ -214,8 +217,8 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
         work[0] += WALK_WORK
         _improve(j, i, ys[i] + c, best, barg)
         if pad_code == 1:
-            rm1[r], rm2[r], rf1[r], rf2[r] = _ref_moments(values, pcv, group_end, i, j, sizes[j],
-                                                          world, fewest, lf_hi, lf_lo)
+            ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r] = _ref_moments(
+                values, pcv, group_end, i, j, sizes[j], world, lf_hi, lf_lo)
     ncand = _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
                       Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0)
     # every start the bounds leave, with its best lower bound, then priced best-first: the
@@ -241,15 +244,15 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
             m1, m2, f1, f2 = d1, d2, e1, e2
             if low >= 0 and refs[low] <= i and refs[low] > made:
                 ref = refs[low]
-                m1, m2, f1, f2 = rm1[low], rm2[low], rf1[low], rf2[low]
+                m1, m2, f1, f2 = ref_m[0, low], ref_m[1, low], ref_m[2, low], ref_m[3, low]
             if ref < 0 or xs[i] - xs[ref] > REF_GAP * (xs[j] - xs[i]):
                 made = i
                 d1, d2, e1, e2 = _ref_moments(values, pcv, group_end, i, j, sizes[j], world,
-                                              fewest, lf_hi, lf_lo)
+                                              lf_hi, lf_lo)
                 m1, m2, f1, f2 = d1, d2, e1, e2
                 work[0] += 2 * WALK_WORK
             lb = ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world, alpha,
-                               beta, gamma, m1, m2, f1, f2, fewest, scratch)
+                               beta, gamma, m1, m2, f1, f2, scratch)
         if not lb < thr:
             continue
         keys[kept] = lb
@@ -274,8 +277,8 @@ def _moments(values, pcv, lo, hi, draws, lf_hi, lf_lo):
 
 
 @njit(cache=True)
-def _ref_moments(values, pcv, group_end, i, j, size_full, world, fewest, lf_hi, lf_lo):
-    # (E[M], E[M^2]) of the full steps' rows and of ``fewest`` draws from the bucket (i, j]
+def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo):
+    # (E[M], E[M^2]) of the full steps' rows and of the fewest rows' draws from the bucket (i, j]
     # (-inf where no step of it has that many rows and fewer than all), for tilde()
     lo = group_end[i]
     hi = group_end[j]
@@ -288,6 +291,7 @@ def _ref_moments(values, pcv, group_end, i, j, size_full, world, fewest, lf_hi, 
         m1, m2, _ = _moments(values, pcv, lo, hi, full, lf_hi, lf_lo)
     f1 = -np.inf
     f2 = -np.inf
+    fewest = fewest_rows(world, size_full)
     if 1 < fewest < n:
         f1, f2, _ = _moments(values, pcv, lo, hi, fewest, lf_hi, lf_lo)
     return m1, m2, f1, f2
@@ -304,7 +308,6 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     # last end that needs it
     first = block[0]
     s = world * bsz
-    fewest = (world - 1) * (bsz // 2) + 1  # every step holds this many rows or the whole bucket
     lo_s = max(blo, 0)
     hi_s = min(bhi, first - 1)
     n0 = 0
@@ -366,7 +369,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
                 if not ys[i] + quick < thr:
                     continue
                 lt = tilde(values, pcv, pq1, pq2, group_end, i, e, sizes[e], world, alpha, beta,
-                           gamma, m1, m2, few1[a, r], few2[a, r], fewest, scratch)
+                           gamma, m1, m2, few1[a, r], few2[a, r], scratch)
                 if not ys[i] + lt < thr:
                     continue
             pairs_a.append(a)
@@ -402,9 +405,10 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         q = np.searchsorted(-extra, -need_i[p])
         last[q] = max(last[q], row[need_a[p]])
     out2 = np.full((ends2.size, extra.size), np.inf)
-    m1b = np.empty((4, ends2.size, extra.size))
+    moments = np.empty((4, ends2.size, extra.size))  # (not read: the rectangle's costs suffice)
     priced = rect_costs(values, pcv, pq1, pq2, group_end, extra, ends2, sizes, s, world, alpha,
-                        beta, gamma, pascal, out2, m1b[0], m1b[1], m1b[2], m1b[3], last)
+                        beta, gamma, pascal, out2, moments[0], moments[1], moments[2],
+                        moments[3], last)
     work[0] += priced
     for b in range(ends2.size):
         e = ends2[b]
@@ -456,8 +460,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     cand = np.empty(g + 1, np.int64)
     block = np.empty(BLOCK, np.int64)
     refs = np.empty(2 * LADDER_ALONE + 8, np.int64)
-    rm1 = np.empty(2 * LADDER_ALONE + 8)
-    rm2 = np.empty(2 * LADDER_ALONE + 8)
+    ref_m = np.empty((4, 2 * LADDER_ALONE + 8))  # each reference's _ref_moments
     scratch = step_scratch()
     # where pricing starts: each end's tangent (the least bound's start) shifted by the offset of
     # the last priced end's best start from its own tangent (the bounds are looser for starts
@@ -543,7 +546,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
             _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U,
                          U2, Mm, Um, R, T, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2,
                          group_end, edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi,
-                         lf_lo, win_lo, win_hi, t * (g + 1) + j, scratch, refs, rm1, rm2, work)
+                         lf_lo, win_lo, win_hi, t * (g + 1) + j, scratch, refs, ref_m, work)
             if barg[j] >= 0:
                 drift = barg[j] - tangent[j]
             if best[j] <= cap[j]:

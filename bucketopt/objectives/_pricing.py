@@ -26,7 +26,12 @@ import numpy as np
 from numba import njit
 
 from ._batch_sweep import _grow
-from ._time_kernels import MAX_STEP_TYPES, bucket_steps, walk_moments_capped
+from ._time_kernels import (
+    MAX_STEP_TYPES,
+    bucket_steps,
+    fewest_rows,
+    walk_moments_capped,
+)
 
 # The largest draw count priced by sweeps (the Pascal table's size, objectives._batch_sweep).
 SWEEP_MAX = 256
@@ -185,7 +190,7 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
                 main1[a, q] = top
                 main2[a, q] = top * top
             else:
-                fewest = (world - 1) * (size // 2) + 1
+                fewest = fewest_rows(world, size)
                 fn = float(nn)
                 f = 1.0
                 for m in range(1, full + 1):
@@ -253,16 +258,18 @@ def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, a
 
 @njit(cache=True)
 def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta, gamma, m1, m2,
-          f1, f2, fewest, scratch):
+          f1, f2, scratch):
     """A lower bound of the seconds of (i, j]: the step types exact, the full steps' E[M] at
-    least (m1, m2) and every other step's of at least ``fewest`` rows at least (f1, f2) (the
-    moments of that many draws from a bucket with the same end and more, shorter samples: more
-    draws never shorten the expected maximum), the other rows at least the bucket's mean."""
+    least (m1, m2) and every other step's of at least the fewest rows
+    (:func:`._time_kernels.fewest_rows`) at least (f1, f2) (the moments of that many draws from a
+    bucket with the same end and more, shorter samples: more draws never shorten the expected
+    maximum), the other rows at least the bucket's mean."""
     tw, tr, tm = scratch[:3]
     lo, hi, n, size, nt, top = _bucket(values, pcv, group_end, i, j, size_full, world, scratch)
     mean1 = (pq1[hi] - pq1[lo]) / n
     mean2 = (pq2[hi] - pq2[lo]) / n
     full = world * size
+    fewest = fewest_rows(world, size_full)
     out = 0.0
     for q in range(nt):
         r = tr[q]

@@ -61,6 +61,15 @@ def walk_moments(values, pcv, lo, hi, draws, lf_hi, lf_lo):
 
 
 @njit(cache=True, inline="always")
+def fewest_rows(world, size):
+    """The fewest rows a step holds, unless it holds all of its bucket, at batch size ``size``
+    on ``world`` synced ranks: (world - 1) floor(size / 2) + 1 (a full batch split in two leaves
+    halves of at least floor(size / 2) rows, and a step holds world batches, one of them maybe
+    the short one). Elementwise on arrays too (Time.fewest_rows calls the Python function)."""
+    return (world - 1) * (size // 2) + 1
+
+
+@njit(cache=True, inline="always")
 def bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, cls_s, cls_c, heap_s, heap_c):
     """The steps of one bucket as the synced sampler runs them; returns the number of types.
 

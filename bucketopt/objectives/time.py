@@ -168,9 +168,11 @@ class Time(Objective):
 
     def fewest_rows(self, sizes) -> np.ndarray:
         """The fewest rows a step holds, unless it holds all of its bucket, at batch sizes
-        ``sizes``: (G - 1) floor(B / 2) + 1 (a full batch split in two leaves halves of at
-        least floor(B / 2) rows, and a step holds G batches, one of them maybe the short one)."""
-        return (self.world - 1) * (np.asarray(sizes, dtype=np.int64) // 2) + 1
+        ``sizes``: (G - 1) floor(B / 2) + 1 (:func:`._time_kernels.fewest_rows`, which the
+        certified DP's kernels call)."""
+        from ._time_kernels import fewest_rows
+
+        return fewest_rows.py_func(self.world, np.asarray(sizes, dtype=np.int64))
 
     @property
     def sizes(self) -> np.ndarray:
