@@ -369,12 +369,22 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
                 assert f2[a, q] == pytest.approx(walked[3], rel=1e-9, abs=1e-12)
 
 
+def _relaxed_inputs(lengths, pad, budget, coeffs, world, shares, cell_marks):
+    """The fitted time objective, its relaxation and rows over cells at ``cell_marks``, and P."""
+    obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
+    g = obj.groups.g
+    cells = np.unique(np.r_[0, np.clip(cell_marks, 0, g - 1)]).astype(np.int64)
+    rel = _relaxation(obj, cells)
+    return obj, rel, obj.rows(rel.cells), obj.groups.prefix_count.astype(np.float64)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 60), min_size=2, max_size=40), st.integers(60, 200), coefficients,
        st.sampled_from([1, 3, 8]), st.sampled_from(["batch", "edge"]),
-       st.lists(st.integers(0, 60), max_size=6), st.sampled_from([1, 2]))
+       st.lists(st.integers(0, 60), max_size=6), st.sampled_from([1, 2]),
+       st.sampled_from(SHARES))
 def test_backward_pass_by_halves_of_cells_equals_the_serial_pass(lengths, budget, coeffs, world,
-                                                                pad, cell_marks, cpus):
+                                                                pad, cell_marks, cpus, shares):
     """The backward pass layer by layer with each layer's cells in two halves (at once with two
     CPUs) gives the serial pass's values exactly."""
     from unittest import mock
@@ -382,21 +392,55 @@ def test_backward_pass_by_halves_of_cells_equals_the_serial_pass(lengths, budget
     from bucketopt.objectives import certified
     from bucketopt.objectives._bound_kernels import relaxed_layers
 
-    obj = _fitted(lengths, "time", pad, budget, coeffs, world)
+    obj, rel, rows, P = _relaxed_inputs(lengths, pad, budget, coeffs, world, shares, cell_marks)
     g = obj.groups.g
-    cells = np.unique(np.r_[0, np.clip(cell_marks, 0, g - 1)]).astype(np.int64)
-    rel = _relaxation(obj, cells)
-    rows = obj.rows(rel.cells)
-    P = obj.groups.prefix_count.astype(np.float64)
     kmax = min(4, g)
     tail = np.zeros((kmax + 1, g + 1))
     tail[1:, :g] = np.linspace(0, 1e-3, g)  # a bound of its own, carried down
-    free = np.zeros(g + 1, np.int64), np.arange(-1, g, dtype=np.int64)
-    want = relaxed_layers(*rel[:6], rows.A2, rows.U2, P, rel.cells, *free, kmax, False, True,
+    windows = obj.win_lo, obj.win_hi
+    want = relaxed_layers(*rel[:6], rows.A2, rows.U2, P, rel.cells, *windows, kmax, False, True,
                           tail)[2]
     with mock.patch.object(certified, "CPUS", cpus):
-        got = certified.free_backward(rel, rows.A2, rows.U2, P, kmax, tail)
+        got = certified.free_backward(rel, rows.A2, rows.U2, P, *windows, kmax, tail)
     np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 60), min_size=2, max_size=30), st.integers(60, 200), coefficients,
+       st.sampled_from([1, 3, 8]), st.sampled_from(["batch", "edge"]),
+       st.lists(st.integers(0, 30), max_size=4),
+       st.sampled_from([*SHARES, (0.1, 0.5), (0.25, 0.45)]))
+def test_relaxed_passes_bound_every_cover_within_the_shares(lengths, budget, coeffs, world, pad,
+                                                            cell_marks, shares):
+    """The relaxed DP's forward and backward values are at or below the exact DP's over every
+    prefix and suffix of the groups (every bucket priced exactly, within the share windows),
+    for every k: min and max shares, several cells; and the forward pass's best starts lie in
+    the windows (its chain is a cover that keeps the shares: an upper bound)."""
+    from bucketopt.objectives._bound_kernels import relaxed_layers
+
+    obj, rel, rows, P = _relaxed_inputs(lengths, pad, budget, coeffs, world, shares, cell_marks)
+    g = obj.groups.g
+    kmax = min(4, g)
+    fwd, arg, bwd = relaxed_layers(*rel[:6], rows.A2, rows.U2, P, rel.cells, obj.win_lo,
+                                 obj.win_hi, kmax, True, True, np.zeros((kmax + 1, g + 1)))
+    i, j = np.triu_indices(g + 1, 1)
+    cost = np.full((g + 1, g + 1), np.inf)
+    allowed = (obj.win_lo[j] <= i) & (i <= obj.win_hi[j])
+    cost[i[allowed], j[allowed]] = _exact_costs(obj, i[allowed], j[allowed])
+    ahead = np.full((kmax + 1, g + 1), np.inf)  # covers of 1..j by at most k buckets
+    behind = np.full((kmax + 1, g + 1), np.inf)  # covers of i+1..g
+    ahead[:, 0] = 0.0
+    behind[:, g] = 0.0
+    for k in range(1, kmax + 1):
+        ahead[k] = np.minimum(ahead[k - 1], np.min(ahead[k - 1][:, None] + cost, axis=0))
+        behind[k] = np.minimum(behind[k - 1], np.min(cost + behind[k - 1][None, :], axis=1))
+    slack = 1e-9 * np.maximum(np.abs(np.where(np.isfinite(ahead), ahead, 0)), 1.0)
+    assert np.all(fwd <= ahead + slack)
+    slack = 1e-9 * np.maximum(np.abs(np.where(np.isfinite(behind), behind, 0)), 1.0)
+    assert np.all(bwd <= behind + slack)
+    kk, jj = np.nonzero(np.isfinite(fwd[1:, 1:]))
+    start = arg[kk + 1, jj + 1]
+    assert np.all((obj.win_lo[jj + 1] <= start) & (start <= obj.win_hi[jj + 1]))
 
 
 @SETTINGS

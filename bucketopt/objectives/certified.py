@@ -6,7 +6,7 @@ bucket (i, j] of candidate groups (``rows(cells)``, :class:`Rows`) and the array
 costs need (``pricing()``). Then:
 
 1. A relaxed DP over the bounds alone (:func:`._bound_kernels.relaxed_layers`, its backward
-   pass by :func:`free_backward` where no share window applies) bounds from below the cost of
+   pass by :func:`free_backward`) bounds from below the cost of
    every cover of groups i+1..g by at most s buckets (``bwd``), and its best chain, priced
    exactly, bounds the optimum from above (as does the objective's seed chain).
 2. The exact DP runs layer by layer (:func:`._certified_kernels.forward_layer`): an end j is
@@ -180,7 +180,6 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
     P = groups.prefix_count.astype(np.float64)
     win_lo = np.ascontiguousarray(obj.win_lo, dtype=np.int64)
     win_hi = np.ascontiguousarray(obj.win_hi, dtype=np.int64)
-    windowed = bool(np.any(win_lo[1:] > 0) or np.any(win_hi[1:] < np.arange(g)))
     run = obj.pricing()
     sizes, world = run[6], run[7]  # (the pricing arrays: values, ..., sizes, world, ...)
     first = _tail_start(groups.value_end, P, TAIL_STEPS * int(world) * int(sizes[-1]))
@@ -202,11 +201,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
             *rel[:6], rows.A2, rows.U2, P, rel.cells, win_lo, win_hi, kmax, True, False, tail)
 
     def relaxed_bwd():
-        if windowed:
-            relaxed["bwd"] = relaxed_layers(*rel[:6], rows.A2, rows.U2, P, rel.cells, win_lo,
-                                            win_hi, kmax, False, True, tail)[2]
-        else:
-            relaxed["bwd"] = free_backward(rel, rows.A2, rows.U2, P, kmax, tail)
+        relaxed["bwd"] = free_backward(rel, rows.A2, rows.U2, P, win_lo, win_hi, kmax, tail)
 
     in_worker(relaxed_forward, relaxed_bwd)
     fwd, arg, bwd = relaxed["fwd"], relaxed["arg"], relaxed["bwd"]
@@ -215,7 +210,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
     upper = {}
     for k in feasible:
         for chain in (_chain(arg, k, g), seeds.get(k)):
-            if chain:
+            if chain and _in_windows(chain, win_lo, win_hi):  # (the relaxation's may not be)
                 value = float(obj.cost(groups.edges[chain]))
                 if value < upper.get(k, np.inf):
                     chains[k], upper[k] = list(chain), value
@@ -335,23 +330,36 @@ def polish(run, ends, win_lo, win_hi):
     return ends
 
 
-def free_backward(rel, Af, Uf, P, kmax, tail):
-    """The backward pass of :func:`._bound_kernels.relaxed_layers` without share windows (the
-    same values), layer by layer, each layer's cells in two halves at once (every other cell
-    from the top: a cell's work grows with the ends above it)."""
-    from ._bound_kernels import big_starts, ends_of_big, free_backward_layer
+def free_backward(rel, Af, Uf, P, win_lo, win_hi, kmax, tail):
+    """The backward pass of :func:`._bound_kernels.relaxed_layers` (the same values), layer by
+    layer, each layer's cells in two halves at once (every other cell from the top: a cell's
+    work grows with the ends above it)."""
+    from ._bound_kernels import (
+        big_starts,
+        ends_of_big,
+        free_backward_layer,
+        window_firsts,
+        window_tops,
+    )
 
     g = P.size - 1
     bwd = np.full((kmax + 1, g + 1), np.inf)
     bwd[:, g] = 0.0
     from_big = ends_of_big(big_starts(P, rel.split), g)
+    first = window_firsts(window_tops(win_hi), g)
     order = np.arange(rel.cells.size - 1, -1, -1)
     for k in range(1, kmax + 1):
         in_worker(*(functools.partial(free_backward_layer, k, cs, rel.A, rel.split, rel.U,
-                                      rel.R, rel.T, Af, Uf, rel.A2, P, rel.cells, from_big, bwd,
-                                      tail)
+                                      rel.R, rel.T, Af, Uf, rel.A2, P, rel.cells, from_big,
+                                      first, win_lo, win_hi, bwd, tail)
                     for cs in (order[0::2], order[1::2]) if cs.size))
     return bwd
+
+
+def _in_windows(ends, win_lo, win_hi) -> bool:
+    """Whether every bucket of the cover (group ends, from 0) starts within its share window."""
+    starts = [0, *ends[:-1]]
+    return all(win_lo[e] <= s <= win_hi[e] for s, e in zip(starts, ends))
 
 
 def _candidate_ends(fwd, bwd, t, ks, ub):
