@@ -4,7 +4,9 @@ shared and noisy), under the shipped profile and others.
     python benchmarks/certified.py [NAME]     (NAME: only the inputs whose name holds it)
 
 Inputs: the embedded example (8 GPUs, both paddings), 20,000 distinct lengths (k = 6 and 16,
-8 GPUs) and a source-code-like heavy tail up to 2M tokens (8 GPUs). Profiles: the shipped
+8 GPUs; k = 16 also on one GPU and under min_share = 1/32, the padding DP too) and source-code-like
+heavy tails: up to 2M tokens (60,000 samples, 8 GPUs) and up to 4M tokens (200,000 samples,
+37,477 distinct lengths, T = 4M: where the time DP stops at its work limit). Profiles: the shipped
 rtx-pro-6000-blackwell (alpha 0.1 s), a small-alpha one (alpha 0.01 s, gamma x 10) and a
 large-alpha one (alpha 0.5 s, gamma 0). Each row: the padding DP (pad="batch", the same token
 budget) and the time DP (certified: `exact` says whether the optimum is proven), best of
@@ -40,13 +42,19 @@ def inputs():
     wide = bucketopt.Histogram(values, rng.integers(1, 40, size=values.size))
     code = np.clip(np.rint(np.random.default_rng(0).lognormal(7.0, 1.9, 60_000)), 5,
                    2_000_000).astype(np.int64)
+    code4m = np.clip(np.rint(np.random.default_rng(4).lognormal(7.5, 2.0, 200_000)), 5,
+                     4_000_000).astype(np.int64)
     seed = datasets.seed_like()
+    # (name, lengths, k, pad, token budget, what both solves add, what the time DP adds)
     return [
-        ("embedded, pad=batch", seed, 6, "batch", None),
-        ("embedded, pad=edge", seed, 6, "edge", None),
-        ("20,000 lengths, k=6", wide, 6, "batch", 65_536),
-        ("20,000 lengths, k=16", wide, 16, "batch", 65_536),
-        ("source-code tail", code, 6, "batch", 2_097_152),
+        ("embedded, pad=batch", seed, 6, "batch", None, {}, {}),
+        ("embedded, pad=edge", seed, 6, "edge", None, {}, {}),
+        ("20,000 lengths, k=6", wide, 6, "batch", 65_536, {}, {}),
+        ("20,000 lengths, k=16", wide, 16, "batch", 65_536, {}, {}),
+        ("20,000, k=16, 1 GPU", wide, 16, "batch", 65_536, {}, {"world_size": 1}),
+        ("20,000, k=16, share 1/32", wide, 16, "batch", 65_536, {"min_share": 1 / 32}, {}),
+        ("source-code tail", code, 6, "batch", 2_097_152, {}, {}),
+        ("source code to 4M", code4m, 6, "batch", 4_194_304, {}, {}),
     ]
 
 
@@ -66,15 +74,16 @@ def main(only=None):
     print(f"{'input':24} {'profile':22} {'padding DP':>11} {'+ its cert':>10} {'time DP':>9} "
           f"{'ratios':>13}  exact  gap       Ktok/s")
     worst = [0.0, 0.0]
-    for name, lengths, k, pad, budget in inputs():
+    for name, lengths, k, pad, budget, both, time_only in inputs():
         if only and only not in name:
             continue
         for pname, profile in PROFILES.items():
             tb = budget
             if tb is None:
                 tb = STORY.token_budget
-            padding = dict(pad="batch", token_budget=tb)
-            timed = dict(pad=pad, token_budget=tb, profile=profile, world_size=8)
+            padding = dict(pad="batch", token_budget=tb, **both)
+            timed = {**dict(pad=pad, token_budget=tb, profile=profile, world_size=8), **both,
+                     **time_only}
             _, t_pad = best_of(lambda x=lengths, k=k, kw=padding: bucketopt.solve(x, k, **kw))
             _, t_cert = best_of(
                 lambda x=lengths, k=k, kw=padding: bucketopt.solve(x, k, **kw).optimality)

@@ -130,6 +130,30 @@ def test_work_limit_certificate_below_brute_force(lengths, k, budget, coeffs, wo
     assert floor <= oracle[0] * (1 + 1e-9) + 1e-12
 
 
+@pytest.mark.parametrize("pad", ["batch", "edge"])
+def test_stop_at_the_work_limit_is_the_same_on_one_cpu_or_two(pad):
+    """Each part of a layer's ends has its own counter with the work left: a stop at the limit
+    (and what it returns) does not depend on how many CPUs run the parts. Some limit here
+    stops inside the layers, another one does not."""
+    from unittest import mock
+
+    import bucketopt.objectives.certified as certified
+
+    lengths = np.clip(np.rint(np.random.default_rng(3).lognormal(6.0, 1.5, 4000)), 4, 20_000)
+    obj = _fitted(lengths.astype(np.int64), "time", pad, 20_000, (0.05, 1e-6, 1e-12), 8)
+    exact = set()
+    for limit in (0, 2_000, 20_000, 200_000, 2_000_000):
+        got = []
+        for cpus in (1, 2):
+            with mock.patch.object(certified, "WORK_LIMIT", limit), \
+                    mock.patch.object(certified, "CPUS", cpus):
+                opt, best, certs = certified_layers(obj, 6, [6])
+            got.append((opt.tolist(), best[5], certs[6]))
+        assert got[0] == got[1]
+        exact.add(got[0][2].exact)
+    assert exact == {True, False}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 40), min_size=2, max_size=14), st.integers(40, 200),
        coefficients, st.sampled_from([1, 2, 8]), st.sampled_from(["batch", "edge"]),
@@ -319,7 +343,7 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     (values, pcv, pq1, pq2, group_end, _, sizes, world_, alpha, beta, gamma, _, lf_hi,
      lf_lo) = obj.pricing()
     m1, m2, f1, f2 = _ref_moments(values, pcv, group_end, ref, j, sizes[j], world_, lf_hi,
-                                  lf_lo)
+                                  lf_lo, step_scratch())
     bound = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world_, alpha, beta, gamma,
                   m1, m2, f1, f2, step_scratch())
     assert bound <= exact + 1e-9 * max(abs(exact), 1.0)
@@ -336,7 +360,13 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
 
     from bucketopt.objectives._batch_sweep import pascal_table
     from bucketopt.objectives._certified_kernels import _ref_moments
-    from bucketopt.objectives._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch
+    from bucketopt.objectives._pricing import (
+        SWEEP_MAX,
+        SWEEP_TERMS,
+        pair_cost,
+        rect_costs,
+        step_scratch,
+    )
 
     lengths = [x for x, c in counts.items() for _ in range(c)]
     budget = max(budget, max(lengths))
@@ -352,15 +382,22 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
                              reverse=True), dtype=np.int64)
     shape = (ends.size, starts.size)
     out, m1, m2, f1, f2 = (np.full(shape, np.nan) for _ in range(5))
-    rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world_, alpha, beta,
-               gamma, pascal_table(), out, m1, m2, f1, f2, np.full(starts.size, ends.size - 1))
+    work = rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world_, alpha,
+                      beta, gamma, pascal_table(), out, m1, m2, f1, f2,
+                      np.full(starts.size, ends.size - 1))
+    # its work: a unit a bucket, and one a SWEEP_TERMS terms (each length taken in once a start
+    # for s + 1 draw counts)
+    taken = group_end[ends[-1]] - group_end[starts[-1]] - 1
+    assert ends.size * starts.size <= work <= ends.size * starts.size + (
+        starts.size * taken * (s + 1)) // SWEEP_TERMS
     for a, j in enumerate(ends):
         for q, i in enumerate(starts):
             cost, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world_,
                                  alpha, beta, gamma, pad, lf_hi, lf_lo, np.inf, step_scratch())
             assert ok
             assert out[a, q] == pytest.approx(cost, rel=1e-9, abs=1e-12)
-            walked = _ref_moments(values, pcv, group_end, i, j, sizes[j], world_, lf_hi, lf_lo)
+            walked = _ref_moments(values, pcv, group_end, i, j, sizes[j], world_, lf_hi, lf_lo,
+                                  step_scratch())
             assert m1[a, q] == pytest.approx(walked[0], rel=1e-9, abs=1e-12)
             assert m2[a, q] == pytest.approx(walked[1], rel=1e-9, abs=1e-12)
             n = pcv[group_end[j]] - pcv[group_end[i]]

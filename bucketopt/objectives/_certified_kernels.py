@@ -48,8 +48,12 @@ LADDER = 7  # reference starts at 2^3 .. 2^(LADDER + 2) groups on each side of t
 # references (REF_GAP), so a longer ladder only adds walks (at 7, the source-code tail of
 # benchmarks/certified.py under alpha 0.5 took 3.1 s; at 1, 2.5 s)
 LADDER_ALONE = 1
-# Work units (about one bucket priced by a sweep each) of a bucket priced by walks.
+# Work units (about one bucket priced by a sweep each, 1-2 us) of a bucket priced by walks
+# (dynamic padding; 1 with edge padding: O(1)), plus one a WALK_LENGTHS lengths its walks went
+# down (about 8 ns each on the 2-core development machine: a bucket of few rows a step over
+# most of a heavy tail's tens of thousands of lengths walks them all)
 WALK_WORK = 4
+WALK_LENGTHS = 256
 # A start's bound takes the moments of a reference start below it only while the reference's
 # bucket holds at most this many more samples (relative): else the start is made one.
 REF_GAP = 0.05
@@ -188,6 +192,14 @@ def _improve(e, i, v, best, barg):
         barg[e] = i
 
 
+@njit(cache=True, inline="always")
+def _charge(work, scratch, pad_code):
+    # the work of the buckets priced since the last charge (:func:`pair_cost` counts the
+    # lengths it walks in scratch[7])
+    work[0] += (WALK_WORK if pad_code == 1 else 1) + scratch[7][0] // WALK_LENGTHS
+    scratch[7][0] = 0
+
+
 @njit(cache=True)
 def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
                  Um, R, T, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2, group_end,
@@ -214,11 +226,12 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
         mark[i] = stamp
         c, _ = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha,
                          beta, gamma, pad_code, lf_hi, lf_lo, np.inf, scratch)
-        work[0] += WALK_WORK
+        _charge(work, scratch, pad_code)
         _improve(j, i, ys[i] + c, best, barg)
         if pad_code == 1:
             ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r] = _ref_moments(
-                values, pcv, group_end, i, j, sizes[j], world, lf_hi, lf_lo)
+                values, pcv, group_end, i, j, sizes[j], world, lf_hi, lf_lo, scratch)
+            _charge(work, scratch, pad_code)
     ncand = _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
                       Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0)
     # every start the bounds leave, with its best lower bound, then priced best-first: the
@@ -248,9 +261,10 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
             if ref < 0 or xs[i] - xs[ref] > REF_GAP * (xs[j] - xs[i]):
                 made = i
                 d1, d2, e1, e2 = _ref_moments(values, pcv, group_end, i, j, sizes[j], world,
-                                              lf_hi, lf_lo)
+                                              lf_hi, lf_lo, scratch)
                 m1, m2, f1, f2 = d1, d2, e1, e2
-                work[0] += 2 * WALK_WORK
+                _charge(work, scratch, pad_code)
+                work[0] += WALK_WORK
             lb = ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world, alpha,
                                beta, gamma, m1, m2, f1, f2, scratch)
         if not lb < thr:
@@ -266,20 +280,24 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
             break
         c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha,
                           beta, gamma, pad_code, lf_hi, lf_lo, thr - ys[i], scratch)
-        work[0] += WALK_WORK
+        _charge(work, scratch, pad_code)
         if ok:
             _improve(j, i, ys[i] + c, best, barg)
 
 
 @njit(cache=True)
-def _moments(values, pcv, lo, hi, draws, lf_hi, lf_lo):
-    return walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0, np.inf)
+def _moments(values, pcv, lo, hi, draws, lf_hi, lf_lo, scratch):
+    m1, m2, _, walked = walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0,
+                                            np.inf)
+    scratch[7][0] += walked
+    return m1, m2
 
 
 @njit(cache=True)
-def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo):
+def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo, scratch):
     # (E[M], E[M^2]) of the full steps' rows and of the fewest rows' draws from the bucket (i, j]
-    # (-inf where no step of it has that many rows and fewer than all), for tilde()
+    # (-inf where no step of it has that many rows and fewer than all), for tilde(); the lengths
+    # walked are counted in scratch[7]
     lo = group_end[i]
     hi = group_end[j]
     n = pcv[hi] - pcv[lo]
@@ -288,12 +306,12 @@ def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo):
         m1 = float(values[hi - 1])
         m2 = m1 * m1
     else:
-        m1, m2, _ = _moments(values, pcv, lo, hi, full, lf_hi, lf_lo)
+        m1, m2 = _moments(values, pcv, lo, hi, full, lf_hi, lf_lo, scratch)
     f1 = -np.inf
     f2 = -np.inf
     fewest = fewest_rows(world, size_full)
     if 1 < fewest < n:
-        f1, f2, _ = _moments(values, pcv, lo, hi, fewest, lf_hi, lf_lo)
+        f1, f2 = _moments(values, pcv, lo, hi, fewest, lf_hi, lf_lo, scratch)
     return m1, m2, f1, f2
 
 
@@ -335,9 +353,9 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     few1 = np.empty((nb, ns))
     few2 = np.empty((nb, ns))
     if ns > 0:
-        rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-                   gamma, pascal, out, main1, main2, few1, few2, np.full(ns, nb - 1, np.int64))
-    work[0] += nb * ns
+        work[0] += rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world,
+                              alpha, beta, gamma, pascal, out, main1, main2, few1, few2,
+                              np.full(ns, nb - 1, np.int64))
     for a in range(nb):
         e = ends[a]
         for q in range(ns):
@@ -385,7 +403,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
             thr = min(best[e], cap[e])
             c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, e, sizes[e], world,
                               alpha, beta, gamma, pad_code, lf_hi, lf_lo, thr - ys[i], scratch)
-            work[0] += WALK_WORK
+            _charge(work, scratch, pad_code)
             if ok:
                 _improve(e, i, ys[i] + c, best, barg)
             need_i[p] = -1

@@ -35,15 +35,19 @@ from ._time_kernels import (
 
 # The largest draw count priced by sweeps (the Pascal table's size, objectives._batch_sweep).
 SWEEP_MAX = 256
+# rect_costs' work: a unit a bucket (about 1-2 us) plus one for every SWEEP_TERMS terms its sums
+# took in (a length entering a start's sums for s draws: s + 1 terms, about 1 ns each)
+SWEEP_TERMS = 2048
 
 
 @njit(cache=True)
 def step_scratch():
-    """Scratch arrays of :func:`bucket_steps` (types, then classes and heap)."""
+    """Scratch arrays of :func:`bucket_steps` (types, then classes and heap), and a counter of
+    the lengths :func:`pair_cost` has walked (its [0])."""
     return (np.empty(MAX_STEP_TYPES, np.int64), np.empty(MAX_STEP_TYPES, np.int64),
             np.empty(MAX_STEP_TYPES, np.int64), np.zeros(2 * MAX_STEP_TYPES, np.int64),
             np.zeros(2 * MAX_STEP_TYPES, np.int64), np.zeros(2 * MAX_STEP_TYPES, np.int64),
-            np.zeros(2 * MAX_STEP_TYPES, np.int64))
+            np.zeros(2 * MAX_STEP_TYPES, np.int64), np.zeros(1, np.int64))
 
 
 @njit(cache=True)
@@ -74,7 +78,7 @@ def _enter(u1, u2, s, xs1, g1, g2, inv_n, n_in):
 @njit(cache=True)
 def _sums_cost(u1, u2, n, size, top, mean1, mean2, world, alpha, beta, gamma, norm, scratch):
     # the bucket's seconds from its scaled sums, with each step type's E[max of its rows]
-    tw, tr, tm, c1, c2, c3, c4 = scratch
+    tw, tr, tm, c1, c2, c3, c4 = scratch[:7]
     nt = bucket_steps(n, size, world, tw, tr, tm, c1, c2, c3, c4)
     rmax = 0
     for q in range(nt):
@@ -125,7 +129,8 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
     rows) for a <= last[q] (start q is carried no further: its later cells are left as they
     were); main1 / main2: E[M] and E[M^2] of its full steps' rows (world x batch size);
     few1 / few2: of the fewest rows any other step holds, (world - 1) (batch size // 2) + 1
-    (-inf where the bucket is one step). Returns the cells priced."""
+    (-inf where the bucket is one step). Returns its work: the cells priced, and a unit every
+    SWEEP_TERMS terms the sums took in."""
     nq = starts.size
     st1 = np.zeros((nq, s + 1))
     st2 = np.zeros((nq, s + 1))
@@ -141,6 +146,7 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
     u1 = np.zeros(s + 1)
     u2 = np.zeros(s + 1)
     lo = top_v  # values[lo:hi0]: the top alone, no term yet
+    entered = 0  # lengths entered into sums: each costs s + 1 terms
     n = pcv[hi0] - pcv[lo]
     for q in range(nq):  # the first end: one sweep down over the starts
         new_lo = group_end[starts[q]]
@@ -151,6 +157,7 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
                 _grow(u2, n, new_n, s, pascal, scratch_s)
             k = _stage(xs1, g1, g2, values, pcv, pcv[new_lo], new_lo, lo)
             _enter(u1, u2, s, xs1, g1, g2, 1.0 / new_n, k)
+            entered += k
             lo = new_lo
             n = new_n
         st1[q, :] = u1
@@ -179,6 +186,7 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
                     v2[m] *= f
                 k = _stage(xs1, g1, g2, values, pcv, base, old_hi - 1, hi - 1)
                 _enter(v1, v2, s, xs1, g1, g2, 1.0 / nn, k)
+                entered += k
             size = min(size_full, nn)
             out[a, q] = _sums_cost(v1, v2, nn, size, top, (pq1[hi] - pq1[lo]) / nn,
                                    (pq2[hi] - pq2[lo]) / nn, world, alpha, beta, gamma, norm,
@@ -201,14 +209,14 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
                 main1[a, q] = top - v1[full] / f
                 main2[a, q] = top * top - v2[full] / f
         old_hi = hi
-    return priced
+    return priced + entered * (s + 1) // SWEEP_TERMS
 
 
 @njit(cache=True, inline="always")
 def _bucket(values, pcv, group_end, i, j, size_full, world, scratch):
     # the bucket (i, j]: its value range [lo, hi), n samples, batch size, step types in
     # scratch (nt of them) and longest length
-    tw, tr, tm, c1, c2, c3, c4 = scratch
+    tw, tr, tm, c1, c2, c3, c4 = scratch[:7]
     lo = group_end[i]
     hi = group_end[j]
     n = pcv[hi] - pcv[lo]
@@ -248,8 +256,9 @@ def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, a
         part = tm[q] * (alpha + tw[q] * (beta * mean1 + gamma * mean2))
         wm = tm[q] * tw[q]
         slack = cap - (cost - part) - tm[q] * alpha
-        m1, m2, ok = walk_moments_capped(values, pcv, lo, hi, r, lf_hi, lf_lo, wm * beta,
-                                         wm * gamma, slack)
+        m1, m2, ok, walked = walk_moments_capped(values, pcv, lo, hi, r, lf_hi, lf_lo,
+                                                 wm * beta, wm * gamma, slack)
+        scratch[7][0] += walked
         cost += tm[q] * (alpha + tw[q] * (beta * m1 + gamma * m2)) - part
         if not ok:
             return cost, False

@@ -56,7 +56,8 @@ def walk_moments(values, pcv, lo, hi, draws, lf_hi, lf_lo):
     top = float(values[hi - 1])
     if draws >= pcv[hi] - pcv[lo]:
         return top, top * top
-    m1, m2, _ = walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0, np.inf)
+    m1, m2, _, _ = walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0,
+                                       np.inf)
     return m1, m2
 
 
@@ -260,8 +261,8 @@ def bucket_time(values, pcv, pq1, pq2, lo, hi, edge, batch_size, alpha, beta, ga
 @njit(cache=True)
 def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, w1, w2, slack):
     """:func:`walk_moments` (``draws`` below the bucket's size), stopping early once
-    ``w1 * E[M] + w2 * E[M^2]`` is proven to exceed ``slack``; returns (E[M], E[M^2], exact),
-    lower bounds when not exact."""
+    ``w1 * E[M] + w2 * E[M^2]`` is proven to exceed ``slack``; returns (E[M], E[M^2], exact,
+    lengths walked), lower bounds when not exact."""
     base = pcv[lo]
     n = pcv[hi] - base
     top = float(values[hi - 1])
@@ -272,10 +273,12 @@ def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, w1, w2, slack)
     steps = 0
     p = 1.0  # C(a, draws) / C(n, draws) for the samples a up to the current length
     prev = n
+    walked = 0
     for t in range(hi - 2, lo - 1, -1):
         a = pcv[t + 1] - base
         if a < draws:
             break
+        walked += 1
         # one length down: a ratio of a few factors where it lost few samples (exp otherwise);
         # the product keeps a relative error of an ulp a step
         if prev == n:
@@ -295,8 +298,8 @@ def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, w1, w2, slack)
         if steps >= 8:
             steps = 0
             if w1 * (top - s1 - r1) + w2 * (top * top - s2 - r2) > slack:
-                return top - s1 - r1, top * top - s2 - r2, False
-    return top - s1, top * top - s2, True
+                return top - s1 - r1, top * top - s2 - r2, False, walked
+    return top - s1, top * top - s2, True, walked
 
 
 @njit(cache=True, inline="always")

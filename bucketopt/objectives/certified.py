@@ -52,12 +52,14 @@ SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 # Rounding: upper bounds are widened and lower bounds lowered by this much (relative).
 ROUNDING = 1e-9
 # The default DP stops past this much work (units of about one bucket priced by a sweep, some
-# 1-2 us of CPU each on the 2-core development machine, so about 5 s with the halves of every
-# layer at once): it then returns its best cover with the gap the bounds prove. With 8 GPUs
-# under the profiles of benchmarks/certified.py, 20,000 distinct lengths take 0.2-0.44M at
-# k = 16 (proven exact), 2.4M at k = 32 (proven in 3.1 s, shipped profile) and stop at k = 64
-# (5.2 s, a proven gap of 1.3e-3); the source-code tail takes at most 1.4M (alpha 0.5: proven
-# in 2.5 s). exact=True has no limit.
+# 1-2 us of CPU each on the 2-core development machine; walks and sweeps also count the lengths
+# they go through, so a long bucket of a heavy tail weighs what it costs): each part of a layer
+# may spend what is left, two parts at once. With 8 GPUs under the profiles of
+# benchmarks/certified.py, 20,000 distinct lengths take 1.3-1.8M at k = 16 (proven exact),
+# 3.6M at k = 32 (proven in 2.7 s, shipped profile) and stop at k = 64 (5.6 s, a proven gap of
+# 1.3e-3); the source-code tail takes at most 3.7M (alpha 0.5: proven in 2.6 s). A corpus of
+# 200,000 samples up to 4M tokens stops in 4-9 s with a proven gap (docs/method.md, "The work
+# limit"). exact=True has no limit.
 WORK_LIMIT = 5_000_000
 
 
@@ -248,17 +250,14 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
 
         for t in range(1, max(feasible) + 1):
             parts = _parts(_candidate_ends(fwd, bwd, t, ks_arr, ub), cost, g)
-            if CPUS > 1 and len(parts) > 1:
-                # the parts two at a time, each on its own counter with the work left (the
-                # limit bounds the time: two parts at once take that of one)
-                spent = [np.array([0, work[1] - work[0]], dtype=np.int64) for _ in parts]
-                in_worker(*(functools.partial(layer, t, lo, hi, w)
-                            for (lo, hi), w in zip(parts, spent)))
-                over = any(w[0] > w[1] for w in spent)
-                work[0] += sum(int(w[0]) for w in spent)
-            else:
-                in_worker(lambda t=t, parts=parts: [layer(t, lo, hi, work) for lo, hi in parts])
-                over = work[0] > work[1]
+            # each part on its own counter with the work left: the stop is the same with one
+            # CPU or two, and with two (the parts two at a time) the limit bounds the time, as
+            # two parts at once take that of one
+            spent = [np.array([0, work[1] - work[0]], dtype=np.int64) for _ in parts]
+            in_worker(*(functools.partial(layer, t, lo, hi, w)
+                        for (lo, hi), w in zip(parts, spent)))
+            over = any(w[0] > w[1] for w in spent)
+            work[0] += sum(int(w[0]) for w in spent)
             if over:
                 work[0] = max(work[0], work[1] + 1)
                 break
