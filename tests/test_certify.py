@@ -130,6 +130,30 @@ def test_work_limit_certificate_below_brute_force(lengths, k, budget, coeffs, wo
     assert floor <= oracle[0] * (1 + 1e-9) + 1e-12
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_unit_time_under_shares_is_the_padding_optimum_on_hundreds_of_lengths(seed):
+    """At a scale brute force cannot reach (240 distinct lengths, thousands of samples, many
+    cells of starts, share windows cutting into them), the certified time DP with one token one
+    second on one GPU equals the batch-padding DP's own exact optimum (its DP over every pair
+    of candidate edges, an independent algorithm) plus the tokens, for min and max shares."""
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(np.rint(rng.lognormal(rng.uniform(4, 7), rng.uniform(0.5, 1.5),
+                                            int(rng.integers(3000, 20000)))), 2, 8000)
+    kept = np.unique(lengths)
+    kept = kept[np.linspace(0, kept.size - 1, min(kept.size, 240)).astype(int)]
+    lengths = kept[np.searchsorted(kept, lengths)].astype(np.int64)
+    k = int(rng.integers(3, 12))
+    shares = {"min_share": [0.0, 0.3 / k, 0.6 / k][seed % 3],
+              "max_share": [1.0, 2.0 / k, 3.0 / k][seed // 2 % 3]}
+    budget = int(lengths.max()) * int(rng.choice([2, 8, 32]))
+    padding = bucketopt.solve(lengths, k, pad="batch", token_budget=budget, **shares)
+    timed = bucketopt.solve(lengths, k, pad="batch", token_budget=budget, world_size=1,
+                            profile={"alpha": 0.0, "beta": 1.0, "gamma": 0.0}, **shares)
+    assert padding.optimality["exact"] and timed.optimality["exact"]
+    assert timed.optimality["lower_bound"] == pytest.approx(
+        padding.optimality["lower_bound"] + float(lengths.sum()), rel=1e-9)
+
+
 @pytest.mark.parametrize("pad", ["batch", "edge"])
 def test_stop_at_the_work_limit_is_the_same_on_one_cpu_or_two(pad):
     """Each part of a layer's ends has its own counter with the work left: a stop at the limit
