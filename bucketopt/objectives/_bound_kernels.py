@@ -160,7 +160,8 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
     buckets priced one by one, the small ones. Returns ``fwd`` (kmax + 1, g + 1):
     fwd[k, j] <= the cost of any cover of groups 1..j by at most k buckets (fwd[k, 0] = 0;
     inf everywhere else when not ``forward``), ``arg`` its argmin start (a chain of the
-    relaxation: it may break a share window, see below), and ``bwd``: bwd[k, i] <= the cost of
+    relaxation, within the share windows where they never move left), and ``bwd``:
+    bwd[k, i] <= the cost of
     any cover of groups i+1..g by at most k buckets (bwd[k, g] = 0; inf everywhere else when
     not ``backward``), never below ``tail[k, i]`` (a bound of its own, e.g.
     :func:`bucketopt.objectives._certified_kernels.exact_tail`'s, which the layers before carry
@@ -172,12 +173,13 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
     the ends that make a large bucket with the current start (a suffix, growing as the start
     falls). Small buckets (fewer than split[j] samples) are few per end and are priced one by
     one, within the share windows [win_lo[j], win_hi[j]]. The large ones take every start up to
-    :func:`window_tops` (a prefix that holds every start the windows allow): a min over more
-    buckets is still a lower bound, and a window's upper side (min_share) is kept exactly, its
-    lower side (max_share) not. The top bound (:func:`top_at`, at the least count of the
-    envelope's buckets) joins each envelope's minimum as that plus the least value among the
-    same starts (forward) or ends (backward): min_i max(a_i, T + b_i) >= max(min_i a_i,
-    T + min_i b_i)."""
+    :func:`window_tops` (a prefix that holds every start the windows allow; its upper side,
+    min_share). Forward, a window's lower side (max_share) cuts into one cell at a time, whose
+    starts from it up are a queue of two envelopes (one undone push by push); backward, the
+    trees drop it: a min over more buckets is still a lower bound. The top bound
+    (:func:`top_at`, at the least count of the envelope's buckets) joins each envelope's minimum
+    as that plus the least value among the same starts (forward) or ends (backward):
+    min_i max(a_i, T + b_i) >= max(min_i a_i, T + min_i b_i)."""
     g = A.shape[1] - 1
     nc = cells.size
     fwd = np.full((kmax + 1, g + 1), np.inf)
