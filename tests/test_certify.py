@@ -462,7 +462,7 @@ def test_backward_pass_by_halves_of_cells_equals_the_serial_pass(lengths, budget
     want = relaxed_layers(*rel[:6], rows.A2, rows.U2, P, rel.cells, *windows, kmax, False, True,
                           tail)[2]
     with mock.patch.object(certified, "CPUS", cpus):
-        got = certified.free_backward(rel, rows.A2, rows.U2, P, *windows, kmax, tail)
+        got = certified.backward_pass(rel, rows.A2, rows.U2, P, *windows, kmax, tail)
     np.testing.assert_array_equal(got, want)
 
 

@@ -169,7 +169,7 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
 
     In O(g (log g + cells)) a layer plus the small buckets: forward, every cell keeps the lower
     envelope of its starts that make a large bucket for the current end (a prefix of the cell,
-    growing with the end); backward (:func:`free_backward_layer`), a Li Chao tree per cell holds
+    growing with the end); backward (:func:`backward_layer`), a Li Chao tree per cell holds
     the ends that make a large bucket with the current start (a suffix, growing as the start
     falls). Small buckets (fewer than split[j] samples) are few per end and are priced one by
     one, within the share windows [win_lo[j], win_hi[j]]. The large ones take every start up to
@@ -288,7 +288,7 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
         first = window_firsts(tops, g)
         order = np.arange(nc - 1, -1, -1)
         for k in range(1, kmax + 1):
-            free_backward_layer(k, order, A, split, U, R, T, Af, Uf, A2, P, cells, from_big,
+            backward_layer(k, order, A, split, U, R, T, Af, Uf, A2, P, cells, from_big,
                                 first, win_lo, win_hi, bwd, tail)
     return fwd, arg, bwd
 
@@ -336,7 +336,7 @@ def ends_of_big(big, g):
 
 
 @njit(cache=True, nogil=True)
-def free_backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, first,
+def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, first,
                         win_lo, win_hi, bwd, tail):
     """Layer k of :func:`relaxed_layers`' backward pass, for the starts of the cells ``cs``:
     bwd[k, i] from bwd[k - 1] alone, so calls on disjoint cells are independent (they may run

@@ -6,7 +6,7 @@ bucket (i, j] of candidate groups (``rows(cells)``, :class:`Rows`) and the array
 costs need (``pricing()``). Then:
 
 1. A relaxed DP over the bounds alone (:func:`._bound_kernels.relaxed_layers`, its backward
-   pass by :func:`free_backward`) bounds from below the cost of
+   pass by :func:`backward_pass`) bounds from below the cost of
    every cover of groups i+1..g by at most s buckets (``bwd``), and its best chain, priced
    exactly, bounds the optimum from above (as does the objective's seed chain).
 2. The exact DP runs layer by layer (:func:`._certified_kernels.forward_layer`): an end j is
@@ -54,7 +54,8 @@ ROUNDING = 1e-9
 # The default DP stops past this much work (units of about one bucket priced by a sweep, some
 # 1-2 us of CPU each on the 2-core development machine; walks and sweeps also count the lengths
 # they go through, so a long bucket of a heavy tail weighs what it costs): each part of a layer
-# may spend what is left, two parts at once. With 8 GPUs under the profiles of
+# may spend what is left, two parts at once; past it the DP returns its best cover with the gap
+# the bounds prove. With 8 GPUs under the profiles of
 # benchmarks/certified.py, 20,000 distinct lengths take 1.3-1.8M at k = 16 (proven exact),
 # 3.6M at k = 32 (proven in 2.7 s, shipped profile) and stop at k = 64 (5.6 s, a proven gap of
 # 1.3e-3); the source-code tail takes at most 3.7M (alpha 0.5: proven in 2.6 s). A corpus of
@@ -203,7 +204,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
             *rel[:6], rows.A2, rows.U2, P, rel.cells, win_lo, win_hi, kmax, True, False, tail)
 
     def relaxed_bwd():
-        relaxed["bwd"] = free_backward(rel, rows.A2, rows.U2, P, win_lo, win_hi, kmax, tail)
+        relaxed["bwd"] = backward_pass(rel, rows.A2, rows.U2, P, win_lo, win_hi, kmax, tail)
 
     in_worker(relaxed_forward, relaxed_bwd)
     fwd, arg, bwd = relaxed["fwd"], relaxed["arg"], relaxed["bwd"]
@@ -212,7 +213,8 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
     upper = {}
     for k in feasible:
         for chain in (_chain(arg, k, g), seeds.get(k)):
-            if chain and _in_windows(chain, win_lo, win_hi):  # (the relaxation's may not be)
+            if chain and _in_windows(chain, win_lo, win_hi):  # (windows that move left would
+                # let the relaxation's chain out of them)
                 value = float(obj.cost(groups.edges[chain]))
                 if value < upper.get(k, np.inf):
                     chains[k], upper[k] = list(chain), value
@@ -329,14 +331,14 @@ def polish(run, ends, win_lo, win_hi):
     return ends
 
 
-def free_backward(rel, Af, Uf, P, win_lo, win_hi, kmax, tail):
+def backward_pass(rel, Af, Uf, P, win_lo, win_hi, kmax, tail):
     """The backward pass of :func:`._bound_kernels.relaxed_layers` (the same values), layer by
     layer, each layer's cells in two halves at once (every other cell from the top: a cell's
     work grows with the ends above it)."""
     from ._bound_kernels import (
+        backward_layer,
         big_starts,
         ends_of_big,
-        free_backward_layer,
         window_firsts,
         window_tops,
     )
@@ -348,7 +350,7 @@ def free_backward(rel, Af, Uf, P, win_lo, win_hi, kmax, tail):
     first = window_firsts(window_tops(win_hi), g)
     order = np.arange(rel.cells.size - 1, -1, -1)
     for k in range(1, kmax + 1):
-        in_worker(*(functools.partial(free_backward_layer, k, cs, rel.A, rel.split, rel.U,
+        in_worker(*(functools.partial(backward_layer, k, cs, rel.A, rel.split, rel.U,
                                       rel.R, rel.T, Af, Uf, rel.A2, P, rel.cells, from_big,
                                       first, win_lo, win_hi, bwd, tail)
                     for cs in (order[0::2], order[1::2]) if cs.size))
