@@ -18,21 +18,14 @@ ratios are printed.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
+from _corpora import PROFILES, STORY, corpus
+from _timing import best_of
 
 import bucketopt
 from bucketopt import datasets
-from bucketopt.cost.costmodel import load_profile
 
 REPEATS = 2
-STORY = load_profile("rtx-pro-6000-blackwell")
-PROFILES = {
-    "shipped (alpha 0.1)": "rtx-pro-6000-blackwell",
-    "alpha 0.01, gamma x10": dict(alpha=0.01, beta=STORY.beta, gamma=10 * STORY.gamma),
-    "alpha 0.5, gamma 0": dict(alpha=0.5, beta=STORY.beta, gamma=0.0),
-}
 
 
 def inputs():
@@ -42,8 +35,7 @@ def inputs():
     wide = bucketopt.Histogram(values, rng.integers(1, 40, size=values.size))
     code = np.clip(np.rint(np.random.default_rng(0).lognormal(7.0, 1.9, 60_000)), 5,
                    2_000_000).astype(np.int64)
-    code4m = np.clip(np.rint(np.random.default_rng(4).lognormal(7.5, 2.0, 200_000)), 5,
-                     4_000_000).astype(np.int64)
+    code4m, _ = corpus("code4M")
     seed = datasets.seed_like()
     # (name, lengths, k, pad, token budget, what both solves add, what the time DP adds)
     return [
@@ -56,15 +48,6 @@ def inputs():
         ("source-code tail", code, 6, "batch", 2_097_152, {}, {}),
         ("source code to 4M", code4m, 6, "batch", 4_194_304, {}, {}),
     ]
-
-
-def best_of(fn):
-    out, best = None, np.inf
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return out, best
 
 
 def main(only=None):
@@ -84,10 +67,13 @@ def main(only=None):
             padding = dict(pad="batch", token_budget=tb, **both)
             timed = {**dict(pad=pad, token_budget=tb, profile=profile, world_size=8), **both,
                      **time_only}
-            _, t_pad = best_of(lambda x=lengths, k=k, kw=padding: bucketopt.solve(x, k, **kw))
-            _, t_cert = best_of(
-                lambda x=lengths, k=k, kw=padding: bucketopt.solve(x, k, **kw).optimality)
-            sol, t_time = best_of(lambda x=lengths, k=k, kw=timed: bucketopt.solve(x, k, **kw))
+            t_pad, _ = best_of(lambda x=lengths, k=k, kw=padding: bucketopt.solve(x, k, **kw),
+                               REPEATS)
+            t_cert, _ = best_of(
+                lambda x=lengths, k=k, kw=padding: bucketopt.solve(x, k, **kw).optimality,
+                REPEATS)
+            t_time, sol = best_of(lambda x=lengths, k=k, kw=timed: bucketopt.solve(x, k, **kw),
+                                  REPEATS)
             cert = sol.optimality
             ratios = (t_time / t_pad, t_time / t_cert)
             worst = [max(w, r) for w, r in zip(worst, ratios)]
