@@ -161,11 +161,10 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
     fwd[k, j] <= the cost of any cover of groups 1..j by at most k buckets (fwd[k, 0] = 0;
     inf everywhere else when not ``forward``), ``arg`` its argmin start (a chain of the
     relaxation, within the share windows where they never move left), and ``bwd``:
-    bwd[k, i] <= the cost of
-    any cover of groups i+1..g by at most k buckets (bwd[k, g] = 0; inf everywhere else when
-    not ``backward``), never below ``tail[k, i]`` (a bound of its own, e.g.
-    :func:`bucketopt.objectives._certified_kernels.exact_tail`'s, which the layers before carry
-    down; zeros for none). Infeasible: inf.
+    bwd[k, i] <= the cost of any cover of groups i+1..g by at most k buckets (bwd[k, g] = 0;
+    inf everywhere else when not ``backward``), never below ``tail[k, i]`` (a bound of its
+    own, e.g. :func:`bucketopt.objectives._certified_kernels.exact_tail`'s, which the layers
+    before carry down; zeros for none). Infeasible: inf.
 
     In O(g (log g + cells)) a layer plus the small buckets: forward, every cell keeps the lower
     envelope of its starts that make a large bucket for the current end (a prefix of the cell,
@@ -288,8 +287,8 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
         first = window_firsts(tops, g)
         order = np.arange(nc - 1, -1, -1)
         for k in range(1, kmax + 1):
-            backward_layer(k, order, A, split, U, R, T, Af, Uf, A2, P, cells, from_big,
-                                first, win_lo, win_hi, bwd, tail)
+            backward_layer(k, order, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, first,
+                           win_lo, win_hi, bwd, tail)
     return fwd, arg, bwd
 
 
@@ -336,8 +335,8 @@ def ends_of_big(big, g):
 
 
 @njit(cache=True, nogil=True)
-def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, first,
-                        win_lo, win_hi, bwd, tail):
+def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, first, win_lo,
+                   win_hi, bwd, tail):
     """Layer k of :func:`relaxed_layers`' backward pass, for the starts of the cells ``cs``:
     bwd[k, i] from bwd[k - 1] alone, so calls on disjoint cells are independent (they may run
     at once). A Li Chao tree per cell, over its starts, holds the ends that make a large bucket
