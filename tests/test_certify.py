@@ -178,6 +178,38 @@ def test_stop_at_the_work_limit_is_the_same_on_one_cpu_or_two(pad):
     assert exact == {True, False}
 
 
+@pytest.mark.parametrize("j", [1, 255, 256, 700, 3000])
+def test_a_scan_charges_the_starts_it_reads(j):
+    """An exact layer's scan of an end's starts counts toward the work limit, one unit a
+    SCAN_STARTS starts it reads: with no threshold it reads every start below the end (all
+    candidates), so the count is theirs. (Uncounted, 100,000 distinct lengths from 1 to 4M
+    tokens ran one layer 22 s under the limit.)"""
+    from bucketopt.objectives._bound_kernels import big_starts
+    from bucketopt.objectives._certified_kernels import SCAN_STARTS, _scan_end
+    from bucketopt.objectives._hulls import hull_add
+
+    g = 3001
+    xs = np.arange(g + 1, dtype=np.float64)
+    ys = np.random.default_rng(j).uniform(0.0, 1.0, g + 1)
+    cells = np.zeros(1, np.int64)
+    cell_end = np.array([g], np.int64)
+    stk, stk2 = np.empty(g + 1, np.int64), np.empty(g + 1, np.int64)
+    hn, hn2 = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    for i in range(j):
+        hn2[0] = hull_add(stk2, 0, hn2[0], xs, ys, i)
+    big = big_starts(xs, np.full(g + 1, np.inf))  # no bucket is big: the fewest-rows family
+    rows = np.zeros((1, g + 1))
+    T = np.zeros((4, g + 1))
+    T[0] = -np.inf
+    work = np.array([0, 2**62], np.int64)
+    ncand = _scan_end(j, ys, xs, cells, cell_end, 1, stk, hn, stk2, hn2, big, rows, rows, rows,
+                      rows, np.zeros(g + 1), np.zeros(g + 1), np.zeros(g + 1), T, np.inf,
+                      np.zeros(g + 1, np.int64), np.full(g + 1, g, np.int64),
+                      np.full(g + 1, -1, np.int64), 0, np.empty(g + 1, np.int64), 0, work)
+    assert ncand == j
+    assert work[0] == j // SCAN_STARTS
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 40), min_size=2, max_size=14), st.integers(40, 200),
        coefficients, st.sampled_from([1, 2, 8]), st.sampled_from(["batch", "edge"]),
@@ -343,6 +375,42 @@ def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, ce
     big = P[j] - P[i] >= rows.split[j]
     full = rows.A[cell, j] - rows.U[cell, j] * P[i]
     assert np.all(np.where(big, full, -np.inf) <= exact + slack)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 400), min_size=2, max_size=300), st.lists(st.integers(0, 299),
+       max_size=6), st.sampled_from([None, 2, 5]))
+def test_top_cells_are_geometric_from_the_top(counts, marks, per_group):
+    """certified._top_cells keeps the cells it is given and adds, for every count of samples
+    from TOP_FIRST up to a quarter of them, a cell with at least that many samples above it
+    and at most TOP_RATIO times as many plus one group's (the group holding the sample at that
+    count); with room for few cells (CELL_ENTRIES) it thins the top cells and never drops the
+    cells given."""
+    from bucketopt.objectives import certified
+
+    P = np.r_[0, np.cumsum(counts)].astype(np.float64)
+    g = P.size - 1
+    given = np.unique(np.r_[0, np.clip(marks, 0, g - 1)]).astype(np.int64)
+    entries = certified.CELL_ENTRIES if per_group is None else (given.size + per_group) * (g + 1)
+    old = certified.CELL_ENTRIES
+    certified.CELL_ENTRIES = entries
+    try:
+        cells = certified._top_cells(P, given, g)
+    finally:
+        certified.CELL_ENTRIES = old
+    assert cells.dtype == np.int64 and np.all(np.diff(cells) > 0)
+    assert cells[0] == 0 and cells[-1] <= g - 1 and set(given) <= set(cells.tolist())
+    top = np.setdiff1d(cells, given)
+    if per_group is not None:
+        assert top.size <= per_group
+        return
+    n = P[-1]
+    above = certified.TOP_FIRST
+    while above < n / 4:
+        c = int(np.searchsorted(P, n - above, side="right") - 1)  # the naive position
+        assert c in cells.tolist()
+        assert n - P[c] >= above and n - P[c] - counts[c] < above  # its group holds that sample
+        above *= certified.TOP_RATIO
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

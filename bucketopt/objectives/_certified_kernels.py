@@ -54,6 +54,16 @@ LADDER_ALONE = 1
 # most of a heavy tail's tens of thousands of lengths walks them all)
 WALK_WORK = 4
 WALK_LENGTHS = 256
+# And one a SCAN_STARTS starts a scan reads (its hull and bound: some 5 ns each) and a
+# BOUND_STARTS starts an end priced alone bounds by its reference (:func:`._pricing.tilde`, and
+# their sort): an end whose bounds leave tens of thousands of starts costs milliseconds before
+# it prices any. On 100,000 distinct lengths, one sample each, from 1 to 4M tokens (T = 4M,
+# k = 6), one layer ran 22 s on 2.5M units when these were not counted; now a unit there costs
+# some 1.3 us and the solve stops in 9 s. At 64 starts a unit the edge-padding time DP of the
+# 4M-token corpus of benchmarks/certified.py (k = 16), whose scans are most of its work, stopped
+# at the limit in 1.1 s instead of being proven in the same time.
+SCAN_STARTS = 256
+BOUND_STARTS = 16
 # A start's bound takes the moments of a reference start below it only while the reference's
 # bucket holds at most this many more samples (relative): else the start is made one.
 REF_GAP = 0.05
@@ -97,12 +107,13 @@ def _bound_of(x, r, is_big, top, a2, u2, a, u, mm, um):
 
 @njit(cache=True)
 def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi_lim, thr, big,
-                 A, A2, U, U2, Mm, Um, R, T, mark, stamp, cand, ncand):
+                 A, A2, U, U2, Mm, Um, R, T, mark, stamp, cand, ncand, work):
     # every start in [lo_lim, hi_lim] of end j whose bound stays below thr, appended to cand:
     # per cell, outward from the hull's tangent while the hull (+ row[c, j]) stays below thr
     # (_bound's terms of end j and cell c read once: _bound_of)
     if lo_lim > hi_lim:
         return ncand
+    visited = 0
     t0j, t1j, t2j, t3j = T[0, j], T[1, j], T[2, j], T[3, j]
     mm = Mm[j]
     um = Um[j]
@@ -149,6 +160,7 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                         break  # right of the rightmost vertex: no finite point there
                     sv = tv
                 x = xs[i]
+                visited += 1
                 if sv < 0:
                     hv = ys[i]
                 else:
@@ -168,21 +180,22 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                         cand[ncand] = i
                         ncand += 1
                 i += -1 if side == 0 else 1
+    work[0] += visited // SCAN_STARTS
     return ncand
 
 
 @njit(cache=True)
 def _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm, Um, R, T,
-              thr, win_lo, win_hi, mark, stamp, cand, ncand):
+              thr, win_lo, win_hi, mark, stamp, cand, ncand, work):
     # every start of end j that the bounds leave below thr: big buckets by their full-steps
     # hulls, the small ones by the fewest-rows hulls of every start
     top = min(win_hi[j], j - 1)
     ncand = _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, A, U, win_lo[j],
                          min(big[j], top), thr, big, A, A2, U, U2, Mm, Um, R, T, mark, stamp, cand,
-                         ncand)
+                         ncand, work)
     return _scan_family(j, ys, xs, cells, cell_end, nc, stk2, hn2, A2, U2,
                         max(big[j] + 1, win_lo[j]), top, thr, big, A, A2, U, U2, Mm, Um, R, T, mark,
-                        stamp, cand, ncand)
+                        stamp, cand, ncand, work)
 
 
 @njit(cache=True)
@@ -233,12 +246,13 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
                 values, pcv, group_end, i, j, sizes[j], world, lf_hi, lf_lo, scratch)
             _charge(work, scratch, pad_code)
     ncand = _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
-                      Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0)
+                      Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0, work)
     # every start the bounds leave, with its best lower bound, then priced best-first: the
     # threshold falls fastest, and once a start's bound reaches it every later one's does. The
     # bound of a start with dynamic padding: its step types exact, its moments those of the
     # nearest reference below it, a new one (the start itself) where the nearest holds more than
     # REF_GAP more samples than the bucket (a reference far below bounds its E[max] loosely)
+    work[0] += ncand // BOUND_STARTS
     thr = min(best[j], cap[j])
     up = np.sort(cand[:ncand])
     keys = np.empty(ncand)
@@ -372,7 +386,8 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         for q in range(ns):
             mark[starts[q]] = stamp
         ncand = _scan_end(e, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2,
-                          Mm, Um, R, T, min(best[e], cap[e]), win_lo, win_hi, mark, stamp, cand, 0)
+                          Mm, Um, R, T, min(best[e], cap[e]), win_lo, win_hi, mark, stamp, cand, 0,
+                          work)
         for q in range(ncand):
             i = cand[q]
             r = np.searchsorted(-starts, -i)  # the nearest priced start at or below i

@@ -38,6 +38,21 @@ MAX_CELLS = 64
 # from a cell far below them. On the source-code tail of benchmarks/certified.py the relaxation
 # bound rises from 0.18 to 0.30 of the optimum's 0.41 (million seconds).
 EVEN_CELLS = 16
+# And top cells, where the samples above a cell grow by TOP_RATIO from TOP_FIRST up to TOP_SHARE
+# of them: a bucket near the top of a heavy tail holds few samples, and a cell of starts a few
+# hundred samples below its start (the shifts above are shares of every sample) prices its
+# longest rows from far shorter ones. On the 4M-token corpus of benchmarks/certified.py (200,000
+# samples) the longest bucket's bound was 0.72 of its cost from a cell 248 samples below its 160;
+# with these the time DP proves the optimum in 3.6-4.1 s under the shipped and small-alpha
+# profiles, and under alpha 0.5 stops with a gap of 1.3% (exact=True: 6.4 s), where it stopped
+# at the work limit with gaps of 2.9-8.8% (a ratio of 1.25 left 2.8% under alpha 0.5; the top
+# cells add some 0.05 s to the embedded example's 0.25 s). At most CELL_ENTRIES cells
+# times candidate groups in all (the rows of the bounds are that large): the top cells are
+# thinned evenly past it.
+TOP_RATIO = 1.1
+TOP_FIRST = 4.0
+TOP_SHARE = 0.25
+CELL_ENTRIES = 16_000_000
 # The top of the lengths where every bucket is priced exactly for the bound of the rest
 # (:func:`._certified_kernels.exact_tail`): the groups whose samples fill at most TAIL_STEPS
 # steps of the longest edge's batch size, and no more than keep the lengths walked under
@@ -53,14 +68,15 @@ SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 ROUNDING = 1e-9
 # The default DP stops past this much work (units of about one bucket priced by a sweep, some
 # 1-2 us of CPU each on the 2-core development machine; walks and sweeps also count the lengths
-# they go through, so a long bucket of a heavy tail weighs what it costs): each part of a layer
-# may spend what is left, two parts at once; past it the DP returns its best cover with the gap
-# the bounds prove. With 8 GPUs under the profiles of
-# benchmarks/certified.py, 20,000 distinct lengths take 1.3-1.8M at k = 16 (proven exact),
-# 3.6M at k = 32 (proven in 2.7 s, shipped profile) and stop at k = 64 (5.6 s, a proven gap of
-# 1.3e-3); the source-code tail takes at most 3.7M (alpha 0.5: proven in 2.6 s). A corpus of
-# 200,000 samples up to 4M tokens stops in 4-9 s with a proven gap (docs/method.md, "The work
-# limit"). exact=True has no limit.
+# they go through and scans the starts they read, so a long bucket of a heavy tail, or an end
+# with tens of thousands of starts left, weighs what it costs): each part of a layer may spend
+# what is left, two parts at once; past it the DP returns its best cover with the gap the
+# bounds prove. With 8 GPUs under the profiles of benchmarks/certified.py, 20,000 distinct
+# lengths are proven in 1.0-1.2 s at k = 16 and 2.5 s at k = 32 (shipped profile) and stop at
+# k = 64 (5.6 s, a proven gap of 8.5e-4); the source-code tail is proven in at most 1.4 s
+# (alpha 0.5). A corpus of 200,000 samples up to 4M tokens is
+# proven in 3.7-4.1 s or stops in 5.5 s with a proven gap, by profile (docs/method.md, "The
+# work limit"). exact=True has no limit.
 WORK_LIMIT = 5_000_000
 
 
@@ -194,7 +210,9 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
 
     in_worker(lambda: seeds.update(obj.seed_chains(kmax, ks)), exact_top)  # independent
     tail = top["tail"]
-    cells = _cells(P, [0], seeds.values(), g) if obj.relaxation_cells else np.zeros(1, np.int64)
+    cells = np.zeros(1, np.int64)
+    if obj.relaxation_cells:
+        cells = _top_cells(P, _cells(P, [0], seeds.values(), g), g)
     rel = _relaxation(obj, cells)
     rows = obj.rows(rel.cells)
     relaxed = {}
@@ -533,6 +551,20 @@ def _relaxation(obj, cells) -> Relaxation:
         T = np.ascontiguousarray(parts[5], dtype=np.float64)
     cells = np.asarray(cells[:A.shape[0]], dtype=np.int64)
     return Relaxation(A, A2, np.ascontiguousarray(split), U, R, T, cells)
+
+
+def _top_cells(P, cells, g):
+    """``cells`` and the top cells: the groups below which TOP_FIRST, TOP_FIRST TOP_RATIO, ...
+    samples lie, up to TOP_SHARE of them, evenly thinned to keep ``cells`` and them within
+    CELL_ENTRIES entries a row of bounds."""
+    n = float(P[-1])
+    above = TOP_FIRST * TOP_RATIO ** np.arange(
+        max(0, int(np.ceil(np.log(max(n * TOP_SHARE, 1.0) / TOP_FIRST) / np.log(TOP_RATIO)))))
+    top = np.setdiff1d(np.clip(np.searchsorted(P, n - above, side="right") - 1, 0, g - 1), cells)
+    room = max(0, CELL_ENTRIES // (g + 1) - cells.size)
+    if top.size > room:
+        top = top[np.linspace(0, top.size - 1, room).astype(np.int64)] if room else top[:0]
+    return np.union1d(cells, top).astype(np.int64)
 
 
 def _cells(P, cells, chains, g):
