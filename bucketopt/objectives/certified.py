@@ -43,8 +43,8 @@ EVEN_CELLS = 16
 # hundred samples below its start (the shifts above are shares of every sample) prices its
 # longest rows from far shorter ones. On the 4M-token corpus of benchmarks/certified.py (200,000
 # samples) the longest bucket's bound was 0.72 of its cost from a cell 248 samples below its 160;
-# with these the time DP proves the optimum in 3.6-4.1 s under the shipped and small-alpha
-# profiles, and under alpha 0.5 stops with a gap of 1.3% (exact=True: 6.4 s), where it stopped
+# with these the time DP proves the optimum in 3.7-4.1 s under the shipped and small-alpha
+# profiles, and under alpha 0.5 stops with a gap of 1.2% (exact=True: 6.4 s), where it stopped
 # at the work limit with gaps of 2.9-8.8% (a ratio of 1.25 left 2.8% under alpha 0.5; the top
 # cells add some 0.05 s to the embedded example's 0.25 s). At most CELL_ENTRIES cells
 # times candidate groups in all (the rows of the bounds are that large): the top cells are
@@ -74,9 +74,9 @@ ROUNDING = 1e-9
 # bounds prove. With 8 GPUs under the profiles of benchmarks/certified.py, 20,000 distinct
 # lengths are proven in 1.0-1.2 s at k = 16 and 2.5 s at k = 32 (shipped profile) and stop at
 # k = 64 (5.6 s, a proven gap of 8.5e-4); the source-code tail is proven in at most 1.4 s
-# (alpha 0.5). A corpus of 200,000 samples up to 4M tokens is
-# proven in 3.7-4.1 s or stops in 5.5 s with a proven gap, by profile (docs/method.md, "The
-# work limit"). exact=True has no limit.
+# (alpha 0.5). A corpus of 200,000 samples up to 4M tokens is proven in 3.7-4.1 s or stops in
+# 5.5 s with a proven gap, by profile (docs/method.md, "The work limit"). exact=True has no
+# limit.
 WORK_LIMIT = 5_000_000
 
 
