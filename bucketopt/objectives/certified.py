@@ -558,13 +558,18 @@ def _top_cells(P, cells, g):
     samples lie, up to TOP_SHARE of them, evenly thinned to keep ``cells`` and them within
     CELL_ENTRIES entries a row of bounds."""
     n = float(P[-1])
-    above = TOP_FIRST * TOP_RATIO ** np.arange(
-        max(0, int(np.ceil(np.log(max(n * TOP_SHARE, 1.0) / TOP_FIRST) / np.log(TOP_RATIO)))))
+    count = int(np.ceil(np.log(max(n * TOP_SHARE / TOP_FIRST, 1.0)) / np.log(TOP_RATIO)))
+    above = TOP_FIRST * TOP_RATIO ** np.arange(count)
     top = np.setdiff1d(np.clip(np.searchsorted(P, n - above, side="right") - 1, 0, g - 1), cells)
     room = max(0, CELL_ENTRIES // (g + 1) - cells.size)
     if top.size > room:
-        top = top[np.linspace(0, top.size - 1, room).astype(np.int64)] if room else top[:0]
+        top = _evenly(top, room)
     return np.union1d(cells, top).astype(np.int64)
+
+
+def _evenly(cells, count):
+    """``count`` of ``cells`` evenly spread over them, the first and last kept (none for 0)."""
+    return cells[np.linspace(0, cells.size - 1, count).astype(np.int64)]
 
 
 def _cells(P, cells, chains, g):
@@ -581,10 +586,9 @@ def _cells(P, cells, chains, g):
     old = np.setdiff1d(np.asarray(cells, dtype=np.int64), new)
     room = MAX_CELLS - new.size
     if room <= 0:
-        pick = np.linspace(0, new.size - 1, MAX_CELLS).astype(np.int64)
-        return np.unique(np.r_[0, new[pick]])
+        return np.unique(np.r_[0, _evenly(new, MAX_CELLS)])
     if old.size > room:
-        old = old[np.linspace(0, old.size - 1, room).astype(np.int64)]
+        old = _evenly(old, room)
     return np.unique(np.r_[new, old])
 
 
