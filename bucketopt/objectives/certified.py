@@ -568,7 +568,8 @@ def _top_cells(P, cells, g):
 
 
 def _evenly(cells, count):
-    """``count`` of ``cells`` evenly spread over them, the first and last kept (none for 0)."""
+    """``count`` of ``cells``, evenly spread from the first to the last (the first alone for
+    1, none for 0)."""
     return cells[np.linspace(0, cells.size - 1, count).astype(np.int64)]
 
 
