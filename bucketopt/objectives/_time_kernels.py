@@ -312,3 +312,27 @@ def _binom_ratio(a, c, s, lf_hi, lf_lo):
             rho *= (a + t - s) / (a + t)
         return rho
     return np.exp(_log_falling(lf_hi, lf_lo, a, s) - _log_falling(lf_hi, lf_lo, a + c, s))
+
+
+@njit(cache=True, nogil=True)
+def cell_rows(c, phi, phi2, low, alpha, world, sizes, P, rest, A, A2, U, U2, U2P):
+    """Row c of the time DP's line bounds (:meth:`bucketopt.objectives.time.Time.bounds`) from a
+    cell's moments (``phi``: beta E[M] + gamma E[M^2] of the full steps' draws, ``phi2``: of the
+    fewest rows', over every sample from the cell's start to each end; ``low``: the shortest
+    row's): U, A (full steps), A2 (fewest rows and the rest), U2 and U2 P (fewest rows alone).
+    Column 0 (no end) is 0. In one pass, without the GIL: a row is as long as the candidate
+    groups (tens of thousands on heavy tails, times a hundred or more cells)."""
+    A[c, 0] = 0.0
+    A2[c, 0] = 0.0
+    U[c, 0] = 0.0
+    U2[c, 0] = 0.0
+    U2P[c, 0] = 0.0
+    for j in range(1, P.size):
+        um = alpha / (world * sizes[j])
+        u = um + phi[j] / world
+        U[c, j] = u
+        A2[c, j] = u * P[j] - rest[j] * max(phi[j] - low, 0.0) / world
+        A[c, j] = u * P[j] - rest[j] * max(phi[j] - max(phi2[j], low), 0.0) / world
+        u2 = um + phi2[j] / world
+        U2[c, j] = u2
+        U2P[c, j] = u2 * P[j]

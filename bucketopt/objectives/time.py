@@ -91,59 +91,66 @@ class Time(Objective):
         holds G batches), priced by that many draws. With B = 1 no batch can be split: all
         rows but at most G - 1 sit in full steps.
         """
+        parts = self.bounds(cells)
+        return (*parts[:5], self.top_bound())
+
+    def bounds(self, cells):
+        """(A, U, R, A2, split, U2, U2 P) for :meth:`relaxation` and :meth:`rows`, once for a
+        set of cells (the certified DP asks for both): the moments of each cell (kept for cells
+        asked again) and its rows (:func:`._time_kernels.cell_rows`), every other cell on each
+        of two workers (a cell's sweep is as long as the ends above it)."""
         key = np.asarray(cells, dtype=np.int64).tobytes()
         kept = self.__dict__.get("_relaxed")
-        if kept is not None and kept[0] == key:  # rows() asks again for the same cells
+        if kept is not None and kept[0] == key:
             return kept[1]
-        parts = self._relaxation(cells)
+        parts = self._bounds(np.asarray(cells, dtype=np.int64))
         self._relaxed = (key, parts)
         return parts
 
-    def _relaxation(self, cells):
+    def _bounds(self, cells):
         from ._bound_kernels import prefix_moments
+        from ._time_kernels import cell_rows
 
         g, m, a = self.groups, self.cost_model, self.arrays
-        edges = g.edges[1:]
-        isizes = self.batch_sizes(edges)
-        sizes = isizes.astype(np.float64)
+        sizes = self.sizes.astype(np.float64)
         world = float(self.world)
-        P = g.prefix_count[1:].astype(np.float64)
+        P = g.prefix_count.astype(np.float64)
+        shape = (len(cells), g.g + 1)
         if self.pad == "edge":
-            e = edges.astype(np.float64)
-            U = m.alpha / (world * sizes) + (m.beta * e + m.gamma * e * e) / world
-            A = np.r_[0.0, U * P][None, :]
-            return A, np.r_[0.0, U][None, :], np.zeros(g.g + 1), A, np.zeros(g.g + 1), \
-                self.top_bound()
+            e = g.edges[1:].astype(np.float64)
+            U = m.alpha / (world * sizes[1:]) + (m.beta * e + m.gamma * e * e) / world
+            A = np.r_[0.0, U * P[1:]][None, :]
+            U = np.r_[0.0, U][None, :]
+            return A, U, np.zeros(g.g + 1), A, np.zeros(g.g + 1), U.copy(), A.copy()
+        isizes = self.sizes[1:]
         full = self.world * isizes
         fewest = self.fewest_rows(isizes)
         rest = (2.0 * world if self.world > 1 else 1.0) * sizes
         # one row a batch: no batch can be split, every step but the last holds G rows
-        rest[isizes == 1] = world - 1.0
-        A = np.zeros((len(cells), g.g + 1))
-        A2 = np.zeros((len(cells), g.g + 1))
-        U = np.zeros((len(cells), g.g + 1))
+        rest[self.sizes == 1] = world - 1.0
+        rest[0] = 0.0
+        A, A2, U, U2, U2P = (np.empty(shape) for _ in range(5))
         memo = self.__dict__.setdefault("_moments", {})  # cell start -> (phi, phi2)
 
-        def moments(starts):
-            for first in starts:
-                memo[first] = tuple(
-                    m.beta * m1[1:] + m.gamma * m2[1:]
-                    for m1, m2 in (prefix_moments(a.values, a.pcv, a.pq1, a.pq2, self.group_end,
-                                                  np.r_[0, d].astype(np.int64), a.lf_hi,
-                                                  a.lf_lo, first) for d in (full, fewest)))
+        def fill(cs):
+            for c in cs:
+                first = int(cells[c])
+                if first not in memo:
+                    memo[first] = tuple(
+                        m.beta * m1 + m.gamma * m2
+                        for m1, m2 in (prefix_moments(a.values, a.pcv, a.pq1, a.pq2,
+                                                      self.group_end,
+                                                      np.r_[0, d].astype(np.int64), a.lf_hi,
+                                                      a.lf_lo, first) for d in (full, fewest)))
+                phi, phi2 = memo[first]
+                x = float(a.values[self.group_end[first]])
+                low = m.beta * x + m.gamma * x * x  # the shortest row of such a bucket
+                cell_rows(c, phi, phi2, low, float(m.alpha), world, sizes, P, rest, A, A2, U,
+                          U2, U2P)
 
-        missing = sorted({int(first) for first in cells} - set(memo))
-        # two halves at once (every other cell: a cell's sweep is as long as the ends above it)
-        if missing:
-            in_worker(*(functools.partial(moments, missing[h::2]) for h in range(2)))
-        for c, first in enumerate(cells):
-            phi, phi2 = memo[int(first)]
-            x = float(a.values[self.group_end[first]])
-            low = m.beta * x + m.gamma * x * x  # the shortest row of such a bucket
-            U[c, 1:] = m.alpha / (world * sizes) + phi / world
-            A2[c, 1:] = U[c, 1:] * P - rest * np.maximum(phi - low, 0.0) / world
-            A[c, 1:] = U[c, 1:] * P - rest * np.maximum(phi - np.maximum(phi2, low), 0.0) / world
-        return A, U, np.zeros(g.g + 1), A2, np.r_[0.0, rest], self.top_bound()
+        order = np.arange(len(cells))
+        in_worker(*(functools.partial(fill, order[h::2]) for h in range(2)))
+        return A, U, np.zeros(g.g + 1), A2, rest, U2, U2P
 
     def top_bound(self) -> np.ndarray:
         """The rows of the top bound (:func:`._bound_kernels.top_at`), a bound of every bucket
@@ -199,20 +206,12 @@ class Time(Objective):
         """
         g, m, a = self.groups, self.cost_model, self.arrays
         P = g.prefix_count.astype(np.float64)
-        sizes = self.sizes
         world = float(self.world)
-        parts = self.relaxation(cells)
-        A, U, _, _, split = _full_steps(parts)
-        top = parts[5]
-        Um = np.r_[0.0, m.alpha / (world * sizes[1:])]
+        A, U, _, _, split, U2, U2P = self.bounds(cells)
+        Um = np.r_[0.0, m.alpha / (world * self.sizes[1:])]
         R = -(m.beta * a.pq1[self.group_end] + m.gamma * a.pq2[self.group_end]) / world
         Mm = Um * P - R
-        if self.pad == "edge":
-            return Rows(A, U, A.copy(), U.copy(), split, Mm, Um, R, top)
-        U2 = np.zeros_like(U)
-        for c, first in enumerate(cells):  # the fewest rows' moments, as relaxation() kept them
-            U2[c, 1:] = Um[1:] + self._moments[int(first)][1] / world
-        return Rows(A, U, np.ascontiguousarray(U2 * P[None, :]), U2, split, Mm, Um, R, top)
+        return Rows(A, U, U2P, U2, split, Mm, Um, R, self.top_bound())
 
     def cost(self, edges) -> float:
         edges = np.asarray(edges, dtype=np.int64)
@@ -245,15 +244,6 @@ class Time(Objective):
         if self.world == 1 and self.cost_model.world_size > 1:
             return refine_time(solution, self.groups, self.cost_model, self.memory)
         return None
-
-
-def _full_steps(parts):
-    """(A, U, R, A2, split) of :meth:`Time.relaxation` as contiguous float arrays (pad="edge"
-    has one row and no split)."""
-    A, U, R = (np.ascontiguousarray(x, dtype=np.float64) for x in parts[:3])
-    if len(parts) > 3:
-        return A, U, R, np.ascontiguousarray(parts[3], np.float64), np.asarray(parts[4], float)
-    return A, U, R, A, np.zeros(A.shape[1])
 
 
 # A solution whose proven gap exceeds this carries a warning (Solution.optimality has it).
