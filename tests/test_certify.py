@@ -156,9 +156,9 @@ def test_unit_time_under_shares_is_the_padding_optimum_on_hundreds_of_lengths(se
 
 @pytest.mark.parametrize("pad", ["batch", "edge"])
 def test_stop_at_the_work_limit_is_the_same_on_one_cpu_or_two(pad):
-    """Each part of a layer's ends has its own counter with the work left: a stop at the limit
-    (and what it returns) does not depend on how many CPUs run the parts. Some limit here
-    stops inside the layers, another one does not."""
+    """Each part of a layer's ends has its own counter with its share of the work left: a stop
+    at the limit (and what it returns) does not depend on how many CPUs run the parts. Some
+    limit here stops inside the layers, another one does not."""
     from unittest import mock
 
     import bucketopt.objectives.certified as certified
@@ -176,6 +176,79 @@ def test_stop_at_the_work_limit_is_the_same_on_one_cpu_or_two(pad):
         assert got[0] == got[1]
         exact.add(got[0][2].exact)
     assert exact == {True, False}
+
+
+@pytest.mark.parametrize("pad", ["batch", "edge"])
+@pytest.mark.parametrize("world", [1, 8])
+def test_ranges_of_ends_do_not_change_the_optimum(pad, world):
+    """An exact layer's ends split in 1, 2, 3 or 8 ranges (each range builds its hulls and
+    prices its first end alone), on one CPU or two, give the same proven optimum and the same
+    boundaries (ties to the smallest start): 4,719 distinct lengths, ranges of at least 4
+    candidate ends."""
+    from unittest import mock
+
+    import bucketopt.objectives.certified as certified
+    from bucketopt.groups import backtrack
+
+    rng = np.random.default_rng(7)
+    lengths = np.rint(np.exp(rng.uniform(np.log(8), np.log(6000), 30_000))).astype(np.int64)
+    obj = _fitted(lengths, "time", pad, 24_000, (0.05, 1e-6, 1e-12), world)
+    ranges = []
+    split = certified._parts
+
+    def counted(*args):
+        out = split(*args)
+        ranges.append(len(out))
+        return out
+
+    got = []
+    for parts, cpus in [(1, 1), (2, 2), (3, 1), (8, 2), (8, 1)]:
+        with mock.patch.object(certified, "PARTS", parts), \
+                mock.patch.object(certified, "CPUS", cpus), \
+                mock.patch.object(certified, "SPLIT_ENDS", 4), \
+                mock.patch.object(certified, "_parts", counted):
+            opt, best, certs = certified_layers(obj, 6, [6], exact=True)
+        assert certs[6].exact
+        got.append((best[5], backtrack(opt, 6, obj.groups.g)))
+    assert all(g == got[0] for g in got[1:])
+    assert max(ranges) == 8  # (SPLIT_ENDS = 4: every layer of more than 32 ends in 8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=0, max_size=12), st.integers(1, 80))
+def test_cell_of_is_the_last_cell_at_or_below(marks, g):
+    """_bound_kernels.cell_of: start i's cell is the last c with cells[c] <= i (cells
+    ascending from 0), as a slice a cell from the first gave it."""
+    from bucketopt.objectives._bound_kernels import cell_of
+
+    cells = np.unique(np.r_[0, np.clip(marks, 0, g - 1)]).astype(np.int64)
+    naive_cell = np.zeros(g + 1, np.int64)
+    for c in range(1, cells.size):
+        naive_cell[cells[c]:] = c
+    assert cell_of(cells, g).tolist() == naive_cell.tolist()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=8), st.integers(1, 3),
+       st.integers(12, 40), coefficients, st.sampled_from([1, 2, 3]),
+       st.sampled_from([-1, 0, 5]))
+def test_a_seed_stopped_at_its_limit_keeps_the_proof(lengths, k, budget, coeffs, world, seed_work):
+    """pad="batch": the seed (the edge-padding time DP) may stop at SEED_WORK and hand over the
+    best covers it found; the time DP still proves the brute-force optimum."""
+    from unittest import mock
+
+    from bucketopt.objectives import time as time_objective
+
+    obj = _fitted(lengths, "time", "batch", budget, coeffs, world)
+    kmax = min(k, obj.groups.g)
+    with mock.patch.object(time_objective, "SEED_WORK", seed_work):
+        seeds = obj.seed_chains(kmax, list(range(1, kmax + 1)))
+        _, best, certs = certified_layers(obj, kmax, range(1, kmax + 1), exact=True)
+    assert all(ends[-1] == obj.groups.g for ends in seeds.values())
+    for layer in range(1, kmax + 1):
+        oracle = naive.brute_force_synced(lengths, layer, budget, *coeffs, world, pad="batch")
+        assert certs[layer].exact
+        assert best[layer - 1] == pytest.approx(oracle[0], rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.parametrize("j", [1, 255, 256, 700, 3000])

@@ -186,9 +186,7 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
     arg = np.full((kmax + 1, g + 1), -1, dtype=np.int64)
     fwd[:, 0] = 0.0
     bwd[:, g] = 0.0
-    cell = np.zeros(g + 1, dtype=np.int64)
-    for c in range(1, nc):
-        cell[cells[c]:] = c
+    cell = cell_of(cells, g)
     big = big_starts(P, split)
     tops = window_tops(win_hi)
     f_slopes = np.empty(g)
@@ -312,6 +310,20 @@ def window_firsts(tops, g):
     for i in range(g):
         first[i] = np.searchsorted(tops[1:], i, side="left") + 1
     return first
+
+
+@njit(cache=True)
+def cell_of(cells, g):
+    """cell[i]: the cell of start i, the last c with cells[c] <= i (cells ascending from 0), in
+    O(g + cells) (a slice a cell made it O(g cells): some 3 million writes on 20,000 groups,
+    for every part of every exact layer)."""
+    cell = np.zeros(g + 1, dtype=np.int64)
+    c = 0
+    for i in range(g + 1):
+        while c + 1 < cells.size and cells[c + 1] <= i:
+            c += 1
+        cell[i] = c
+    return cell
 
 
 @njit(cache=True)

@@ -91,12 +91,16 @@ def _cpus() -> int:
 
 # The CPUs the DP's passes may run on at once (two independent passes, or the two halves of an
 # exact layer's ends): the 2-core machines it is measured on. An exact layer's ends are split in
-# PARTS ranges with as many candidate ends each, at least SPLIT_ENDS (a thread costs more than
-# it saves): 20,000 lengths at k = 16 took 2.2 s in 2 parts, 2.25-2.3 s in 4 or 8 (each part
-# builds its hulls from the first start again).
+# PARTS ranges with as many candidate ends each, at least SPLIT_ENDS, which two workers take in
+# turn: the expected cost of an end is a guess, and on one GPU most of a layer's work sits in a
+# fifth of its ends (in 2 ranges, one took 12 times the other). In 8 ranges, 20,000 lengths at
+# k = 16 on one GPU stop at the work limit in 2.5-3.3 s instead of 4.3-4.7 s (with the same
+# proven gaps), the 4M-token corpus under alpha 0.5 in 5.6 s instead of 5.9 s, and 20,000
+# lengths at k = 16 with 8 GPUs take the same 1.1 s (interleaved runs; each range builds its
+# hulls from the first start again, some 0.04 ms).
 CPUS = _cpus()
 SPLIT_ENDS = 64
-PARTS = 2
+PARTS = 8
 # The best cover found is polished before the exact layers where it costs more than 1 +
 # POLISH_GAP times the relaxation's bound (on the source-code tail of benchmarks/certified.py,
 # 1.55-1.63 -> 1.47-1.51 s and 1.47-1.53 -> 1.22-1.43 s under two profiles, interleaved; at 0.001
@@ -182,14 +186,14 @@ class Rows(NamedTuple):
     T: np.ndarray
 
 
-def certified_layers(obj, kmax, ks=None, *, exact=False):
+def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     """(opt, best, certificates) for the fitted objective ``obj``, with the contract of
     ``Objective.layers``: ``opt[k-1, j]`` the smallest best start of the last bucket of the best
     cover of groups 1..j by at most k buckets, ``best[k-1]`` the optimum for j = g (inf when
     infeasible, nan for layers outside ``ks``), ``certificates[k]`` its :class:`Optimality`:
     exact (the DP over every bucket the bounds leave is a proof), unless the DP would pass
-    WORK_LIMIT (not with ``exact``): then every k takes the best cover the bounds found
-    (polished: :func:`polish`), with the gap they prove."""
+    ``limit`` (default WORK_LIMIT; not with ``exact``): then every k takes the best cover the
+    bounds found (polished: :func:`polish`), with the gap they prove."""
     from ._bound_kernels import relaxed_layers
     from ._certified_kernels import exact_tail, forward_layer
 
@@ -246,13 +250,15 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
     best = np.full(kmax, np.nan)
     for k in ks:
         best[k - 1] = np.inf
-    work = np.array([0, 2**62 if exact else WORK_LIMIT], dtype=np.int64)
+    work = np.array([0, 2**62 if exact else WORK_LIMIT if limit is None else limit],
+                    dtype=np.int64)
     done = [0]
     if feasible:
         ks_arr = np.asarray(feasible, dtype=np.int64)
         ub = np.asarray([upper.get(k, np.inf) for k in feasible], dtype=np.float64)
         split = np.ascontiguousarray(rows.split, dtype=np.float64)
         from ._batch_sweep import pascal_table
+        from ._bound_kernels import big_starts
 
         pascal = pascal_table()
 
@@ -262,18 +268,21 @@ def certified_layers(obj, kmax, ks=None, *, exact=False):
         # the time of the lower one without this term: 3.34 -> 3.12 s)
         cost = np.minimum(world * sizes.astype(np.float64), 256.0) + 16.0
         cost *= 1.0 + 2.0 * np.arange(g + 1) / g
+        big = big_starts(P, split)  # once: a range of ends computed it again (0.6 ms a range)
 
         def layer(t, lo, hi, spent):
             forward_layer(t, F, start, *run, P, rel.cells, rows.A, rows.A2, rows.U, rows.U2,
                           split, rows.Mm, rows.Um, rows.R, rows.T, bwd, ub, ks_arr, win_lo,
-                          win_hi, pascal, spent, lo, hi)
+                          win_hi, pascal, big, spent, lo, hi)
 
         for t in range(1, max(feasible) + 1):
             parts = _parts(_candidate_ends(fwd, bwd, t, ks_arr, ub), cost, g)
-            # each part on its own counter with the work left: the stop is the same with one
-            # CPU or two, and with two (the parts two at a time) the limit bounds the time, as
-            # two parts at once take that of one
-            spent = [np.array([0, work[1] - work[0]], dtype=np.int64) for _ in parts]
+            # each part on its own counter with its share of the work left (the parts run two
+            # at a time, so a layer's parts take at most the time of the work left): the stop
+            # is the same with one CPU or two
+            left = work[1] - work[0]
+            share = left if len(parts) == 1 else left // len(parts) * 2
+            spent = [np.array([0, share], dtype=np.int64) for _ in parts]
             in_worker(*(functools.partial(layer, t, lo, hi, w)
                         for (lo, hi), w in zip(parts, spent)))
             over = any(w[0] > w[1] for w in spent)
