@@ -380,6 +380,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     need_i = np.empty(0, np.int64)
     pairs_a = []
     pairs_i = []
+    down = -starts  # (ascending, for searchsorted: negated once, not for every start found)
     for a in range(nb):
         e = ends[a]
         stamp = t * (g + 1) + e
@@ -390,7 +391,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
                           work)
         for q in range(ncand):
             i = cand[q]
-            r = np.searchsorted(-starts, -i)  # the nearest priced start at or below i
+            r = np.searchsorted(down, -i)  # the nearest priced start at or below i
             if r < ns:
                 thr = min(best[e], cap[e])
                 m1 = main1[a, r]
@@ -434,8 +435,9 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     ends2 = ends[used].copy()
     row = np.cumsum(used) - 1  # block end -> its row among ends2
     last = np.zeros(extra.size, np.int64)  # the last row that needs each start
+    down = -extra  # (negated once: for each of tens of thousands of pairs it took seconds)
     for p in range(need_a.size):
-        q = np.searchsorted(-extra, -need_i[p])
+        q = np.searchsorted(down, -need_i[p])
         last[q] = max(last[q], row[need_a[p]])
     out2 = np.full((ends2.size, extra.size), np.inf)
     moments = np.empty((4, ends2.size, extra.size))  # (not read: the rectangle's costs suffice)
