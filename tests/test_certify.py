@@ -214,6 +214,39 @@ def test_ranges_of_ends_do_not_change_the_optimum(pad, world):
     assert max(ranges) == 8  # (SPLIT_ENDS = 4: every layer of more than 32 ends in 8)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 50), min_size=1, max_size=300),
+       st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(float("inf"))), min_size=300,
+                max_size=300),
+       st.floats(-1e3, 1e3), st.data())
+def test_small_floor_is_the_least_over_the_range(steps, ys, x, data):
+    """_bound_kernels.small_floor (block hulls and the points outside them) gives the least
+    ys[i] - x xs[i] over any range of starts, within rounding, as a loop over them does; with a
+    ``stop`` it may return early, and only at or below it."""
+    from bucketopt.objectives._bound_kernels import block_hulls, small_floor
+
+    xs = np.cumsum(np.asarray(steps, dtype=np.float64))
+    n = xs.size
+    ys = np.asarray(ys[:n], dtype=np.float64)
+    levels = 1
+    while (16 << levels) <= n:
+        levels += 1
+    hulls, counts = block_hulls(xs, ys, n, levels)
+    a = data.draw(st.integers(0, n - 1))
+    b = data.draw(st.integers(a, n - 1))
+    finite = np.isfinite(ys[a:b + 1])
+    least = float(np.min((ys[a:b + 1] - x * xs[a:b + 1])[finite])) if finite.any() else np.inf
+    got = small_floor(hulls, counts, levels, xs, ys, a, b, x, -np.inf)
+    scale = 1e-9 * (1.0 + np.max(np.abs(ys[np.isfinite(ys)]), initial=0.0) + abs(x) * xs[-1])
+    stop = data.draw(st.floats(-2e6, 2e6))
+    early = small_floor(hulls, counts, levels, xs, ys, a, b, x, stop)
+    if not np.isfinite(least):  # no finite point in the range
+        assert got == np.inf and early == np.inf
+        return
+    assert abs(got - least) <= scale
+    assert early >= least - scale and (early <= stop or abs(early - least) <= scale)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 60), min_size=0, max_size=12), st.integers(1, 80))
 def test_cell_of_is_the_last_cell_at_or_below(marks, g):
