@@ -214,6 +214,21 @@ def test_ranges_of_ends_do_not_change_the_optimum(pad, world):
     assert max(ranges) == 8  # (SPLIT_ENDS = 4: every layer of more than 32 ends in 8)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e9, 1e9), st.just(float("inf"))), min_size=1,
+                max_size=200), st.data())
+def test_range_min_is_the_least_of_the_range(values, data):
+    """_bound_kernels.range_min (the backward pass's bound of an end's small buckets) is the
+    least of values[a:b] for any a < b, exactly."""
+    from bucketopt.objectives._bound_kernels import range_min, range_min_table
+
+    values = np.asarray(values, dtype=np.float64)
+    table = range_min_table(values)
+    a = data.draw(st.integers(0, values.size - 1))
+    b = data.draw(st.integers(a + 1, values.size))
+    assert range_min(table, a, b) == values[a:b].min()
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(1, 50), min_size=1, max_size=300),
        st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(float("inf"))), min_size=300,

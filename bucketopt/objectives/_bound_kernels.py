@@ -248,6 +248,32 @@ def small_floor(hulls, counts, levels, xs, ys, a, b, x, stop):
 
 
 @njit(cache=True)
+def range_min_table(values):
+    """table[L, j]: the least of values[j : j + 2^L] (a sparse table: any range's least in two
+    reads, :func:`range_min`)."""
+    n = values.size
+    levels = 1
+    while (1 << levels) <= n:
+        levels += 1
+    table = np.empty((levels, n))
+    table[0] = values
+    for L in range(1, levels):
+        half = 1 << (L - 1)
+        for j in range(n - (1 << L) + 1):
+            table[L, j] = min(table[L - 1, j], table[L - 1, j + half])
+    return table
+
+
+@njit(cache=True, inline="always")
+def range_min(table, a, b):
+    """The least of values[a:b] (a < b) from :func:`range_min_table`."""
+    L = 0
+    while b - a >= (2 << L):
+        L += 1
+    return min(table[L, a], table[L, b - (1 << L)])
+
+
+@njit(cache=True)
 def _small_above(hulls, counts, levels, P, icpt, cells, cell, cell_end, Af, Uf, j, a, b, best):
     """Whether every small bucket (i, j], a <= i <= b, is bounded above ``best`` by its
     fewest-rows line plus icpt[i] (a margin of 1e-9 of the terms' size for rounding), cell by
@@ -494,6 +520,13 @@ def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, fir
     bicpt = np.empty(g + 1)
     tree = np.empty(4 * g + 4, dtype=np.int64)
     few = 2 * np.log2(g + 2)  # a cell of fewer starts scans its ends directly
+    # a small bucket (i, j] costs at least T[0, j] (the top bound's step), so no small bucket of
+    # a start beats its best large one where the least T[0, j] + bwd[k - 1, j] over its small
+    # ends does not (the same sums, rounded the same way: v >= that sum exactly)
+    floor = np.empty(g + 1)
+    for j in range(g + 1):
+        floor[j] = T[0, j] + bwd[k - 1, j]
+    table = range_min_table(floor)
     for q in range(cs.size):
         c = cs[q]
         lo = cells[c]
@@ -528,7 +561,10 @@ def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, fir
             best = _lichao_min(tree, lo, hi, P, b_slopes, bicpt, i)
             if best < np.inf:
                 best = max(best, least_top)
-            for j in range(first[i], min(from_big[i], g + 1)):  # small buckets
+            s_hi = min(from_big[i], g + 1)
+            if s_hi - first[i] >= SMALL_DIRECT and not range_min(table, first[i], s_hi) < best:
+                s_hi = first[i]  # none of them can win
+            for j in range(first[i], s_hi):  # small buckets
                 if bwd[k - 1, j] < np.inf and win_lo[j] <= i <= win_hi[j]:
                     v = max(A2[c, j] - U[c, j] * P[i], Af[c, j] - Uf[c, j] * P[i],
                             top_at(T, j, P[j] - P[i])) + bwd[k - 1, j]
