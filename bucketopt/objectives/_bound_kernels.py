@@ -316,12 +316,15 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
     envelope of its starts that make a large bucket for the current end (a prefix of the cell,
     growing with the end); backward (:func:`backward_layer`), a Li Chao tree per cell holds
     the ends that make a large bucket with the current start (a suffix, growing as the start
-    falls). Small buckets (fewer than split[j] samples) are few per end and are priced one by
-    one, within the share windows [win_lo[j], win_hi[j]]. The large ones take every start up to
-    :func:`window_tops` (a prefix that holds every start the windows allow; its upper side,
-    min_share). Forward, a window's lower side (max_share) cuts into one cell at a time, whose
-    starts from it up are a queue of two envelopes (one undone push by push); backward, the
-    trees drop it: a min over more buckets is still a lower bound. The top bound
+    falls). Small buckets (fewer than split[j] samples) are priced one by one, within the share
+    windows [win_lo[j], win_hi[j]], unless a bound of them all (forward: their fewest-rows lines,
+    :func:`small_floor`; backward: the top bound's step, :func:`range_min`) shows that none
+    beats the best large one (a heavy tail with large batches has hundreds to thousands of them
+    an end, where the rows of G B samples span most of its groups). The large ones take every
+    start up to :func:`window_tops` (a prefix that holds every start the windows allow; its
+    upper side, min_share). Forward, a window's lower side (max_share) cuts into one cell at a
+    time, whose starts from it up are a queue of two envelopes (one undone push by push);
+    backward, the trees drop it: a min over more buckets is still a lower bound. The top bound
     (:func:`top_at`, at the least count of the envelope's buckets) joins each envelope's minimum
     as that plus the least value among the same starts (forward) or ends (backward):
     min_i max(a_i, T + b_i) >= max(min_i a_i, T + min_i b_i)."""
@@ -513,7 +516,9 @@ def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, fir
     at once). A Li Chao tree per cell, over its starts, holds the ends that make a large bucket
     with the current start, from ``first[i]`` up (:func:`window_firsts`: a suffix, growing as
     the start falls); a cell of few starts scans its ends directly; small buckets are priced one
-    by one. Ends scanned one by one keep the share windows exactly."""
+    by one, unless more than SMALL_DIRECT of them are all bounded (their top bound's step plus
+    bwd, :func:`range_min`) at or above the best large one. Ends scanned one by one keep the
+    share windows exactly."""
     g = A.shape[1] - 1
     nc = cells.size
     b_slopes = np.empty(g + 1)

@@ -59,7 +59,7 @@ WALK_LENGTHS = 256
 # their sort): an end whose bounds leave tens of thousands of starts costs milliseconds before
 # it prices any. On 100,000 distinct lengths, one sample each, from 1 to 4M tokens (T = 4M,
 # k = 6), one layer ran 22 s on 2.5M units when these were not counted; now a unit there costs
-# some 1.3 us and the solve stops in 7.9 s (docs/method.md, "The work limit"). At 64 starts a
+# some 1.3 us and the solve stops in 7.5 s (docs/method.md, "The work limit"). At 64 starts a
 # unit the edge-padding time DP of the 4M-token corpus of benchmarks/certified.py (k = 16),
 # whose scans are most of its work, stopped at the limit in 1.1 s instead of being proven in
 # the same time.

@@ -43,7 +43,7 @@ EVEN_CELLS = 16
 # hundred samples below its start (the shifts above are shares of every sample) prices its
 # longest rows from far shorter ones. On the 4M-token corpus of benchmarks/certified.py (200,000
 # samples) the longest bucket's bound was 0.72 of its cost from a cell 248 samples below its 160;
-# with these the time DP proves the optimum under all three profiles (3.8-5.3 s, at the work
+# with these the time DP proves the optimum under all three profiles (2.8-4.2 s, at the work
 # limit below), where it stopped at the work limit with gaps of 2.9-8.8% (a ratio of 1.25 left
 # 2.8% under alpha 0.5; the top cells add some 0.05 s to the embedded example's 0.25 s). At
 # most CELL_ENTRIES cells times candidate groups in all (the rows of the bounds are that
@@ -71,14 +71,14 @@ ROUNDING = 1e-9
 # with tens of thousands of starts left, weighs what it costs): each of the PARTS ranges of a
 # layer may spend 2 / PARTS of what is left, two ranges at once; past it the DP returns its
 # best cover with the gap the bounds prove. With 8 GPUs under the profiles of
-# benchmarks/certified.py, 20,000 distinct lengths are proven in 1.1 s at k = 16 and 2.5 s at
+# benchmarks/certified.py, 20,000 distinct lengths are proven in 1.1 s at k = 16 and 2.3 s at
 # k = 32 (shipped profile) and stop at k = 64 (5.2 s, a proven gap of 7.9e-4); the source-code
-# tail is proven in at most 1.3 s (alpha 0.5); a corpus of 200,000 samples up to 4M tokens is
-# proven in 3.8-5.3 s under all three (docs/method.md, "The work limit"). At 5 million units
+# tail is proven in at most 1.04 s (alpha 0.5); a corpus of 200,000 samples up to 4M tokens is
+# proven in 2.8-4.2 s under all three (docs/method.md, "The work limit"). At 5 million units
 # that corpus stopped under alpha 0.5 after 4.9-5.5 s with a proven gap of 1.2% (it needs some
-# 5.2 million): 6 million proves it in about the same time, and the stops that remain take
-# 0.2-0.3 s more (20,000 lengths at k = 16 on one GPU: 2.2-3.1 s, the same gaps). exact=True
-# has no limit.
+# 5.2 million): 6 million proved it in about the same time (5.2-5.3 s, before the relaxed
+# passes bounded small buckets together), and the stops that remain take 0.2-0.3 s more
+# (20,000 lengths at k = 16 on one GPU: 2.2-3.0 s, the same gaps). exact=True has no limit.
 WORK_LIMIT = 6_000_000
 
 
