@@ -97,9 +97,9 @@ def _cpus() -> int:
 # turn: the expected cost of an end is a guess, and on one GPU most of a layer's work sits in a
 # fifth of its ends (in 2 ranges, one took 12 times the other). In 8 ranges, 20,000 lengths at
 # k = 16 on one GPU stop at the work limit in 2.5-3.3 s instead of 4.3-4.7 s (with the same
-# proven gaps), the 4M-token corpus under alpha 0.5 in 5.6 s instead of 5.9 s, and 20,000
-# lengths at k = 16 with 8 GPUs take the same 1.1 s (interleaved runs; each range builds its
-# hulls from the first start again, some 0.04 ms).
+# proven gaps), the 4M-token corpus under alpha 0.5 (then stopped too) in 5.6 s instead of
+# 5.9 s, and 20,000 lengths at k = 16 with 8 GPUs take the same 1.1 s (interleaved runs; each
+# range builds its hulls from the first start again, some 0.04 ms).
 CPUS = _cpus()
 SPLIT_ENDS = 64
 PARTS = 8

@@ -63,8 +63,8 @@ class Time(Objective):
         """pad="batch": the time-optimal covers with edge padding (near the dynamic-padding
         ones: the same steps, rows a little longer), or past SEED_WORK the best covers its bounds
         find (a seed needs no proof: on the 4M-token corpus of benchmarks/certified.py the proof
-        took 0.65 s of the time DP's 3.8-5.9 s, and the solve is 0.1-0.3 s faster without it;
-        the embedded example's seed is proven in milliseconds either way)."""
+        took 0.65 s of a time DP of 3.8-5.9 s, which was 0.1-0.3 s faster without it; the
+        embedded example's seed is proven in milliseconds either way)."""
         if self.pad != "batch":
             return {}
         from .certified import certified_layers
