@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._hulls import hull_add, hull_min
 from ._time_kernels import _binom_ratio, walk_moments
 
 
@@ -72,22 +73,6 @@ def _hull_place(hl, start, cnt, line, slopes, icpt):
         else:
             lo = mid + 1
     return lo if cnt > 0 else 0
-
-
-@njit(cache=True, inline="always")
-def _hull_min(hl, start, cnt, slopes, icpt, x):
-    lo = 0
-    hi = cnt - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        l1 = hl[start + mid]
-        l2 = hl[start + mid + 1]
-        if icpt[l2] + slopes[l2] * x < icpt[l1] + slopes[l1] * x:
-            lo = mid + 1
-        else:
-            hi = mid
-    line = hl[start + lo]
-    return icpt[line] + slopes[line] * x, line
 
 
 @njit(cache=True)
@@ -161,21 +146,6 @@ SMALL_DIRECT = 256
 SMALL_LEAF = 16
 
 
-@njit(cache=True, inline="always")
-def _lower_push(hl, start, cnt, i, xs, ys):
-    # append point i (xs increasing) to the lower convex hull hl[start:start+cnt] of points
-    # (xs, ys); returns the new count. A point on or above the segment of its neighbours goes.
-    while cnt >= 2:
-        a = hl[start + cnt - 2]
-        b = hl[start + cnt - 1]
-        if (ys[b] - ys[a]) * (xs[i] - xs[a]) >= (ys[i] - ys[a]) * (xs[b] - xs[a]):
-            cnt -= 1
-        else:
-            break
-    hl[start + cnt] = i
-    return cnt + 1
-
-
 @njit(cache=True)
 def block_hulls(xs, ys, n, levels):
     """Lower hulls of the points (xs[i], ys[i]), i < n with ys finite, in aligned blocks of
@@ -188,7 +158,7 @@ def block_hulls(xs, ys, n, levels):
         cnt = 0
         for i in range(b * SMALL_LEAF, b * SMALL_LEAF + SMALL_LEAF):
             if ys[i] < np.inf:
-                cnt = _lower_push(hulls[0], b * SMALL_LEAF, cnt, i, xs, ys)
+                cnt = hull_add(hulls[0], b * SMALL_LEAF, cnt, xs, ys, i)
         counts[0, b] = cnt
     for L in range(1, levels):
         size = SMALL_LEAF << L
@@ -198,26 +168,9 @@ def block_hulls(xs, ys, n, levels):
             for h in range(2):
                 first = b * size + h * half
                 for q in range(counts[L - 1, first // half]):
-                    cnt = _lower_push(hulls[L], b * size, cnt, hulls[L - 1, first + q], xs, ys)
+                    cnt = hull_add(hulls[L], b * size, cnt, xs, ys, hulls[L - 1, first + q])
             counts[L, b] = cnt
     return hulls, counts
-
-
-@njit(cache=True, inline="always")
-def _block_min(hl, start, cnt, xs, ys, x):
-    # the least ys[i] - x xs[i] over a lower hull (unimodal along it)
-    lo = 0
-    hi = cnt - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        a = hl[start + mid]
-        b = hl[start + mid + 1]
-        if ys[b] - x * xs[b] < ys[a] - x * xs[a]:
-            lo = mid + 1
-        else:
-            hi = mid
-    i = hl[start + lo]
-    return ys[i] - x * xs[i]
 
 
 @njit(cache=True)
@@ -240,7 +193,7 @@ def small_floor(hulls, counts, levels, xs, ys, a, b, x, stop):
             size = SMALL_LEAF << L
             cnt = counts[L, i // size]
             if cnt > 0:
-                least = min(least, _block_min(hulls[L], i, cnt, xs, ys, x))
+                least = min(least, hull_min(hulls[L], i, cnt, xs, ys, x)[0])
             i += size
         if least <= stop:
             return least
@@ -411,13 +364,15 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
                 if cell_end[c] < low:
                     continue
                 if cnt[c] > 0:
-                    v, a = _hull_min(hl, cells[c], cnt[c], f_slopes, icpt, U[c, j])
+                    v, a = hull_min(hl, cells[c], cnt[c], P, icpt, U[c, j])
+                    a = hl[cells[c] + a]  # the start at that position
                     v = max(v + A[c, j], top_at(T, j, split[j]) + least[c])
                     if v < best or (v == best and a < at):
                         best = v
                         at = a
                 if fcnt[c] > 0 and low > cells[c]:
-                    v, a = _hull_min(fh, cells[c], fcnt[c], P, icpt, -U[c, j])
+                    v, a = hull_min(fh, cells[c], fcnt[c], P, icpt, U[c, j])
+                    a = fh[cells[c] + a]
                     v = max(v + A[c, j], top_at(T, j, split[j]) + least[c])
                     if v < best or (v == best and a < at):
                         best = v
