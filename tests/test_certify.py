@@ -540,8 +540,10 @@ def test_top_cells_are_geometric_from_the_top(counts, marks, per_group):
 def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, data):
     """The bound a start of the exact layers gets from a reference start at or below it
     (_pricing.tilde with _certified_kernels._ref_moments: the step types exact, the full steps'
-    and the other steps' E[max] at least those of the reference's larger bucket) is at or below
-    the bucket's exact cost: with the reference at the start itself too, where it is tightest."""
+    and the other steps' E[max] at least those of the reference's larger bucket, and a step
+    between those draw counts on their chords, E[max] being concave in the draws) is at or
+    below the bucket's exact cost: with the reference at the start itself too, where it is
+    tightest."""
     from bucketopt.objectives._certified_kernels import _ref_moments
     from bucketopt.objectives._pricing import step_scratch, tilde
 
@@ -725,6 +727,44 @@ def test_polish_never_raises_the_cost_nor_passes_the_optimum(lengths, k, budget,
     if given_fits:
         assert cost <= given_cost * (1 + 1e-9) + 1e-12
 
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 30), min_size=3, max_size=40), st.integers(2, 4),
+       st.integers(30, 200), coefficients, st.sampled_from([1, 2, 3, 8]),
+       st.sampled_from(["batch", "edge"]), st.sampled_from(SHARES), st.randoms())
+def test_window_chain_is_the_cheapest_cover_through_its_windows(lengths, k, budget, coeffs,
+                                                                world, pad, shares, rnd):
+    """_certified_kernels.window_chain (polish()'s step: rectangles of sweeps where its steps
+    are small enough, walks elsewhere, windows that overlap too): the cheapest cover whose t-th
+    bucket ends in window t, every bucket within its share window, as enumerating every such
+    cover finds it (costs equal to rounding)."""
+    import itertools
+
+    from bucketopt.objectives._batch_sweep import pascal_table
+    from bucketopt.objectives._certified_kernels import window_chain
+
+    obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
+    g = obj.groups.g
+    kk = min(k, g)
+    lo, hi = np.asarray(obj.win_lo, np.int64), np.asarray(obj.win_hi, np.int64)
+    inner = [sorted(rnd.sample(range(1, g), min(g - 1, rnd.randint(1, 4))))
+             for _ in range(kk - 1)]
+    windows = [[0], *inner, [g]]
+    flat = np.concatenate([np.asarray(w, np.int64) for w in windows])
+    offsets = np.r_[0, np.cumsum([len(w) for w in windows])].astype(np.int64)
+    ends, cost = window_chain(*obj.pricing(), lo, hi, flat, offsets, pascal_table())
+    best = np.inf
+    for chain in itertools.product(*windows[1:]):
+        starts = [0, *chain[:-1]]
+        if all(i < e and lo[e] <= i <= hi[e] for i, e in zip(starts, chain)):
+            best = min(best, obj.cost(obj.groups.edges[list(chain)]))
+    if not np.isfinite(best):
+        assert not np.isfinite(cost)
+        return
+    assert all(e in w for e, w in zip(ends, windows[1:]))
+    assert abs(cost - best) <= 1e-9 * best + 1e-12
+    assert abs(obj.cost(obj.groups.edges[list(ends)]) - best) <= 1e-9 * best + 1e-12
 
 def test_certificate_is_exact_and_fast_path_on_the_embedded_example():
     """The story's setting: pad="edge" time DP on 8 GPUs is proven exact by the certified DP."""

@@ -272,13 +272,19 @@ def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta,
     least (m1, m2) and every other step's of at least the fewest rows
     (:func:`._time_kernels.fewest_rows`) at least (f1, f2) (the moments of that many draws from a
     bucket with the same end and more, shorter samples: more draws never shorten the expected
-    maximum), the other rows at least the bucket's mean."""
+    maximum), the other rows at least the bucket's mean (E[M] of one draw).
+
+    Between those draw counts a step of r rows takes the chords: E[M_r] (and E[M_r^2]) is
+    concave in r (docs/method.md, "Concave in the draws"), so it lies above the chord of its
+    own values at any two draw counts around r, and above any chord whose ends lie below them:
+    (1, the bucket's mean) to (fewest, f) or (full, m), and (fewest, f) to (full, m)."""
     tw, tr, tm = scratch[:3]
     lo, hi, n, size, nt, top = _bucket(values, pcv, group_end, i, j, size_full, world, scratch)
     mean1 = (pq1[hi] - pq1[lo]) / n
     mean2 = (pq2[hi] - pq2[lo]) / n
     full = world * size
     fewest = fewest_rows(world, size_full)
+    few = f1 > -np.inf and 1 < fewest < full and size == size_full
     out = 0.0
     for q in range(nt):
         r = tr[q]
@@ -288,11 +294,20 @@ def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta,
         elif r == full:
             a1 = max(m1, mean1)
             a2 = max(m2, mean2)
-        elif r >= fewest:
-            a1 = max(f1, mean1)
-            a2 = max(f2, mean2)
         else:
             a1 = mean1
             a2 = mean2
+            if size == size_full and 1 < r < full:  # (1, mean) to (full, m)
+                w = (r - 1.0) / (full - 1.0)
+                a1 = max(a1, mean1 + w * (m1 - mean1))
+                a2 = max(a2, mean2 + w * (m2 - mean2))
+            if few and r >= fewest:  # (fewest, f) to (full, m)
+                w = (r - fewest) / float(full - fewest)
+                a1 = max(a1, f1 + w * (m1 - f1))
+                a2 = max(a2, f2 + w * (m2 - f2))
+            elif few:  # (1, mean) to (fewest, f)
+                w = (r - 1.0) / (fewest - 1.0)
+                a1 = max(a1, mean1 + w * (f1 - mean1))
+                a2 = max(a2, mean2 + w * (f2 - mean2))
         out += tm[q] * (alpha + tw[q] * (beta * a1 + gamma * a2))
     return out
