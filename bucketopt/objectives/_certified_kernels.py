@@ -646,24 +646,23 @@ def _window_rect(values, pcv, pq1, pq2, group_end, sizes, world, alpha, beta, ga
     s = 0
     for q in range(offsets[t], offsets[t + 1]):
         s = max(s, world * sizes[flat[q]])
-    least = flat[offsets[t]]
-    nq = 0
-    for p in range(offsets[t - 1], offsets[t]):
-        if val[p] < np.inf and flat[p] < least:
-            nq += 1
-    if s > SWEEP_MAX or nq == 0:
+    if s > SWEEP_MAX:
         return 0
-    at = np.empty(nq, np.int64)  # positions in flat, their starts decreasing
-    k = 0
+    least = flat[offsets[t]]
+    at = np.empty(offsets[t] - offsets[t - 1], np.int64)  # positions in flat, starts decreasing
+    nq = 0
     for p in range(offsets[t] - 1, offsets[t - 1] - 1, -1):
         if val[p] < np.inf and flat[p] < least:
-            at[k] = p
-            k += 1
+            at[nq] = p
+            nq += 1
+    if nq == 0:
+        return 0
+    at = at[:nq]
     starts = flat[at]
     ends = flat[offsets[t]:offsets[t + 1]].copy()
     nb = ends.size
     out = np.empty((nb, nq))
-    moments = np.empty((4, nb, nq))
+    moments = np.empty((4, nb, nq))  # (not read: the rectangle's costs suffice)
     rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
                gamma, pascal, out, moments[0], moments[1], moments[2], moments[3],
                np.full(nq, nb - 1, np.int64))

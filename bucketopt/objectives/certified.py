@@ -73,15 +73,15 @@ ROUNDING = 1e-9
 # best cover with the gap the bounds prove. With 8 GPUs under the profiles of
 # benchmarks/certified.py, on the machine of the round that set it (one that runs the padding
 # DP 1.6-2.5x faster than the next round's: seconds scale with the machine, units do not),
-# 20,000 distinct lengths are proven in 1.1 s at k = 16 and 2.3 s at
-# k = 32 (shipped profile) and stop at k = 64 (5.2 s, a proven gap of 7.9e-4); the source-code
-# tail is proven in at most 1.04 s (alpha 0.5); a corpus of 200,000 samples up to 4M tokens is
-# proven in 2.8-4.2 s under all three (docs/method.md, "The work limit"). At 5 million units
-# that corpus stopped under alpha 0.5 after 4.9-5.5 s with a proven gap of 1.2% (it needed
-# some 5.2 million then, 4.66 million since tilde's chords): 6 million proved it in about the
-# same time (5.2-5.3 s, before the relaxed passes bounded small buckets together), and the
-# stops that remain take 0.2-0.3 s more
-# (20,000 lengths at k = 16 on one GPU: 2.2-3.0 s, the same gaps). exact=True has no limit.
+# 20,000 distinct lengths are proven in 1.1 s at k = 16 and 2.3 s at k = 32 (shipped profile)
+# and stop at k = 64 (5.2 s, a proven gap of 7.9e-4); the source-code tail is proven in at most
+# 1.04 s (alpha 0.5); a corpus of 200,000 samples up to 4M tokens is proven in 2.8-4.2 s under
+# all three (docs/method.md, "The work limit"). At 5 million units that corpus stopped under
+# alpha 0.5 after 4.9-5.5 s with a proven gap of 1.2% (it needed some 5.2 million then, 4.66
+# million since tilde's chords): 6 million proved it in about the same time (5.2-5.3 s, before
+# the relaxed passes bounded small buckets together), and the stops that remain take 0.2-0.3 s
+# more (20,000 lengths at k = 16 on one GPU: 2.2-3.0 s, the same gaps). exact=True has no
+# limit.
 WORK_LIMIT = 6_000_000
 
 
