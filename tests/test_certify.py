@@ -230,36 +230,71 @@ def test_range_min_is_the_least_of_the_range(values, data):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(1, 50), min_size=1, max_size=300),
-       st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(float("inf"))), min_size=300,
-                max_size=300),
-       st.floats(-1e3, 1e3), st.data())
-def test_small_floor_is_the_least_over_the_range(steps, ys, x, data):
-    """_bound_kernels.small_floor (block hulls and the points outside them) gives the least
-    ys[i] - x xs[i] over any range of starts, within rounding, as a loop over them does; with a
-    ``stop`` it may return early, and only at or below it."""
-    from bucketopt.objectives._bound_kernels import block_hulls, small_floor
+@given(st.integers(64, 900), st.integers(0, 2**32 - 1), st.data())
+def test_small_best_is_the_least_small_bucket(n, seed, data):
+    """_bound_kernels.small_best (blocks of starts bounded by their hulls, skipped where the
+    bound is above the best found) gives the best and least start that pricing every small
+    bucket in turn gives, from any best found before, on starts with infinite values, cells
+    of any size, values close enough to tie, and a DP's values, where most blocks are
+    skipped."""
+    from bucketopt.objectives._bound_kernels import (
+        SMALL_LEAF,
+        block_hulls,
+        cell_of,
+        small_best,
+    )
 
-    xs = np.cumsum(np.asarray(steps, dtype=np.float64))
-    n = xs.size
-    ys = np.asarray(ys[:n], dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    P = np.r_[0.0, np.cumsum(rng.integers(1, data.draw(st.sampled_from([3, 50])), size=n))]
+    g = n
+    shape = data.draw(st.sampled_from(["rough", "noisy", "smooth"]))
+    many = data.draw(st.integers(0, 4 if shape == "smooth" else 30))
+    cells = np.unique(np.r_[0, rng.integers(0, g, size=many)])
+    nc = cells.size
+    cell = cell_of(cells, g)
+    cell_end = np.r_[cells[1:] - 1, g].astype(np.int64)
+    if shape == "rough":  # coarse values: many ties
+        icpt = rng.integers(0, 40, size=g).astype(np.float64)
+        A2, Af = (rng.integers(-5, 5, size=(nc, g + 1)) * 100.0 for _ in range(2))
+        U, Uf = (rng.integers(0, 5, size=(nc, g + 1)) * 1.0 for _ in range(2))
+    elif shape == "noisy":
+        icpt = rng.normal(0, 1e3, g)
+        A2, Af = (rng.normal(0, 100.0, size=(nc, g + 1)) for _ in range(2))
+        U, Uf = (np.abs(rng.normal(0, 1.0, size=(nc, g + 1))) for _ in range(2))
+    else:  # a DP's values: convex in P, the best start inside the range, bounds close to it
+        x = P[:g] / P[g]
+        icpt = 1e3 * (x - rng.random()) ** 2 + rng.normal(0, 1e-3, g)
+        A2, Af = (rng.normal(0, 1.0, size=(nc, g + 1)) for _ in range(2))
+        U, Uf = (np.full((nc, g + 1), rng.normal(0, 1e3) / P[g]) + rng.normal(0, 1e-2 / P[g])
+                 for _ in range(2))
+    icpt[rng.random(g) < data.draw(st.sampled_from([0.0, 0.3, 0.9]))] = np.inf
+    T = np.vstack([rng.normal(0, 50, g + 1), np.abs(rng.normal(0, 5, g + 1)),
+                   rng.integers(1, 2000 if shape == "smooth" else 20, g + 1).astype(np.float64),
+                   np.full(g + 1, 1.0 / rng.integers(1, 9))])
+    if data.draw(st.booleans()):
+        T[0] = -np.inf  # no top bound
+    T[1:, 0] = 0.0
     levels = 1
-    while (16 << levels) <= n:
+    while (SMALL_LEAF << levels) <= g:
         levels += 1
-    hulls, counts = block_hulls(xs, ys, n, levels)
-    a = data.draw(st.integers(0, n - 1))
-    b = data.draw(st.integers(a, n - 1))
-    finite = np.isfinite(ys[a:b + 1])
-    least = float(np.min((ys[a:b + 1] - x * xs[a:b + 1])[finite])) if finite.any() else np.inf
-    got = small_floor(hulls, counts, levels, xs, ys, a, b, x, -np.inf)
-    scale = 1e-9 * (1.0 + np.max(np.abs(ys[np.isfinite(ys)]), initial=0.0) + abs(x) * xs[-1])
-    stop = data.draw(st.floats(-2e6, 2e6))
-    early = small_floor(hulls, counts, levels, xs, ys, a, b, x, stop)
-    if not np.isfinite(least):  # no finite point in the range
-        assert got == np.inf and early == np.inf
-        return
-    assert abs(got - least) <= scale
-    assert early >= least - scale and (early <= stop or abs(early - least) <= scale)
+    hulls, counts = block_hulls(P, icpt, g, levels)
+    j = g
+    stack = np.empty((2 * levels + 2, 2), dtype=np.int64)
+    for a, b, best0 in [(0, g - 1, np.inf), (0, g - 1, float(rng.normal(0, 1e3))),
+                        (data.draw(st.integers(0, g - 1)), g - 1, np.inf),
+                        (int(rng.integers(0, g // 2)), int(rng.integers(g // 2, g)), 0.0)]:
+        at0 = -1 if best0 == np.inf else g
+        best, at = best0, at0
+        for i in range(a, b + 1):
+            if icpt[i] < np.inf:
+                c = cell[i]
+                top = T[0, j] + max(0.0, min((P[j] - P[i]) * T[3, j], T[2, j]) - 1.0) * T[1, j]
+                v = max(A2[c, j] - U[c, j] * P[i], Af[c, j] - Uf[c, j] * P[i], top) + icpt[i]
+                if v < best or (v == best and i < at):
+                    best, at = v, i
+        got = small_best(hulls, counts, levels, P, icpt, cells, cell, cell_end, A2, U, Af, Uf, T,
+                         j, a, b, best0, at0, stack, np.empty(2 * levels + 2))
+        assert got == (best, at)
 
 
 @settings(max_examples=200, deadline=None)
@@ -334,11 +369,13 @@ def test_a_scan_charges_the_starts_it_reads(j):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 40), min_size=2, max_size=14), st.integers(40, 200),
        coefficients, st.sampled_from([1, 2, 8]), st.sampled_from(["batch", "edge"]),
-       st.integers(0, 14), st.sampled_from(SHARES))
-def test_exact_tail_is_the_backward_optimum(lengths, budget, coeffs, world, pad, first, shares):
+       st.integers(0, 14), st.sampled_from(SHARES), st.integers(1, 5))
+def test_exact_tail_is_the_backward_optimum(lengths, budget, coeffs, world, pad, first, shares,
+                                            block):
     """The exact top of the rest's bound: for every start at or above ``first`` it is the least
     cost of covering the groups after it by at most s buckets (brute force over every bucket's
-    exact cost, share windows kept); below ``first`` it is 0 (no cost is negative)."""
+    exact cost, share windows kept), whatever the blocks of ends its sweeps take; below
+    ``first`` it is 0 (no cost is negative)."""
     from bucketopt.objectives._certified_kernels import exact_tail
 
     budget = max(budget, max(lengths))
@@ -347,7 +384,7 @@ def test_exact_tail_is_the_backward_optimum(lengths, budget, coeffs, world, pad,
     first = min(first, g)
     kmax = 3
     out = exact_tail(*obj.pricing(), first, kmax, np.ascontiguousarray(obj.win_lo),
-                     np.ascontiguousarray(obj.win_hi))
+                     np.ascontiguousarray(obj.win_hi), block)
     want = np.full((kmax + 1, g + 1), np.inf)
     want[:, g] = 0.0
     for s in range(1, kmax + 1):

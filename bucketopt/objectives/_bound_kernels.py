@@ -131,19 +131,24 @@ def _lichao_min(tree, node_lo, node_hi, xs, slopes, icpt, q):
             lo = mid + 1
 
 
-# The forward pass's small buckets (fewer than split[j] samples, priced one by one) are first
-# bounded together where an end has more than SMALL_DIRECT of them: every one is at least its
-# fewest-rows line plus its start's value, whose least over a range of starts is read from
-# lower hulls of the starts in aligned blocks of SMALL_LEAF << L starts (small_floor); where
-# that least is above the best bound found for the end, none of them can win and none is priced.
-# On the 4M-token corpus of benchmarks/certified.py with 8 GPUs (T = 4M: a bucket of fewer than
+# The forward pass's small buckets (fewer than split[j] samples, priced one by one) are searched
+# by bounds where an end has more than SMALL_DIRECT of them (small_best): lower hulls of the
+# starts in aligned blocks of SMALL_LEAF << L starts (block_hulls) bound each block's least at
+# once, and a block whose bound is above the best found is skipped; the others are split in
+# halves, down to blocks of SMALL_LEAF << PRICED_LEVELS starts, priced start by start. On the
+# 4M-token corpus of benchmarks/certified.py with 8 GPUs (T = 4M: a bucket of fewer than
 # 2 G B samples spans some 1,400 of its 37,476 groups on average) the small buckets were some
-# 54 million evaluations a layer, and the forward pass at k = 16 (alpha 0.5) took 3.2 s, now
-# 1.6 s, with the same values. The hulls are built once a layer needs them, each block from its
-# halves' hulls: built for every layer from every start and tried from 64 small buckets on,
-# they took one GPU's forward pass there (some 100 small buckets an end) from 0.67 to 0.90 s.
+# 54 million evaluations a layer, and the forward pass at k = 16 (alpha 0.5) took 3.2 s, then
+# 1.6 s with a bound of all of an end's small buckets at once, priced one by one where it
+# failed. On the source-code tail of benchmarks/certified.py (14,641 groups, 118 cells) that
+# left 84 million of 137 million small buckets priced over 6 layers; searched by blocks, some
+# 30 million, and the forward pass went from 0.41-0.46 to 0.25-0.31 s (the same values). The
+# hulls are built once a layer needs them, each block from its halves' hulls: built for every
+# layer from every start and tried from 64 small buckets on, they took one GPU's forward pass
+# there (some 100 small buckets an end) from 0.67 to 0.90 s.
 SMALL_DIRECT = 256
 SMALL_LEAF = 16
+PRICED_LEVELS = 2
 
 
 @njit(cache=True)
@@ -174,33 +179,6 @@ def block_hulls(xs, ys, n, levels):
 
 
 @njit(cache=True)
-def small_floor(hulls, counts, levels, xs, ys, a, b, x, stop):
-    """The least ys[i] - x xs[i] over a <= i <= b (ys finite; inf for none), within rounding,
-    from :func:`block_hulls`' blocks and the points outside them one by one; returned as soon
-    as it falls to ``stop`` or below (then it is at most ``stop``, and no more is known)."""
-    least = np.inf
-    i = a
-    while i <= b:
-        if i % SMALL_LEAF != 0 or i + SMALL_LEAF - 1 > b:
-            if ys[i] < np.inf:
-                least = min(least, ys[i] - x * xs[i])
-            i += 1
-        else:
-            L = 0
-            while (levels > L + 1 and i % (SMALL_LEAF << (L + 1)) == 0
-                   and i + (SMALL_LEAF << (L + 1)) - 1 <= b):
-                L += 1
-            size = SMALL_LEAF << L
-            cnt = counts[L, i // size]
-            if cnt > 0:
-                least = min(least, hull_min(hulls[L], i, cnt, xs, ys, x)[0])
-            i += size
-        if least <= stop:
-            return least
-    return least
-
-
-@njit(cache=True)
 def range_min_table(values):
     """table[L, j]: the least of values[j : j + 2^L] (a sparse table: any range's least in two
     reads, :func:`range_min`)."""
@@ -226,23 +204,106 @@ def range_min(table, a, b):
     return min(table[L, a], table[L, b - (1 << L)])
 
 
+@njit(cache=True, inline="always")
+def _small_cost(P, icpt, T, j, i, a2, u, af, uf):
+    """The forward pass's bound of the small bucket (i, j] (start i, with icpt[i] finite, in a
+    cell whose rows of end j are a2, u, af, uf)."""
+    return max(a2 - u * P[i], af - uf * P[i], top_at(T, j, P[j] - P[i])) + icpt[i]
+
+
+@njit(cache=True, inline="always")
+def _block_floor(hulls, counts, P, icpt, T, j, L, first, a2, u, af, uf, stop):
+    """A lower bound of :func:`_small_cost` over the aligned block of SMALL_LEAF << L starts
+    from ``first`` (:func:`block_hulls`; inf for a block of no finite start): each of its three
+    terms at its least over the block (min_i max(x_i, y_i) >= max(min x, min y)), the top bound
+    at the block's last start (the fewest samples); returned as soon as a term is above
+    ``stop``."""
+    size = SMALL_LEAF << L
+    cnt = counts[L, first // size]
+    if cnt == 0:
+        return np.inf
+    h = hulls[L]
+    lb = hull_min(h, first, cnt, P, icpt, uf)[0] + af  # (the fewest-rows line: most often
+    if lb > stop:  # the largest)
+        return lb
+    lb = max(lb, hull_min(h, first, cnt, P, icpt, u)[0] + a2)
+    if lb > stop:
+        return lb
+    top = hull_min(h, first, cnt, P, icpt, 0.0)[0] + top_at(T, j, P[j] - P[first + size - 1])
+    return max(lb, top)
+
+
 @njit(cache=True)
-def _small_above(hulls, counts, levels, P, icpt, cells, cell, cell_end, Af, Uf, j, a, b, best):
-    """Whether every small bucket (i, j], a <= i <= b, is bounded above ``best`` by its
-    fewest-rows line plus icpt[i] (a margin of 1e-9 of the terms' size for rounding), cell by
-    cell: then none of them can be the forward pass's best (nor tie with it)."""
+def small_best(hulls, counts, levels, P, icpt, cells, cell, cell_end, A2, U, Af, Uf, T, j, a,
+               b, best, at, stack, bounds):
+    """(best, at) over ``best``, ``at`` and every small bucket (i, j], a <= i <= b, as pricing
+    each (:func:`_small_cost`) in turn gives them (the least, then the least start): cell by
+    cell, each aligned block of :func:`block_hulls` within the range is split in its halves
+    (the lower bound first) only while its bound (:func:`_block_floor`) is not above the best
+    found (a margin of 1e-9 of the terms' size for rounding), and priced start by start at
+    SMALL_LEAF << PRICED_LEVELS starts; the starts outside the blocks are priced one by one.
+    ``stack``, ``bounds``: scratch of 2 * levels + 2 (level, first start) pairs and their
+    bounds."""
     i = a
     while i <= b:
         c = cell[i]
         top = min(b, cell_end[c])
-        x = Uf[c, j]
-        size = abs(best) + abs(Af[c, j]) + abs(x) * P[top]
-        stop = best + 1e-9 * size - Af[c, j]
-        least = small_floor(hulls, counts, levels, P, icpt, i, top, x, stop)
-        if least <= stop or not least + Af[c, j] > best + 1e-9 * (size + abs(least)):
-            return False
-        i = top + 1
-    return True
+        a2 = A2[c, j]
+        u = U[c, j]
+        af = Af[c, j]
+        uf = Uf[c, j]
+        scale = 1e-9 * (abs(a2) + abs(af) + (abs(u) + abs(uf)) * P[j] + abs(T[0, j])
+                        + abs(T[1, j]) * (T[2, j] + 1.0))
+        while i <= top:
+            if i % SMALL_LEAF != 0 or i + SMALL_LEAF - 1 > top:
+                if icpt[i] < np.inf:
+                    v = _small_cost(P, icpt, T, j, i, a2, u, af, uf)
+                    if v < best or (v == best and i < at):
+                        best = v
+                        at = i
+                i += 1
+                continue
+            L = 0
+            while (levels > L + 1 and i % (SMALL_LEAF << (L + 1)) == 0
+                   and i + (SMALL_LEAF << (L + 1)) - 1 <= top):
+                L += 1
+            stack[0, 0] = L
+            stack[0, 1] = i
+            bounds[0] = -np.inf  # (not bounded yet)
+            depth = 1
+            while depth > 0:
+                depth -= 1
+                lv = stack[depth, 0]
+                first = stack[depth, 1]
+                stop = best + scale + 1e-9 * abs(best)
+                lb = bounds[depth]
+                if lb == -np.inf:
+                    lb = _block_floor(hulls, counts, P, icpt, T, j, lv, first, a2, u, af, uf,
+                                      stop)
+                if lb - 1e-9 * abs(lb) > stop:
+                    continue  # (inf: no finite start) none of the block's starts can win
+                if lv <= PRICED_LEVELS:
+                    for q in range(first, first + (SMALL_LEAF << lv)):
+                        if icpt[q] < np.inf:
+                            v = _small_cost(P, icpt, T, j, q, a2, u, af, uf)
+                            if v < best or (v == best and q < at):
+                                best = v
+                                at = q
+                    continue
+                half = SMALL_LEAF << (lv - 1)
+                lo_b = _block_floor(hulls, counts, P, icpt, T, j, lv - 1, first, a2, u, af, uf,
+                                    stop)
+                hi_b = _block_floor(hulls, counts, P, icpt, T, j, lv - 1, first + half, a2, u,
+                                    af, uf, stop)
+                # the lower bound on top of the stack: searched first
+                for h, b_h in ((first + half, hi_b), (first, lo_b)) if lo_b <= hi_b else (
+                        (first, lo_b), (first + half, hi_b)):
+                    stack[depth, 0] = lv - 1
+                    stack[depth, 1] = h
+                    bounds[depth] = b_h
+                    depth += 1
+            i += SMALL_LEAF << L
+    return best, at
 
 
 @njit(cache=True, nogil=True)
@@ -270,17 +331,17 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
     growing with the end); backward (:func:`backward_layer`), a Li Chao tree per cell holds
     the ends that make a large bucket with the current start (a suffix, growing as the start
     falls). Small buckets (fewer than split[j] samples) are priced one by one, within the share
-    windows [win_lo[j], win_hi[j]], unless a bound of them all (forward: their fewest-rows lines,
-    :func:`small_floor`; backward: the top bound's step, :func:`range_min`) shows that none
-    beats the best large one (a heavy tail with large batches has hundreds to thousands of them
-    an end, where the rows of G B samples span most of its groups). The large ones take every
-    start up to :func:`window_tops` (a prefix that holds every start the windows allow; its
-    upper side, min_share). Forward, a window's lower side (max_share) cuts into one cell at a
-    time, whose starts from it up are a queue of two envelopes (one undone push by push);
-    backward, the trees drop it: a min over more buckets is still a lower bound. The top bound
-    (:func:`top_at`, at the least count of the envelope's buckets) joins each envelope's minimum
-    as that plus the least value among the same starts (forward) or ends (backward):
-    min_i max(a_i, T + b_i) >= max(min_i a_i, T + min_i b_i)."""
+    windows [win_lo[j], win_hi[j]], except those a bound shows no better than the best found
+    (forward: by blocks of starts, :func:`small_best`; backward: all of a start's at once, the
+    top bound's step, :func:`range_min`; a heavy tail with large batches has hundreds to
+    thousands of them an end, where the rows of G B samples span most of its groups). The
+    large ones take every start up to :func:`window_tops` (a prefix that holds every start the
+    windows allow; its upper side, min_share). Forward, a window's lower side (max_share) cuts
+    into one cell at a time, whose starts from it up are a queue of two envelopes (one undone
+    push by push); backward, the trees drop it: a min over more buckets is still a lower
+    bound. The top bound (:func:`top_at`, at the least count of the envelope's buckets) joins
+    each envelope's minimum as that plus the least value among the same starts (forward) or
+    ends (backward): min_i max(a_i, T + b_i) >= max(min_i a_i, T + min_i b_i)."""
     g = A.shape[1] - 1
     nc = cells.size
     fwd = np.full((kmax + 1, g + 1), np.inf)
@@ -315,6 +376,8 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
     levels = 1
     while (SMALL_LEAF << levels) <= g:
         levels += 1
+    stack = np.empty((2 * levels + 2, 2), dtype=np.int64)
+    bounds = np.empty(2 * levels + 2)
     for k in range(1, kmax + 1 if forward else 1):
         for i in range(g):
             icpt[i] = fwd[k - 1, i] + R[i]
@@ -379,21 +442,28 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
                         at = a
             s_lo = max(big[j] + 1, win_lo[j], 0)
             s_hi = min(win_hi[j], j - 1)
-            if best < np.inf and s_hi - s_lo >= SMALL_DIRECT:
+            if s_hi - s_lo >= SMALL_DIRECT:  # small buckets, within the window
                 if not built:
                     hulls, counts = block_hulls(P, icpt, g, levels)
                     built = True
-                if _small_above(hulls, counts, levels, P, icpt, cells, cell, cell_end, Af, Uf,
-                                j, s_lo, s_hi, best):
-                    s_hi = s_lo - 1  # none of them can win
-            for i in range(s_lo, s_hi + 1):
-                if icpt[i] < np.inf:  # small buckets, within the window
-                    c = cell[i]
-                    v = max(A2[c, j] - U[c, j] * P[i], Af[c, j] - Uf[c, j] * P[i],
-                            top_at(T, j, P[j] - P[i])) + icpt[i]
-                    if v < best or (v == best and i < at):
+                h = arg[k, j - 1]  # the last end's best start first: a bound to prune with
+                if s_lo <= h <= s_hi and icpt[h] < np.inf:
+                    c = cell[h]
+                    v = _small_cost(P, icpt, T, j, h, A2[c, j], U[c, j], Af[c, j], Uf[c, j])
+                    if v < best:
                         best = v
-                        at = i
+                        at = h
+                best, at = small_best(hulls, counts, levels, P, icpt, cells, cell, cell_end,
+                                      A2, U, Af, Uf, T, j, s_lo, s_hi, best, at, stack,
+                                      bounds)
+            else:
+                for i in range(s_lo, s_hi + 1):
+                    if icpt[i] < np.inf:
+                        c = cell[i]
+                        v = _small_cost(P, icpt, T, j, i, A2[c, j], U[c, j], Af[c, j], Uf[c, j])
+                        if v < best or (v == best and i < at):
+                            best = v
+                            at = i
             if at >= 0:
                 fwd[k, j] = best
                 arg[k, j] = at

@@ -200,7 +200,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     ``limit`` (default WORK_LIMIT; not with ``exact``): then every k takes the best cover the
     bounds found (polished: :func:`polish`), with the gap they prove."""
     from ._bound_kernels import relaxed_layers
-    from ._certified_kernels import exact_tail, forward_layer
+    from ._certified_kernels import TAIL_BLOCK, exact_tail, forward_layer
 
     groups = obj.groups
     g = groups.g
@@ -215,7 +215,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     top = {}
 
     def exact_top():
-        top["tail"] = exact_tail(*run, first, kmax, win_lo, win_hi)
+        top["tail"] = exact_tail(*run, first, kmax, win_lo, win_hi, TAIL_BLOCK)
 
     in_worker(lambda: seeds.update(obj.seed_chains(kmax, ks)), exact_top)  # independent
     tail = top["tail"]
