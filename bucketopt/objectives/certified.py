@@ -55,10 +55,11 @@ CELL_ENTRIES = 16_000_000
 # The top of the lengths where every bucket is priced exactly for the bound of the rest
 # (:func:`._certified_kernels.exact_tail`): the groups whose samples fill at most TAIL_STEPS
 # steps of the longest edge's batch size, and no more than keep the lengths walked under
-# TAIL_WORK (some 0.1-0.3 s). The line bounds spread a bucket's steps over its rows, and miss up
-# to a step or two a bucket: where buckets hold few steps, a heavy tail's longest samples, that
-# is most of their cost, and there the rest's bound is then exact. On the source-code tail of
-# benchmarks/certified.py this proves the optimum (the gap was 0.34 without it).
+# TAIL_WORK (some 0.1-0.3 s by walks alone; 0.03-0.1 s where it sweeps). The line bounds
+# spread a bucket's steps over its rows, and miss up to a step or two a bucket: where buckets
+# hold few steps, a heavy tail's longest samples, that is most of their cost, and there the
+# rest's bound is then exact. On the source-code tail of benchmarks/certified.py this proves
+# the optimum (the gap was 0.34 without it).
 TAIL_STEPS = 64
 TAIL_WORK = 16_000_000
 # The smallest normal float: a lower bound below it is reported as 0 (Optimality.bound).
