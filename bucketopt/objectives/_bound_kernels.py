@@ -223,8 +223,9 @@ def _block_floor(hulls, counts, P, icpt, T, j, L, first, a2, u, af, uf, stop):
     if cnt == 0:
         return np.inf
     h = hulls[L]
-    lb = hull_min(h, first, cnt, P, icpt, uf)[0] + af  # (the fewest-rows line: most often
-    if lb > stop:  # the largest)
+    # the fewest-rows line first: most often the largest term
+    lb = hull_min(h, first, cnt, P, icpt, uf)[0] + af
+    if lb > stop:
         return lb
     lb = max(lb, hull_min(h, first, cnt, P, icpt, u)[0] + a2)
     if lb > stop:

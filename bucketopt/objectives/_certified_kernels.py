@@ -641,7 +641,7 @@ def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, bet
     for e0 in range(first + 1, g + 1, block):
         e1 = min(e0 + block, g + 1)
         low = e0 - 1 if sweep else first - 1  # starts above it: walks
-        if sweep and e0 > first:
+        if sweep:
             starts = np.arange(e0 - 1, first - 1, -1)
             ends = np.arange(e0, e1)
             rect = np.empty((4 + 1, ends.size, starts.size))
@@ -652,7 +652,7 @@ def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, bet
                 for q in range(starts.size):
                     cost[starts[q] - first, ends[a] - first] = rect[0, a, q]
         for j in range(e0, e1):
-            for i in range(max(low, first - 1) + 1, j):
+            for i in range(max(low + 1, win_lo[j]), min(j, win_hi[j] + 1)):
                 cost[i - first, j - first], _ = pair_cost(
                     values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha, beta,
                     gamma, pad_code, lf_hi, lf_lo, np.inf, scratch)
