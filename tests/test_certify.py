@@ -376,6 +376,7 @@ def test_exact_tail_is_the_backward_optimum(lengths, budget, coeffs, world, pad,
     cost of covering the groups after it by at most s buckets (brute force over every bucket's
     exact cost, share windows kept), whatever the blocks of ends its sweeps take; below
     ``first`` it is 0 (no cost is negative)."""
+    from bucketopt.objectives._batch_sweep import pascal_table
     from bucketopt.objectives._certified_kernels import exact_tail
 
     budget = max(budget, max(lengths))
@@ -384,7 +385,7 @@ def test_exact_tail_is_the_backward_optimum(lengths, budget, coeffs, world, pad,
     first = min(first, g)
     kmax = 3
     out = exact_tail(*obj.pricing(), first, kmax, np.ascontiguousarray(obj.win_lo),
-                     np.ascontiguousarray(obj.win_hi), block)
+                     np.ascontiguousarray(obj.win_hi), block, pascal_table())
     want = np.full((kmax + 1, g + 1), np.inf)
     want[:, g] = 0.0
     for s in range(1, kmax + 1):
@@ -742,6 +743,7 @@ def test_polish_never_raises_the_cost_nor_passes_the_optimum(lengths, k, budget,
     cover with its ends increasing and g last, at most as costly as the one given and at
     least the brute-force optimum."""
     from bucketopt.objectives import certified
+    from bucketopt.objectives._batch_sweep import pascal_table
 
     obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
     g = obj.groups.g
@@ -753,7 +755,7 @@ def test_polish_never_raises_the_cost_nor_passes_the_optimum(lengths, k, budget,
     ends = [*sorted(rnd.sample(range(1, g), kk - 1)), g]
     lo, hi = np.asarray(obj.win_lo, np.int64), np.asarray(obj.win_hi, np.int64)
     given_cost = obj.cost(obj.groups.edges[ends])
-    got = certified.polish(obj.pricing(), ends, lo, hi)
+    got = certified.polish(obj.pricing(), ends, lo, hi, pascal_table())
     assert got[-1] == g and all(a < b for a, b in zip(got, got[1:])) and len(got) <= kk
     given_fits = all(lo[e] <= i <= hi[e] for i, e in zip([0, *ends[:-1]], ends))
     if not given_fits and got == ends:

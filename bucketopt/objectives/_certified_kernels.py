@@ -29,7 +29,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._batch_sweep import pascal_table
 from ._bound_kernels import cell_of, top_at, top_of
 from ._hulls import (
     hull_add,
@@ -620,13 +619,14 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
 
 @njit(cache=True, nogil=True)
 def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta, gamma,
-               pad_code, lf_hi, lf_lo, first, kmax, win_lo, win_hi, block):
+               pad_code, lf_hi, lf_lo, first, kmax, win_lo, win_hi, block, pascal):
     """out[s, i] = the least exact cost of a cover of groups i+1..g by at most s buckets, for
     the starts i >= ``first`` (the top of the lengths), every bucket priced exactly; 0 (a
     bound of every cover: no cost is negative) below ``first``. With dynamic padding and steps
     of at most SWEEP_MAX rows, the ends in blocks of ``block`` (TAIL_BLOCK): one rectangle of
     sweeps from the starts below a block (:func:`._pricing.rect_costs`), walks for the starts
-    within it; else every bucket by walks (:func:`._pricing.pair_cost`)."""
+    within it; else every bucket by walks (:func:`._pricing.pair_cost`). ``pascal``:
+    :func:`._batch_sweep.pascal_table`."""
     g = group_end.size - 1
     out = np.zeros((kmax + 1, g + 1))
     out[0, first:g] = np.inf
@@ -637,20 +637,17 @@ def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, bet
     for j in range(first + 1, g + 1):
         s = max(s, world * sizes[j])
     sweep = pad_code == 1 and s <= SWEEP_MAX
-    pascal = pascal_table()
     for e0 in range(first + 1, g + 1, block):
         e1 = min(e0 + block, g + 1)
         low = e0 - 1 if sweep else first - 1  # starts above it: walks
         if sweep:
             starts = np.arange(e0 - 1, first - 1, -1)
             ends = np.arange(e0, e1)
-            rect = np.empty((4 + 1, ends.size, starts.size))
-            rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha,
-                       beta, gamma, pascal, rect[0], rect[1], rect[2], rect[3], rect[4],
-                       np.full(starts.size, ends.size - 1, np.int64))
+            rect = _rect_seconds(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s,
+                                 world, alpha, beta, gamma, pascal)
             for a in range(ends.size):
                 for q in range(starts.size):
-                    cost[starts[q] - first, ends[a] - first] = rect[0, a, q]
+                    cost[starts[q] - first, ends[a] - first] = rect[a, q]
         for j in range(e0, e1):
             for i in range(max(low + 1, win_lo[j]), min(j, win_hi[j] + 1)):
                 cost[i - first, j - first], _ = pair_cost(
@@ -663,6 +660,19 @@ def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, bet
                 if win_lo[j] <= i <= win_hi[j]:
                     best = min(best, cost[i - first, j - first] + out[s_ - 1, j])
             out[s_, i] = best
+    return out
+
+
+@njit(cache=True)
+def _rect_seconds(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
+                  gamma, pascal):
+    # the seconds of every bucket of the rectangle (:func:`._pricing.rect_costs`: starts
+    # decreasing, ends increasing, steps of at most s rows), out[a, q]; its moments unread
+    out = np.empty((ends.size, starts.size))
+    moments = np.empty((4, ends.size, starts.size))
+    rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
+               gamma, pascal, out, moments[0], moments[1], moments[2], moments[3],
+               np.full(starts.size, ends.size - 1, np.int64))
     return out
 
 
@@ -690,11 +700,8 @@ def _window_rect(values, pcv, pq1, pq2, group_end, sizes, world, alpha, beta, ga
     starts = flat[at]
     ends = flat[offsets[t]:offsets[t + 1]].copy()
     nb = ends.size
-    out = np.empty((nb, nq))
-    moments = np.empty((4, nb, nq))  # (not read: the rectangle's costs suffice)
-    rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-               gamma, pascal, out, moments[0], moments[1], moments[2], moments[3],
-               np.full(nq, nb - 1, np.int64))
+    out = _rect_seconds(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha,
+                        beta, gamma, pascal)
     for a in range(nb):
         q = offsets[t] + a
         e = ends[a]

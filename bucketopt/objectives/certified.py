@@ -200,6 +200,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     exact (the DP over every bucket the bounds leave is a proof), unless the DP would pass
     ``limit`` (default WORK_LIMIT; not with ``exact``): then every k takes the best cover the
     bounds found (polished: :func:`polish`), with the gap they prove."""
+    from ._batch_sweep import pascal_table
     from ._bound_kernels import relaxed_layers
     from ._certified_kernels import TAIL_BLOCK, exact_tail, forward_layer
 
@@ -210,13 +211,14 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     win_lo = np.ascontiguousarray(obj.win_lo, dtype=np.int64)
     win_hi = np.ascontiguousarray(obj.win_hi, dtype=np.int64)
     run = obj.pricing()
+    pascal = pascal_table()  # (the sweeps' binomials: exact_tail, polish and the layers)
     sizes, world = run[6], run[7]  # (the pricing arrays: values, ..., sizes, world, ...)
     first = _tail_start(groups.value_end, P, TAIL_STEPS * int(world) * int(sizes[-1]))
     seeds = {}
     top = {}
 
     def exact_top():
-        top["tail"] = exact_tail(*run, first, kmax, win_lo, win_hi, TAIL_BLOCK)
+        top["tail"] = exact_tail(*run, first, kmax, win_lo, win_hi, TAIL_BLOCK, pascal)
 
     in_worker(lambda: seeds.update(obj.seed_chains(kmax, ks)), exact_top)  # independent
     tail = top["tail"]
@@ -248,7 +250,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
                     chains[k], upper[k] = list(chain), value
     polished = {k for k in chains if upper[k] > fwd[k, g] * (1.0 + POLISH_GAP)}
     for k in polished:  # a tighter upper bound prunes more
-        chains[k] = polish(run, chains[k], win_lo, win_hi)
+        chains[k] = polish(run, chains[k], win_lo, win_hi, pascal)
         upper[k] = float(obj.cost(groups.edges[chains[k]]))
     F = np.full((kmax + 1, g + 1), np.inf)
     F[0, 0] = 0.0
@@ -263,10 +265,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
         ks_arr = np.asarray(feasible, dtype=np.int64)
         ub = np.asarray([upper.get(k, np.inf) for k in feasible], dtype=np.float64)
         split = np.ascontiguousarray(rows.split, dtype=np.float64)
-        from ._batch_sweep import pascal_table
         from ._bound_kernels import big_starts
-
-        pascal = pascal_table()
 
         # an end's pricing costs about its steps' rows (the sweeps' draw counts) plus a little,
         # and its scan of the starts grows with how many lie below it (on the source-code tail
@@ -311,7 +310,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     opt[:done[0]] = start[1:done[0] + 1]
     proven = {k: backtrack(opt, k, g) for k in feasible if k <= done[0]}
     for k in set(chains) - set(proven) - polished:  # the best one near each cover found
-        chains[k] = polish(run, chains[k], win_lo, win_hi)
+        chains[k] = polish(run, chains[k], win_lo, win_hi, pascal)
         upper[k] = float(obj.cost(groups.edges[chains[k]]))
     written = _write(opt, {k: c for k, c in chains.items() if k not in proven}, g, proven)
     floor = _lower(_mean_floor(rows, groups.prefix_count))
@@ -328,7 +327,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     return opt, best, certs
 
 
-def polish(run, ends, win_lo, win_hi):
+def polish(run, ends, win_lo, win_hi, pascal):
     """A cover at most as costly as ``ends`` (group ends, g last): every boundary moved, jointly,
     to the best of the groups within POLISH_HALF strides of it (exact costs,
     :func:`._certified_kernels.window_chain`), again around the new ones while that gains, the
@@ -336,10 +335,8 @@ def polish(run, ends, win_lo, win_hi):
     returns it with the gap the bounds prove. (On the source-code tail of
     benchmarks/certified.py under alpha 0.5 it takes the best cover found from 3.0% above the
     optimum to 0.3%, in 0.03 s.)"""
-    from ._batch_sweep import pascal_table
     from ._certified_kernels import window_chain
 
-    pascal = pascal_table()
     g = int(ends[-1])
     ends = [int(e) for e in ends]
     value = np.inf
