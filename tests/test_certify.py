@@ -581,8 +581,9 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     and the other steps' E[max] at least those of the reference's larger bucket, and a step
     between those draw counts on their chords, E[max] being concave in the draws) is at or
     below the bucket's exact cost: with the reference at the start itself too, where it is
-    tightest."""
-    from bucketopt.objectives._certified_kernels import _ref_moments
+    tightest. So is the quick line checked before it (_certified_kernels._quick: every row at
+    the reference's full steps' moments, two steps spare)."""
+    from bucketopt.objectives._certified_kernels import _quick, _ref_moments
     from bucketopt.objectives._pricing import step_scratch, tilde
 
     lengths = [x for x, c in counts.items() for _ in range(c)]
@@ -600,6 +601,42 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     bound = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world_, alpha, beta, gamma,
                   m1, m2, f1, f2, step_scratch())
     assert bound <= exact + 1e-9 * max(abs(exact), 1.0)
+    quick = _quick(float(obj.groups.prefix_count[j] - obj.groups.prefix_count[i]), sizes[j],
+                   world_, alpha, beta, gamma, m1, m2)
+    assert quick <= exact + 1e-9 * max(abs(exact), 1.0)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.integers(1, 60), st.integers(1, 200), min_size=2, max_size=12),
+       st.integers(60, 4000), coefficients, st.sampled_from([1, 2, 3, 8]), st.data())
+def test_known_moments_give_the_walked_cost(counts, budget, coeffs, world, data):
+    """A reference's cost priced with the moments its own walks gave (_pricing.known_cost with
+    _certified_kernels._ref_moments and _ref_draws: those step types are not walked again) is
+    pair_cost's, bit for bit, uncapped; capped, it is exact or proven above the cap."""
+    from bucketopt.objectives._certified_kernels import _ref_draws, _ref_moments
+    from bucketopt.objectives._pricing import known_cost, pair_cost, step_scratch
+
+    lengths = [x for x, c in counts.items() for _ in range(c)]
+    budget = max(budget, max(lengths))
+    obj = _fitted(lengths, "time", "batch", budget, coeffs, world)
+    g = obj.groups.g
+    j = data.draw(st.integers(1, g))
+    i = data.draw(st.integers(0, j - 1))
+    run = obj.pricing()
+    values, pcv, group_end, sizes, world_, lf_hi, lf_lo = (run[0], run[1], run[4], run[6],
+                                                           run[7], run[12], run[13])
+    m1, m2, f1, f2 = _ref_moments(values, pcv, group_end, i, j, sizes[j], world_, lf_hi, lf_lo,
+                                  step_scratch())
+    full_d, few_d = _ref_draws(pcv, group_end, i, j, sizes[j], world_)
+    walked, ok = pair_cost(*run[:6], i, j, sizes[j], *run[7:], np.inf, step_scratch())
+    known, ok2 = known_cost(*run[:6], i, j, sizes[j], *run[7:], np.inf, step_scratch(), full_d,
+                            m1, m2, few_d, f1, f2)
+    assert ok and ok2 and known == walked
+    assert np.isclose(walked, _exact_costs(obj, [i], [j])[0], rtol=1e-12)
+    cap = walked * data.draw(st.sampled_from([0.5, 0.999, 1.0, 2.0]))
+    capped, exact = known_cost(*run[:6], i, j, sizes[j], *run[7:], cap, step_scratch(), full_d,
+                               m1, m2, few_d, f1, f2)
+    assert (exact and capped == walked) or (not exact and cap < capped <= walked)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

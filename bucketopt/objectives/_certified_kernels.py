@@ -36,7 +36,7 @@ from ._hulls import (
     hull_segment,
     hull_walk,
 )
-from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde
+from ._pricing import SWEEP_MAX, known_cost, pair_cost, rect_costs, step_scratch, tilde
 from ._time_kernels import fewest_rows, walk_moments_capped
 
 MARGIN = 4  # starts priced on each side of a block's predicted best starts
@@ -205,6 +205,16 @@ def _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U,
                         stamp, cand, ncand, work)
 
 
+@njit(cache=True, inline="always")
+def _quick(n, size, world, alpha, beta, gamma, m1, m2):
+    # a quick lower bound of a bucket of n samples whose full steps' rows are, in expectation,
+    # at least (m1, m2) long (a reference's, below its start): every row there, two steps spare
+    # (all rows but fewer than two steps' sit in full steps of world * size rows, each
+    # costing alpha + size (beta E[M] + gamma E[M^2]))
+    step = beta * m1 + gamma * m2
+    return n * (alpha / (world * size) + step / world) - 2.0 * (alpha + size * step)
+
+
 @njit(cache=True)
 def _improve(e, i, v, best, barg):
     if v < best[e] or (v == best[e] and i < barg[e]):
@@ -244,14 +254,21 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
     for r in range(nref):
         i = refs[r]
         mark[i] = stamp
-        c, _ = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha,
-                         beta, gamma, pad_code, lf_hi, lf_lo, np.inf, scratch)
-        _charge(work, scratch, pad_code)
-        _improve(j, i, ys[i] + c, best, barg)
+        full_d = few_d = 0  # the draw counts whose moments the reference's walks gave: its
+        # cost's step types of that many rows take them (walked once, not twice)
         if pad_code == 1:
             ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r] = _ref_moments(
                 values, pcv, group_end, i, j, sizes[j], world, lf_hi, lf_lo, scratch)
             _charge(work, scratch, pad_code)
+            full_d, few_d = _ref_draws(pcv, group_end, i, j, sizes[j], world)
+        # (its other walks stop once it is proven above the best found or the cap)
+        c, ok = known_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world,
+                           alpha, beta, gamma, pad_code, lf_hi, lf_lo,
+                           min(best[j], cap[j]) - ys[i], scratch, full_d, ref_m[0, r],
+                           ref_m[1, r], few_d, ref_m[2, r], ref_m[3, r])
+        _charge(work, scratch, pad_code)
+        if ok:
+            _improve(j, i, ys[i] + c, best, barg)
     ncand = _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
                       Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0, work)
     # every start the bounds leave, with its best lower bound, then priced best-first: the
@@ -279,6 +296,11 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
             if low >= 0 and refs[low] <= i and refs[low] > made:
                 ref = refs[low]
                 m1, m2, f1, f2 = ref_m[0, low], ref_m[1, low], ref_m[2, low], ref_m[3, low]
+            # the quick line of the reference first (tilde costs some 0.1 us: most starts the
+            # scan leaves fail this)
+            if ref >= 0 and not ys[i] + _quick(xs[j] - xs[i], sizes[j], world, alpha, beta,
+                                               gamma, m1, m2) < thr:
+                continue
             far = ref >= 0 and xs[i] - xs[ref] > REF_GAP * (xs[j] - xs[i])
             if far:  # the far reference's bound first (a valid one, only looser): it may rule
                 # the start out without the walks of a new reference
@@ -319,6 +341,15 @@ def _moments(values, pcv, lo, hi, draws, lf_hi, lf_lo, scratch):
                                             np.inf)
     scratch[7][0] += walked
     return m1, m2
+
+
+@njit(cache=True, inline="always")
+def _ref_draws(pcv, group_end, i, j, size_full, world):
+    # the draw counts :func:`_ref_moments` walks for the bucket (i, j] (0 where it walks none)
+    n = pcv[group_end[j]] - pcv[group_end[i]]
+    full = world * min(size_full, n)
+    fewest = fewest_rows(world, size_full)
+    return (full if full < n else 0), (fewest if 1 < fewest < n else 0)
 
 
 @njit(cache=True)
@@ -410,11 +441,8 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
                 thr = min(best[e], cap[e])
                 m1 = main1[a, r]
                 m2 = main2[a, r]
-                # a quick line first: every row at the reference's moments, two steps spare
-                quick = (xs[e] - xs[i]) * (alpha / (world * sizes[e])
-                                            + (beta * m1 + gamma * m2) / world)
-                quick -= 2.0 * (alpha + sizes[e] * (beta * m1 + gamma * m2))
-                if not ys[i] + quick < thr:
+                if not ys[i] + _quick(xs[e] - xs[i], sizes[e], world, alpha, beta, gamma, m1,
+                                      m2) < thr:
                     continue
                 lt = tilde(values, pcv, pq1, pq2, group_end, i, e, sizes[e], world, alpha, beta,
                            gamma, m1, m2, few1[a, r], few2[a, r], scratch)
