@@ -572,6 +572,15 @@ def test_top_cells_are_geometric_from_the_top(counts, marks, per_group):
         above *= certified.TOP_RATIO
 
 
+def _drawn_bucket(counts, budget, coeffs, world, data):
+    """The pad="batch" time objective fitted to ``counts`` (length -> samples) and a bucket
+    (i, j] of its groups drawn from ``data``: (obj, i, j)."""
+    lengths = [x for x, c in counts.items() for _ in range(c)]
+    obj = _fitted(lengths, "time", "batch", max(budget, max(lengths)), coeffs, world)
+    j = data.draw(st.integers(1, obj.groups.g))
+    return obj, data.draw(st.integers(0, j - 1)), j
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.integers(1, 60), st.integers(1, 200), min_size=2, max_size=12),
        st.integers(60, 4000), coefficients, st.sampled_from([1, 2, 3, 8]), st.data())
@@ -586,12 +595,7 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     from bucketopt.objectives._certified_kernels import _quick, _ref_moments
     from bucketopt.objectives._pricing import step_scratch, tilde
 
-    lengths = [x for x, c in counts.items() for _ in range(c)]
-    budget = max(budget, max(lengths))
-    obj = _fitted(lengths, "time", "batch", budget, coeffs, world)
-    g = obj.groups.g
-    j = data.draw(st.integers(1, g))
-    i = data.draw(st.integers(0, j - 1))
+    obj, i, j = _drawn_bucket(counts, budget, coeffs, world, data)
     ref = data.draw(st.sampled_from([i, data.draw(st.integers(0, i))]))
     exact = _exact_costs(obj, [i], [j])[0]
     (values, pcv, pq1, pq2, group_end, _, sizes, world_, alpha, beta, gamma, _, lf_hi,
@@ -616,12 +620,7 @@ def test_known_moments_give_the_walked_cost(counts, budget, coeffs, world, data)
     from bucketopt.objectives._certified_kernels import _ref_draws, _ref_moments
     from bucketopt.objectives._pricing import known_cost, pair_cost, step_scratch
 
-    lengths = [x for x, c in counts.items() for _ in range(c)]
-    budget = max(budget, max(lengths))
-    obj = _fitted(lengths, "time", "batch", budget, coeffs, world)
-    g = obj.groups.g
-    j = data.draw(st.integers(1, g))
-    i = data.draw(st.integers(0, j - 1))
+    obj, i, j = _drawn_bucket(counts, budget, coeffs, world, data)
     run = obj.pricing()
     values, pcv, group_end, sizes, world_, lf_hi, lf_lo = (run[0], run[1], run[4], run[6],
                                                            run[7], run[12], run[13])
