@@ -359,17 +359,15 @@ def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo, s
     # walked are counted in scratch[7]
     lo = group_end[i]
     hi = group_end[j]
-    n = pcv[hi] - pcv[lo]
-    full = world * min(size_full, n)
-    if full >= n:
+    full, fewest = _ref_draws(pcv, group_end, i, j, size_full, world)
+    if full == 0:  # one step holds every row: its longest is the top
         m1 = float(values[hi - 1])
         m2 = m1 * m1
     else:
         m1, m2 = _moments(values, pcv, lo, hi, full, lf_hi, lf_lo, scratch)
     f1 = -np.inf
     f2 = -np.inf
-    fewest = fewest_rows(world, size_full)
-    if 1 < fewest < n:
+    if fewest > 0:
         f1, f2 = _moments(values, pcv, lo, hi, fewest, lf_hi, lf_lo, scratch)
     return m1, m2, f1, f2
 
