@@ -178,6 +178,39 @@ def test_stop_at_the_work_limit_is_the_same_on_one_cpu_or_two(pad):
     assert exact == {True, False}
 
 
+@pytest.mark.parametrize("limit", [5_000, 20_000])
+def test_a_range_past_its_share_halts_the_layer(limit):
+    """Once a range of a layer's ends passes its share of the work, the ranges after it (one
+    CPU: they run in order) price nothing: the layer is incomplete whatever they find. (Edge
+    padding: at these limits it stops in a layer of seven ranges, in its second or fourth.)"""
+    from unittest import mock
+
+    import bucketopt.objectives.certified as certified
+
+    lengths = np.clip(np.rint(np.random.default_rng(3).lognormal(6.0, 1.5, 4000)), 4, 20_000)
+    obj = _fitted(lengths.astype(np.int64), "time", "edge", 20_000, (0.05, 1e-6, 1e-12), 8)
+    layers = []
+    run = certified.in_worker
+
+    def spy(*fns):
+        run(*fns)
+        if all(getattr(f, "func", None) is not None and f.func.__name__ == "layer"
+               for f in fns):
+            layers.append([f.args[3] for f in fns])  # each range's [spent, share]
+
+    with mock.patch.object(certified, "WORK_LIMIT", limit), \
+            mock.patch.object(certified, "CPUS", 1), \
+            mock.patch.object(certified, "in_worker", spy):
+        certs = certified_layers(obj, 6, [6])[2]
+    assert not certs[6].exact
+    spent = layers[-1]
+    over = [int(w[0]) > int(w[1]) for w in spent]
+    first = over.index(True)
+    assert first + 1 < len(spent)
+    assert all(int(w[0]) == 0 for w in spent[first + 1:])
+    assert all(int(w[0]) > 0 for w in spent[:first])
+
+
 @pytest.mark.parametrize("pad", ["batch", "edge"])
 @pytest.mark.parametrize("world", [1, 8])
 def test_ranges_of_ends_do_not_change_the_optimum(pad, world):

@@ -496,7 +496,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
 @njit(cache=True, nogil=True)
 def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta,
                   gamma, pad_code, lf_hi, lf_lo, P, cells, A, A2, U, U2, split, Mm, Um, R, T, bwd,
-                  ubs, ks, win_lo, win_hi, pascal, big, work, j_lo, j_hi):
+                  ubs, ks, win_lo, win_hi, pascal, big, work, halt, j_lo, j_hi):
     """Layer t of the exact DP at the ends j_lo <= j < j_hi: F[t, j] (and arg[t, j], its
     smallest best start) for every such end j that a cover of k in ``ks`` buckets costing at
     most ubs[k] may pass at layer t; inf (and -1) for the others. F[t, 0] = 0: covers of fewer
@@ -504,7 +504,9 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     i <= big[j] make buckets of >= split[j] samples). Calls on disjoint ranges of ends are
     independent (they read F[t - 1] alone), so they may run at once. ``work``: [spent, limit]
     in units of about a priced bucket; past the limit the layer stops (then its F is
-    incomplete: the caller knows by work[0] > work[1])."""
+    incomplete: the caller knows by work[0] > work[1]) and sets ``halt[0]``, which the calls on
+    other ranges of the layer read before each end: the layer is incomplete whatever they find,
+    so they stop too (an incomplete layer proves nothing)."""
     g = P.size - 1
     nc = cells.size
     inf = np.inf
@@ -531,7 +533,14 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     barg = np.full(g + 1, -1, np.int64)
     mark = np.full(g + 1, -1, np.int64)
     cand = np.empty(g + 1, np.int64)
-    block = np.empty(BLOCK, np.int64)
+    # layer 1 has one start, 0 (F[0] is inf elsewhere): its ends take one rectangle while
+    # their steps fit its sweeps' draw counts (ends of smaller batches too), for a rectangle's
+    # first sweep goes down over every length below its first end. On the 4M-token corpus of
+    # benchmarks/certified.py with one GPU (22,250 ends of 1-256 rows a step, 810 rectangles of
+    # at most BLOCK ends of one batch size) layer 1 took 3.4 s; so, 1.2 s, most of it the ends
+    # priced by walks.
+    one_start = t == 1
+    block = np.empty(g + 1 if one_start else BLOCK, np.int64)
     refs = np.empty(2 * LADDER_ALONE + 8, np.int64)
     ref_m = np.empty((4, 2 * LADDER_ALONE + 8))  # each reference's _ref_moments
     scratch = step_scratch()
@@ -554,6 +563,9 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     bhi = -1
     for j in range(j_lo, j_hi + 1):
         if work[0] > work[1]:
+            halt[0] = 1
+            return
+        if halt[0] != 0:
             return
         alive = False
         sweep = False
@@ -600,10 +612,12 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                         tangent[j] = at
                         tang[j] = min(max(at + drift, win_lo[j]), top)
             sweep = pad_code == 1 and world * sizes[j] <= SWEEP_MAX
-            if alive and nb > 0 and (
-                    not sweep or sizes[j] != bsz or nb == BLOCK or not learned
-                    or max(bhi, tang[j] + MARGIN) - min(blo, tang[j] - MARGIN) > WIDTH):
-                flush = True
+            if alive and nb > 0:
+                if one_start:
+                    flush = not sweep or sizes[j] > bsz
+                elif (not sweep or sizes[j] != bsz or nb == BLOCK or not learned
+                      or max(bhi, tang[j] + MARGIN) - min(blo, tang[j] - MARGIN) > WIDTH):
+                    flush = True
         if flush and nb > 0:
             _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn, stk2,
                          hn2, big, A, A2, U, U2, Mm, Um, R, T, cap, best, barg, mark, cand, values,
@@ -641,6 +655,8 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
             bhi = max(bhi, tang[j] + MARGIN)
         block[nb] = j
         nb += 1
+    if work[0] > work[1]:
+        halt[0] = 1
 
 
 @njit(cache=True, nogil=True)

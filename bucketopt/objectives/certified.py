@@ -275,10 +275,10 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
         cost *= 1.0 + 2.0 * np.arange(g + 1) / g
         big = big_starts(P, split)  # once: a range of ends computed it again (0.6 ms a range)
 
-        def layer(t, lo, hi, spent):
+        def layer(t, lo, hi, spent, halt):
             forward_layer(t, F, start, *run, P, rel.cells, rows.A, rows.A2, rows.U, rows.U2,
                           split, rows.Mm, rows.Um, rows.R, rows.T, bwd, ub, ks_arr, win_lo,
-                          win_hi, pascal, big, spent, lo, hi)
+                          win_hi, pascal, big, spent, halt, lo, hi)
 
         for t in range(1, max(feasible) + 1):
             parts = _parts(_candidate_ends(fwd, bwd, t, ks_arr, ub), cost, g)
@@ -288,9 +288,13 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
             left = work[1] - work[0]
             share = left if len(parts) == 1 else left // len(parts) * 2
             spent = [np.array([0, share], dtype=np.int64) for _ in parts]
-            in_worker(*(functools.partial(layer, t, lo, hi, w)
+            # a part past its share halts the others (the layer is incomplete whatever they
+            # find, and proves nothing): which parts pass their shares does not depend on the
+            # CPUs, so neither does the stop
+            halt = np.zeros(1, dtype=np.int64)
+            in_worker(*(functools.partial(layer, t, lo, hi, w, halt)
                         for (lo, hi), w in zip(parts, spent)))
-            over = any(w[0] > w[1] for w in spent)
+            over = bool(halt[0])
             work[0] += sum(int(w[0]) for w in spent)
             if over:
                 work[0] = max(work[0], work[1] + 1)
