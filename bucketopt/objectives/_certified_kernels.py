@@ -496,12 +496,15 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
 @njit(cache=True, nogil=True)
 def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta,
                   gamma, pad_code, lf_hi, lf_lo, P, cells, A, A2, U, U2, split, Mm, Um, R, T, bwd,
-                  ubs, ks, win_lo, win_hi, pascal, big, work, halt, j_lo, j_hi):
+                  ubs, ks, win_lo, win_hi, pascal, big, keep, work, halt, j_lo, j_hi):
     """Layer t of the exact DP at the ends j_lo <= j < j_hi: F[t, j] (and arg[t, j], its
     smallest best start) for every such end j that a cover of k in ``ks`` buckets costing at
     most ubs[k] may pass at layer t; inf (and -1) for the others. F[t, 0] = 0: covers of fewer
     buckets carry over. ``big``: :func:`._bound_kernels.big_starts` of P and split (starts
-    i <= big[j] make buckets of >= split[j] samples). Calls on disjoint ranges of ends are
+    i <= big[j] make buckets of >= split[j] samples). ``keep``: the ends the relaxed DP leaves
+    (its F_t, a lower bound of the exact one, plus bwd within some k's upper bound: the
+    caller's candidates); the others are dead whatever the bounds here say. Calls on disjoint
+    ranges of ends are
     independent (they read F[t - 1] alone), so they may run at once. ``work``: [spent, limit]
     in units of about a priced bucket; past the limit the layer stops (then its F is
     incomplete: the caller knows by work[0] > work[1]) and sets ``halt[0]``, which the calls on
@@ -592,7 +595,8 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                     c = cell[nxt_big]
                     hn[c] = hull_add(stk, cells[c], hn[c], xs, ys, nxt_big)
                 nxt_big += 1
-            if cj > -inf and mh > 0 and win_lo[j] <= top and T[0, j] + ymin <= cj:
+            if (keep[j] and cj > -inf and mh > 0 and win_lo[j] <= top
+                    and T[0, j] + ymin <= cj):
                 vm, _ = hull_min(mstk, 0, mh, xs, ym, Um[j])
                 if Mm[j] + vm <= cj:
                     # the full-steps bound over the big buckets, the fewest-rows bound over
