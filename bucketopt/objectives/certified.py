@@ -70,10 +70,11 @@ ROUNDING = 1e-9
 # 1-2 us of CPU each on the 2-core development machine; walks and sweeps also count the lengths
 # they go through and scans the starts they read, so a long bucket of a heavy tail, or an end
 # with tens of thousands of starts left, weighs what it costs): each of the PARTS ranges of a
-# layer may spend 2 / PARTS of what is left, two ranges at once; past it the DP returns its
-# best cover with the gap the bounds prove. With 8 GPUs under the profiles of
-# benchmarks/certified.py, on the machine of the round that set it (one that runs the padding
-# DP 1.6-2.5x faster than the next round's: seconds scale with the machine, units do not),
+# layer may spend 2 / PARTS of what is left, two ranges at once (one past it halts the others);
+# past it the DP returns its best cover with the gap the bounds prove. With 8 GPUs under the
+# profiles of benchmarks/certified.py, on the machine of the round that set it (one that runs
+# the padding DP 1.6-2.5x faster than the next round's: seconds scale with the machine, units
+# do not),
 # 20,000 distinct lengths are proven in 1.1 s at k = 16 and 2.3 s at k = 32 (shipped profile)
 # and stop at k = 64 (5.2 s, a proven gap of 7.9e-4); the source-code tail is proven in at most
 # 1.04 s (alpha 0.5); a corpus of 200,000 samples up to 4M tokens is proven in 2.8-4.2 s under
