@@ -504,12 +504,11 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     i <= big[j] make buckets of >= split[j] samples). ``keep``: the ends the relaxed DP leaves
     (its F_t, a lower bound of the exact one, plus bwd within some k's upper bound: the
     caller's candidates); the others are dead whatever the bounds here say. Calls on disjoint
-    ranges of ends are
-    independent (they read F[t - 1] alone), so they may run at once. ``work``: [spent, limit]
-    in units of about a priced bucket; past the limit the layer stops (then its F is
-    incomplete: the caller knows by work[0] > work[1]) and sets ``halt[0]``, which the calls on
-    other ranges of the layer read before each end: the layer is incomplete whatever they find,
-    so they stop too (an incomplete layer proves nothing)."""
+    ranges of ends are independent (they read F[t - 1] alone), so they may run at once.
+    ``work``: [spent, limit] in units of about a priced bucket; past the limit the layer stops
+    (then its F is incomplete: the caller knows by work[0] > work[1]) and sets ``halt[0]``,
+    which the calls on other ranges of the layer read before each end: the layer is incomplete
+    whatever they find, so they stop too (an incomplete layer proves nothing)."""
     g = P.size - 1
     nc = cells.size
     inf = np.inf
@@ -540,8 +539,8 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     # their steps fit its sweeps' draw counts (ends of smaller batches too), for a rectangle's
     # first sweep goes down over every length below its first end. On the 4M-token corpus of
     # benchmarks/certified.py with one GPU (22,250 ends of 1-256 rows a step, 810 rectangles of
-    # at most BLOCK ends of one batch size) layer 1 took 3.4 s; so, 1.2 s, most of it the ends
-    # priced by walks.
+    # at most BLOCK ends of one batch size) layer 1 took 3.4 s that way and takes 1.2 s so,
+    # most of it the ends priced by walks.
     one_start = t == 1
     block = np.empty(g + 1 if one_start else BLOCK, np.int64)
     refs = np.empty(2 * LADDER_ALONE + 8, np.int64)
