@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import bucketopt
@@ -643,8 +643,9 @@ def _drawn_bucket(counts, budget, coeffs, world, data):
        st.integers(60, 4000), coefficients, st.sampled_from([1, 2, 3, 8]), st.data())
 def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, data):
     """The bound a start of the exact layers gets from a reference start at or below it
-    (_pricing.tilde with _certified_kernels._ref_moments: the step types exact, the full steps'
-    and the other steps' E[max] at least those of the reference's larger bucket, and a step
+    (_pricing.tilde with _certified_kernels._ref_moments, lower bounds of the moments of the
+    reference's larger bucket: the step types exact, the full steps' and the other steps'
+    E[max] at least those, and a step
     between those draw counts on their chords, E[max] being concave in the draws) is at or
     below the bucket's exact cost: with the reference at the start itself too, where it is
     tightest. So is the quick line checked before it (_certified_kernels._quick: every row at
@@ -668,31 +669,69 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.dictionaries(st.integers(1, 60), st.integers(1, 200), min_size=2, max_size=12),
-       st.integers(60, 4000), coefficients, st.sampled_from([1, 2, 3, 8]), st.data())
-def test_known_moments_give_the_walked_cost(counts, budget, coeffs, world, data):
-    """A reference's cost priced with the moments its own walks gave (_pricing.known_cost with
-    _certified_kernels._ref_moments and _ref_draws: those step types are not walked again) is
-    pair_cost's, bit for bit, uncapped; capped, it is exact or proven above the cap."""
-    from bucketopt.objectives._certified_kernels import _ref_draws, _ref_moments
-    from bucketopt.objectives._pricing import known_cost, pair_cost, step_scratch
+@given(st.dictionaries(st.integers(1, 300), st.integers(1, 30), min_size=2, max_size=40),
+       st.integers(2, 60), st.sampled_from([1e-6, 1e-3, 0.1, 0.5]), st.data())
+def test_walks_that_bound_stop_early_below_the_moments(counts, draws, rel, data):
+    """A walk stopped at ``rel`` of the top (_time_kernels.walk_moments_capped, the references'
+    and the cells' moments, BOUND_REL) gives lower bounds of E[M] and E[M^2] (tests/naive.py,
+    exact fractions), walks no more lengths than the exact walk, and is the exact walk at
+    NEGLIGIBLE. prefix_moments stopped so stays below the exact one at every end, its steps
+    after each walk included."""
+    from bucketopt.objectives._bound_kernels import prefix_moments
+    from bucketopt.objectives._time_kernels import NEGLIGIBLE, walk_moments_capped
 
-    obj, i, j = _drawn_bucket(counts, budget, coeffs, world, data)
-    run = obj.pricing()
-    values, pcv, group_end, sizes, world_, lf_hi, lf_lo = (run[0], run[1], run[4], run[6],
-                                                           run[7], run[12], run[13])
-    m1, m2, f1, f2 = _ref_moments(values, pcv, group_end, i, j, sizes[j], world_, lf_hi, lf_lo,
-                                  step_scratch())
-    full_d, few_d = _ref_draws(pcv, group_end, i, j, sizes[j], world_)
-    walked, ok = pair_cost(*run[:6], i, j, sizes[j], *run[7:], np.inf, step_scratch())
-    known, ok2 = known_cost(*run[:6], i, j, sizes[j], *run[7:], np.inf, step_scratch(), full_d,
-                            m1, m2, few_d, f1, f2)
-    assert ok and ok2 and known == walked
-    assert np.isclose(walked, _exact_costs(obj, [i], [j])[0], rtol=1e-12)
-    cap = walked * data.draw(st.sampled_from([0.5, 0.999, 1.0, 2.0]))
-    capped, exact = known_cost(*run[:6], i, j, sizes[j], *run[7:], cap, step_scratch(), full_d,
-                               m1, m2, few_d, f1, f2)
-    assert (exact and capped == walked) or (not exact and cap < capped <= walked)
+    values = np.array(sorted(counts), dtype=np.int64)
+    pcv = np.r_[0, np.cumsum([counts[v] for v in values])].astype(np.int64)
+    xs = [int(v) for v in values for _ in range(counts[int(v)])]
+    assume(draws < len(xs))
+    lf_hi, lf_lo = _log_factorials(len(xs))
+    args = (values, pcv, 0, values.size, draws, lf_hi, lf_lo, 0.0, 0.0, np.inf)
+    m1, m2, exact, walked = walk_moments_capped(*args, rel)
+    e1, e2, exact0, walked0 = walk_moments_capped(*args, NEGLIGIBLE)
+    assert exact0 and walked <= walked0
+    t1 = float(naive.expected_max_exact(xs, draws))
+    t2 = float(naive.expected_max_exact([x * x for x in xs], draws))
+    assert e1 == pytest.approx(t1, rel=1e-12) and e2 == pytest.approx(t2, rel=1e-12)
+    assert m1 <= t1 * (1 + 1e-12) and m2 <= t2 * (1 + 1e-12)
+    top = float(values[-1])
+    assert m1 >= t1 - 2 * rel * top - 1e-9 * top
+    if exact:
+        assert (m1, m2) == (e1, e2)
+    # prefix_moments from a drawn first group, each end its own draw count
+    first = data.draw(st.integers(0, values.size - 2))
+    group_end = np.arange(values.size + 1, dtype=np.int64)
+    d = np.r_[0, data.draw(st.lists(st.integers(1, draws), min_size=values.size,
+                                    max_size=values.size))].astype(np.int64)
+    q1 = np.r_[0, np.cumsum([v * counts[int(v)] for v in values])].astype(np.float64)
+    q2 = np.r_[0, np.cumsum([v * v * counts[int(v)] for v in values])].astype(np.float64)
+    low = prefix_moments(values, pcv, q1, q2, group_end, d, lf_hi, lf_lo, first, rel)
+    full = prefix_moments(values, pcv, q1, q2, group_end, d, lf_hi, lf_lo, first)
+    for lo_m, ex_m in zip(low, full):
+        assert np.all(lo_m <= ex_m * (1 + 1e-12) + 1e-12)
+
+
+def _log_factorials(n):
+    """The double-double log-factorial table the walks read (objectives._batch_kernels)."""
+    from bucketopt.objectives._batch_kernels import log_factorial_table
+
+    return log_factorial_table(n)
+
+
+def _exact_ref_moments(run, i, j):
+    """(E[M], E[M^2]) of the full steps' rows and of the fewest rows' draws from (i, j], walked
+    to NEGLIGIBLE (-inf where _ref_moments gives none)."""
+    from bucketopt.objectives._time_kernels import fewest_rows, walk_moments
+
+    values, pcv, group_end, sizes, world, lf_hi, lf_lo = (run[0], run[1], run[4], run[6],
+                                                          run[7], run[12], run[13])
+    lo, hi = group_end[i], group_end[j]
+    n = pcv[hi] - pcv[lo]
+    full = world * min(int(sizes[j]), n)
+    fewest = fewest_rows(world, int(sizes[j]))
+    m = walk_moments(values, pcv, lo, hi, full, lf_hi, lf_lo)
+    f = walk_moments(values, pcv, lo, hi, fewest, lf_hi, lf_lo) if 1 < fewest < n else (
+        -np.inf, -np.inf)
+    return (*m, *f)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -701,11 +740,10 @@ def test_known_moments_give_the_walked_cost(counts, budget, coeffs, world, data)
 def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
     """_pricing.rect_costs, a rectangle of buckets priced by sweeps, equals each bucket priced by
     walks (_pricing.pair_cost), and its moments (the full steps' and the fewest rows') equal
-    those walked by _certified_kernels._ref_moments."""
+    those walked (to NEGLIGIBLE)."""
     from hypothesis import assume
 
     from bucketopt.objectives._batch_sweep import pascal_table
-    from bucketopt.objectives._certified_kernels import _ref_moments
     from bucketopt.objectives._pricing import (
         SWEEP_MAX,
         SWEEP_TERMS,
@@ -742,8 +780,7 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
                                  alpha, beta, gamma, pad, lf_hi, lf_lo, np.inf, step_scratch())
             assert ok
             assert out[a, q] == pytest.approx(cost, rel=1e-9, abs=1e-12)
-            walked = _ref_moments(values, pcv, group_end, i, j, sizes[j], world_, lf_hi, lf_lo,
-                                  step_scratch())
+            walked = _exact_ref_moments(obj.pricing(), i, j)
             assert m1[a, q] == pytest.approx(walked[0], rel=1e-9, abs=1e-12)
             assert m2[a, q] == pytest.approx(walked[1], rel=1e-9, abs=1e-12)
             n = pcv[group_end[j]] - pcv[group_end[i]]

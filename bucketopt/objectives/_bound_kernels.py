@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from ._hulls import hull_add, hull_min
-from ._time_kernels import _binom_ratio, walk_moments
+from ._time_kernels import NEGLIGIBLE, _binom_ratio, walk_moments_capped
 
 
 @njit(cache=True, inline="always")
@@ -606,9 +606,13 @@ def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, fir
 
 
 @njit(cache=True, nogil=True)
-def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first):
+def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first,
+                   rel=NEGLIGIBLE):
     """(E[M], E[M^2]) of the longest of ``draws[j]`` samples drawn without replacement from every
-    sample of groups first+1..j (j > first; the others 0).
+    sample of groups first+1..j (j > first; the others 0); lower bounds where ``rel`` is above
+    NEGLIGIBLE (the walks stop there, :func:`._time_kernels.walk_moments_capped`; a step below
+    scales top - E[M] by a positive factor after adding a positive gap, so it keeps an upper
+    bound of it one).
 
     With D(v) = top - E[M] over the lengths up to v, adding the next length x' (c' samples)
     gives D(v') = (D(v) + x' - x) C(N, s) / C(N + c', s): O(1) a length along a run of ends with
@@ -633,7 +637,11 @@ def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first)
                 d1 = float(values[hi - 1]) - (pq1[hi] - pq1[lo]) / n
                 d2 = float(values[hi - 1]) ** 2 - (pq2[hi] - pq2[lo]) / n
             else:
-                e1, e2 = walk_moments(values, pcv, lo, hi, s, lf_hi, lf_lo)
+                e1 = float(values[hi - 1])
+                e2 = e1 * e1
+                if s < n:
+                    e1, e2, _, _ = walk_moments_capped(values, pcv, lo, hi, s, lf_hi, lf_lo, 0.0,
+                                                       0.0, np.inf, rel)
                 d1 = float(values[hi - 1]) - e1
                 d2 = float(values[hi - 1]) ** 2 - e2
             done = hi

@@ -36,8 +36,8 @@ from ._hulls import (
     hull_segment,
     hull_walk,
 )
-from ._pricing import SWEEP_MAX, known_cost, pair_cost, rect_costs, step_scratch, tilde
-from ._time_kernels import fewest_rows, walk_moments_capped
+from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde
+from ._time_kernels import BOUND_REL, fewest_rows, walk_moments_capped
 
 MARGIN = 4  # starts priced on each side of a block's predicted best starts
 BLOCK = 32  # the most ends of one rectangle (20,000 lengths k = 16: 1.96-2.01 s; 64: 2.06-2.19)
@@ -251,21 +251,20 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
         if i >= win_lo[j] and ys[i] < np.inf:
             refs[nref] = i
             nref += 1
-    for r in range(nref):
-        i = refs[r]
-        mark[i] = stamp
-        full_d = few_d = 0  # the draw counts whose moments the reference's walks gave: its
-        # cost's step types of that many rows take them (walked once, not twice)
+    for r in range(nref):  # lower bounds of their moments (BOUND_REL), for the starts above
         if pad_code == 1:
             ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r] = _ref_moments(
-                values, pcv, group_end, i, j, sizes[j], world, lf_hi, lf_lo, scratch)
+                values, pcv, group_end, refs[r], j, sizes[j], world, lf_hi, lf_lo, scratch)
             _charge(work, scratch, pad_code)
-            full_d, few_d = _ref_draws(pcv, group_end, i, j, sizes[j], world)
-        # (its other walks stop once it is proven above the best found or the cap)
-        c, ok = known_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world,
-                           alpha, beta, gamma, pad_code, lf_hi, lf_lo,
-                           min(best[j], cap[j]) - ys[i], scratch, full_d, ref_m[0, r],
-                           ref_m[1, r], few_d, ref_m[2, r], ref_m[3, r])
+    for r in range(-1, nref):  # their costs, the tangent first: the others' walks stop once
+        # proven above the best found (or the cap)
+        i = it if r < 0 else refs[r]
+        if (r >= 0 and i == it) or ys[i] == np.inf:
+            continue
+        mark[i] = stamp
+        c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha,
+                          beta, gamma, pad_code, lf_hi, lf_lo, min(best[j], cap[j]) - ys[i],
+                          scratch)
         _charge(work, scratch, pad_code)
         if ok:
             _improve(j, i, ys[i] + c, best, barg)
@@ -338,36 +337,30 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
 @njit(cache=True)
 def _moments(values, pcv, lo, hi, draws, lf_hi, lf_lo, scratch):
     m1, m2, _, walked = walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0,
-                                            np.inf)
+                                            np.inf, BOUND_REL)
     scratch[7][0] += walked
     return m1, m2
 
 
-@njit(cache=True, inline="always")
-def _ref_draws(pcv, group_end, i, j, size_full, world):
-    # the draw counts :func:`_ref_moments` walks for the bucket (i, j] (0 where it walks none)
-    n = pcv[group_end[j]] - pcv[group_end[i]]
-    full = world * min(size_full, n)
-    fewest = fewest_rows(world, size_full)
-    return (full if full < n else 0), (fewest if 1 < fewest < n else 0)
-
-
 @njit(cache=True)
 def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo, scratch):
-    # (E[M], E[M^2]) of the full steps' rows and of the fewest rows' draws from the bucket (i, j]
-    # (-inf where no step of it has that many rows and fewer than all), for tilde(); the lengths
-    # walked are counted in scratch[7]
+    # lower bounds of (E[M], E[M^2]) of the full steps' rows and of the fewest rows' draws from
+    # the bucket (i, j] (-inf where no step of it has that many rows and fewer than all), for
+    # tilde(): walks stopped at BOUND_REL of the top; the lengths walked are counted in
+    # scratch[7]
     lo = group_end[i]
     hi = group_end[j]
-    full, fewest = _ref_draws(pcv, group_end, i, j, size_full, world)
-    if full == 0:  # one step holds every row: its longest is the top
+    n = pcv[hi] - pcv[lo]
+    full = world * min(size_full, n)
+    fewest = fewest_rows(world, size_full)
+    if full >= n:  # one step holds every row: its longest is the top
         m1 = float(values[hi - 1])
         m2 = m1 * m1
     else:
         m1, m2 = _moments(values, pcv, lo, hi, full, lf_hi, lf_lo, scratch)
     f1 = -np.inf
     f2 = -np.inf
-    if fewest > 0:
+    if 1 < fewest < n:
         f1, f2 = _moments(values, pcv, lo, hi, fewest, lf_hi, lf_lo, scratch)
     return m1, m2, f1, f2
 

@@ -231,16 +231,6 @@ def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, a
     """(seconds of the bucket (i, j], exact): by walks (dynamic padding, stopped once the cost
     is proven above ``cap``: then it is a lower bound above the cap and exact is False) or in
     O(1) (edge padding)."""
-    return known_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, alpha,
-                      beta, gamma, pad_code, lf_hi, lf_lo, cap, scratch, 0, 0.0, 0.0, 0, 0.0, 0.0)
-
-
-@njit(cache=True)
-def known_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, alpha, beta,
-               gamma, pad_code, lf_hi, lf_lo, cap, scratch, d1, a1, a2, d2, b1, b2):
-    """:func:`pair_cost` where the moments (E[M], E[M^2]) of ``d1`` draws from the bucket are
-    (a1, a2) and those of ``d2`` draws (b1, b2), exact (0: none): a step type of that many rows
-    takes them instead of walking again (the same walk would give the same values)."""
     tw, tr, tm = scratch[:3]
     lo, hi, n, _, nt, top = _bucket(values, pcv, group_end, i, j, size_full, world, scratch)
     if pad_code == 0:
@@ -265,15 +255,10 @@ def known_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, 
             continue
         part = tm[q] * (alpha + tw[q] * (beta * mean1 + gamma * mean2))
         wm = tm[q] * tw[q]
-        if r == d1:
-            m1, m2, ok = a1, a2, True
-        elif r == d2:
-            m1, m2, ok = b1, b2, True
-        else:
-            slack = cap - (cost - part) - tm[q] * alpha
-            m1, m2, ok, walked = walk_moments_capped(values, pcv, lo, hi, r, lf_hi, lf_lo,
-                                                     wm * beta, wm * gamma, slack)
-            scratch[7][0] += walked
+        slack = cap - (cost - part) - tm[q] * alpha
+        m1, m2, ok, walked = walk_moments_capped(values, pcv, lo, hi, r, lf_hi, lf_lo, wm * beta,
+                                                 wm * gamma, slack)
+        scratch[7][0] += walked
         cost += tm[q] * (alpha + tw[q] * (beta * m1 + gamma * m2)) - part
         if not ok:
             return cost, False

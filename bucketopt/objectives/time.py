@@ -112,7 +112,7 @@ class Time(Objective):
 
     def _bounds(self, cells):
         from ._bound_kernels import prefix_moments
-        from ._time_kernels import cell_rows
+        from ._time_kernels import BOUND_REL, cell_rows
 
         g, m, a = self.groups, self.cost_model, self.arrays
         sizes = self.sizes.astype(np.float64)
@@ -144,7 +144,8 @@ class Time(Objective):
                         for m1, m2 in (prefix_moments(a.values, a.pcv, a.pq1, a.pq2,
                                                       self.group_end,
                                                       np.r_[0, d].astype(np.int64), a.lf_hi,
-                                                      a.lf_lo, first) for d in (full, fewest)))
+                                                      a.lf_lo, first, BOUND_REL)
+                                       for d in (full, fewest)))
                 phi, phi2 = memo[first]
                 x = float(a.values[self.group_end[first]])
                 low = m.beta * x + m.gamma * x * x  # the shortest row of such a bucket
