@@ -610,9 +610,9 @@ def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first,
                    rel=NEGLIGIBLE):
     """(E[M], E[M^2]) of the longest of ``draws[j]`` samples drawn without replacement from every
     sample of groups first+1..j (j > first; the others 0); lower bounds where ``rel`` is above
-    NEGLIGIBLE (the walks stop there, :func:`._time_kernels.walk_moments_capped`; a step below
-    scales top - E[M] by a positive factor after adding a positive gap, so it keeps an upper
-    bound of it one).
+    NEGLIGIBLE (the walks stop there, :func:`._time_kernels.walk_moments_capped`; each step
+    below adds a gap to top - E[M] and scales it by a positive factor, so an upper bound of it
+    stays one).
 
     With D(v) = top - E[M] over the lengths up to v, adding the next length x' (c' samples)
     gives D(v') = (D(v) + x' - x) C(N, s) / C(N + c', s): O(1) a length along a run of ends with
