@@ -677,6 +677,7 @@ def test_walks_that_bound_stop_early_below_the_moments(counts, draws, rel, data)
     exact fractions), walks no more lengths than the exact walk, and is the exact walk at
     NEGLIGIBLE. prefix_moments stopped so stays below the exact one at every end, its steps
     after each walk included."""
+    from bucketopt.objectives._batch_kernels import log_factorial_table
     from bucketopt.objectives._bound_kernels import prefix_moments
     from bucketopt.objectives._time_kernels import NEGLIGIBLE, walk_moments_capped
 
@@ -684,7 +685,7 @@ def test_walks_that_bound_stop_early_below_the_moments(counts, draws, rel, data)
     pcv = np.r_[0, np.cumsum([counts[v] for v in values])].astype(np.int64)
     xs = [int(v) for v in values for _ in range(counts[int(v)])]
     assume(draws < len(xs))
-    lf_hi, lf_lo = _log_factorials(len(xs))
+    lf_hi, lf_lo = log_factorial_table(len(xs))
     args = (values, pcv, 0, values.size, draws, lf_hi, lf_lo, 0.0, 0.0, np.inf)
     m1, m2, exact, walked = walk_moments_capped(*args, rel)
     e1, e2, exact0, walked0 = walk_moments_capped(*args, NEGLIGIBLE)
@@ -708,13 +709,6 @@ def test_walks_that_bound_stop_early_below_the_moments(counts, draws, rel, data)
     full = prefix_moments(values, pcv, q1, q2, group_end, d, lf_hi, lf_lo, first)
     for lo_m, ex_m in zip(low, full):
         assert np.all(lo_m <= ex_m * (1 + 1e-12) + 1e-12)
-
-
-def _log_factorials(n):
-    """The double-double log-factorial table the walks read (objectives._batch_kernels)."""
-    from bucketopt.objectives._batch_kernels import log_factorial_table
-
-    return log_factorial_table(n)
 
 
 def _exact_ref_moments(run, i, j):

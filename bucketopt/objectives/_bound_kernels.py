@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from ._hulls import hull_add, hull_min
-from ._time_kernels import NEGLIGIBLE, _binom_ratio, walk_moments_capped
+from ._time_kernels import NEGLIGIBLE, _binom_ratio, walk_moments
 
 
 @njit(cache=True, inline="always")
@@ -610,7 +610,7 @@ def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first,
                    rel=NEGLIGIBLE):
     """(E[M], E[M^2]) of the longest of ``draws[j]`` samples drawn without replacement from every
     sample of groups first+1..j (j > first; the others 0); lower bounds where ``rel`` is above
-    NEGLIGIBLE (the walks stop there, :func:`._time_kernels.walk_moments_capped`; each step
+    NEGLIGIBLE (the walks stop there, :func:`._time_kernels.walk_moments`; each step
     below adds a gap to top - E[M] and scales it by a positive factor, so an upper bound of it
     stays one).
 
@@ -637,11 +637,7 @@ def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first,
                 d1 = float(values[hi - 1]) - (pq1[hi] - pq1[lo]) / n
                 d2 = float(values[hi - 1]) ** 2 - (pq2[hi] - pq2[lo]) / n
             else:
-                e1 = float(values[hi - 1])
-                e2 = e1 * e1
-                if s < n:
-                    e1, e2, _, _ = walk_moments_capped(values, pcv, lo, hi, s, lf_hi, lf_lo, 0.0,
-                                                       0.0, np.inf, rel)
+                e1, e2 = walk_moments(values, pcv, lo, hi, s, lf_hi, lf_lo, rel)
                 d1 = float(values[hi - 1]) - e1
                 d2 = float(values[hi - 1]) ** 2 - e2
             done = hi

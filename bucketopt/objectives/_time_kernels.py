@@ -57,17 +57,18 @@ def _floor_div(a, b):
 
 
 @njit(cache=True)
-def walk_moments(values, pcv, lo, hi, draws, lf_hi, lf_lo):
+def walk_moments(values, pcv, lo, hi, draws, lf_hi, lf_lo, rel=NEGLIGIBLE):
     """(E[M], E[M^2]) of the longest of ``draws`` samples drawn without replacement from the
     distinct lengths ``values[lo:hi]`` (``pcv``: prefix counts over values, index 0 empty).
 
-    Walks from the top down and stops once the rest is provably below 1e-16 of the result.
+    Walks from the top down and stops once the rest is provably below 1e-16 of the result
+    (lower bounds where ``rel`` is above NEGLIGIBLE: :func:`walk_moments_capped`).
     """
     top = float(values[hi - 1])
     if draws >= pcv[hi] - pcv[lo]:
         return top, top * top
     m1, m2, _, _ = walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0,
-                                       np.inf)
+                                       np.inf, rel)
     return m1, m2
 
 
