@@ -648,8 +648,9 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     E[max] at least those, and a step
     between those draw counts on their chords, E[max] being concave in the draws) is at or
     below the bucket's exact cost: with the reference at the start itself too, where it is
-    tightest. So is the quick line checked before it (_certified_kernels._quick: every row at
-    the reference's full steps' moments, two steps spare)."""
+    tightest. So is the quick bound checked before it (_certified_kernels._quick: the exact
+    step count, the whole full steps at the reference's moments, the other rows on the chord
+    from the mean), and it is below tilde."""
     from bucketopt.objectives._certified_kernels import _quick, _ref_moments
     from bucketopt.objectives._pricing import step_scratch, tilde
 
@@ -663,9 +664,12 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     bound = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world_, alpha, beta, gamma,
                   m1, m2, f1, f2, step_scratch())
     assert bound <= exact + 1e-9 * max(abs(exact), 1.0)
-    quick = _quick(float(obj.groups.prefix_count[j] - obj.groups.prefix_count[i]), sizes[j],
-                   world_, alpha, beta, gamma, m1, m2)
+    quick = _quick(pq1, pq2, group_end, obj.groups.prefix_count.astype(np.float64), i, j,
+                   sizes[j], world_, alpha, beta, gamma, m1, m2)
     assert quick <= exact + 1e-9 * max(abs(exact), 1.0)
+    # and below tilde itself, whose terms it sums up (the same step count and whole steps, each
+    # other step's largest batch and its chords at least what quick takes)
+    assert quick <= bound + 1e-9 * max(abs(bound), 1.0)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

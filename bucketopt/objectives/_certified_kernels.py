@@ -36,15 +36,16 @@ from ._hulls import (
     hull_segment,
     hull_walk,
 )
-from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde
+from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde, tilde_inline
 from ._time_kernels import BOUND_REL, fewest_rows, walk_moments_capped
 
 MARGIN = 4  # starts priced on each side of a block's predicted best starts
 BLOCK = 32  # the most ends of one rectangle (20,000 lengths k = 16: 1.96-2.01 s; 64: 2.06-2.19)
 WIDTH = 48  # the widest range of predicted best starts one rectangle spans
 LADDER = 7  # reference starts at 2^3 .. 2^(LADDER + 2) groups on each side of that range
-# An end priced alone (by walks) first prices its predicted best start and those 2, 4 and 8
-# groups above it and 8 below (2^1 .. 2^(LADDER_ALONE + 2)): its other starts make their own
+# An end priced alone (by walks) first bounds its predicted best start and those 2, 4 and 8
+# groups above it and 8 below (2^1 .. 2^(LADDER_ALONE + 2)), and prices them while that bound
+# is below the best found (:func:`_price_alone`): its other starts make their own
 # references (REF_GAP), so a longer ladder only adds walks (at 7, the source-code tail of
 # benchmarks/certified.py under alpha 0.5 took 3.1 s; at 1, 2.5 s)
 LADDER_ALONE = 1
@@ -206,13 +207,40 @@ def _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U,
 
 
 @njit(cache=True, inline="always")
-def _quick(n, size, world, alpha, beta, gamma, m1, m2):
-    # a quick lower bound of a bucket of n samples whose full steps' rows are, in expectation,
-    # at least (m1, m2) long (a reference's, below its start): every row there, two steps spare
-    # (all rows but fewer than two steps' sit in full steps of world * size rows, each
-    # costing alpha + size (beta E[M] + gamma E[M^2]))
-    step = beta * m1 + gamma * m2
-    return n * (alpha / (world * size) + step / world) - 2.0 * (alpha + size * step)
+def _quick(pq1, pq2, group_end, xs, i, j, size_full, world, alpha, beta, gamma, m1, m2):
+    # a quick lower bound of the bucket (i, j] whose full steps' rows are, in expectation, at
+    # least (m1, m2) long (a reference's, below its start), in O(1) (tilde's bound with the
+    # step types summed up): the exact step count (:func:`._time_kernels.bucket_steps` makes
+    # ceil(batches / world) steps); the steps of world * size rows its splits leave whole at
+    # (m1, m2); and every other step at its rows / world (its largest batch holds at least
+    # that many) times the chord of E[max] from one draw (the bucket's mean) to world * size
+    # (concave in the draws), a convex function of the rows: at least its value at their mean
+    # over those steps, times their number (Jensen)
+    n = np.int64(xs[j] - xs[i])
+    size = min(size_full, n)
+    q = n // size
+    nb = q + (1 if n > q * size else 0)
+    steps = (nb + world - 1) // world
+    whole = 0  # the steps of world * size rows
+    if size == size_full:
+        if world == 1:
+            whole = q
+        else:
+            extra = world * steps - nb  # the full batches split in two, where it has samples
+            if extra > n - nb:
+                extra = 0
+            if extra <= q:
+                whole = (q - extra) // world
+    lo = group_end[i]
+    hi = group_end[j]
+    mean = (beta * (pq1[hi] - pq1[lo]) + gamma * (pq2[hi] - pq2[lo])) / n
+    full = world * size
+    at_full = max(beta * m1 + gamma * m2, mean)
+    rest = n - whole * full  # over steps - whole steps, each of at most full rows
+    per_row = mean
+    if size == size_full and steps > whole and full > 1:
+        per_row += (rest / (steps - whole) - 1.0) / (full - 1.0) * (at_full - mean)
+    return alpha * steps + whole * size * at_full + rest * per_row / world
 
 
 @njit(cache=True)
@@ -236,8 +264,9 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
                  edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi, lf_lo, win_lo, win_hi,
                  stamp, scratch, refs, ref_m, work):
     # one end whose steps are too large for sweeps (or edge padding): reference starts (the
-    # tangent and a ladder around it) priced by walks, then every start the bounds leave,
-    # checked against the nearest reference below it, priced by capped walks
+    # tangent and a ladder around it) bounded from their moments and priced by walks while
+    # that bound is below the best found, then every start the bounds leave, checked against
+    # the nearest reference below it, priced by capped walks
     it = tang[j]
     top = min(win_hi[j], j - 1)
     nref = 0
@@ -251,16 +280,32 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
         if i >= win_lo[j] and ys[i] < np.inf:
             refs[nref] = i
             nref += 1
-    for r in range(nref):  # lower bounds of their moments (BOUND_REL), for the starts above
-        if pad_code == 1:
+    for r in range(nref - 1, -1, -1):  # lower bounds of their moments (BOUND_REL), for the
+        # starts above; those above the tangent take the tangent's (a bucket with more, shorter
+        # samples: lower bounds too)
+        if pad_code == 1 and refs[r] > it and r + 1 < nref:
+            for m in range(4):
+                ref_m[m, r] = ref_m[m, r + 1]
+        elif pad_code == 1:
             ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r] = _ref_moments(
                 values, pcv, group_end, refs[r], j, sizes[j], world, lf_hi, lf_lo, scratch)
             _charge(work, scratch, pad_code)
-    for r in range(-1, nref):  # their costs, the tangent first: the others' walks stop once
-        # proven above the best found (or the cap)
-        i = it if r < 0 else refs[r]
-        if (r >= 0 and i == it) or ys[i] == np.inf:
-            continue
+    # their costs, least bound first (tilde from their own moments: most are proven no better
+    # than the best found without a walk), while a bound is below the best found (or the cap).
+    # A reference left unpriced is not marked: the scan below finds it like any other start.
+    rkeys = np.empty(nref)
+    for r in range(nref):
+        i = refs[r]
+        if pad_code == 1:
+            rkeys[r] = ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world,
+                                     alpha, beta, gamma, ref_m[0, r], ref_m[1, r], ref_m[2, r],
+                                     ref_m[3, r], scratch)
+        else:
+            rkeys[r] = ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, T, xs)
+    for r in np.argsort(rkeys[:nref], kind="mergesort"):
+        i = refs[r]
+        if not rkeys[r] < min(best[j], cap[j]):
+            break
         mark[i] = stamp
         c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha,
                           beta, gamma, pad_code, lf_hi, lf_lo, min(best[j], cap[j]) - ys[i],
@@ -297,8 +342,8 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
                 m1, m2, f1, f2 = ref_m[0, low], ref_m[1, low], ref_m[2, low], ref_m[3, low]
             # the quick line of the reference first (tilde costs some 0.1 us: most starts the
             # scan leaves fail this)
-            if ref >= 0 and not ys[i] + _quick(xs[j] - xs[i], sizes[j], world, alpha, beta,
-                                               gamma, m1, m2) < thr:
+            if ref >= 0 and not ys[i] + _quick(pq1, pq2, group_end, xs, i, j, sizes[j], world,
+                                               alpha, beta, gamma, m1, m2) < thr:
                 continue
             far = ref >= 0 and xs[i] - xs[ref] > REF_GAP * (xs[j] - xs[i])
             if far:  # the far reference's bound first (a valid one, only looser): it may rule
@@ -314,8 +359,8 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
                 m1, m2, f1, f2 = d1, d2, e1, e2
                 _charge(work, scratch, pad_code)
                 work[0] += WALK_WORK
-            lb = ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world, alpha,
-                               beta, gamma, m1, m2, f1, f2, scratch)
+            lb = ys[i] + tilde_inline(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world,
+                                      alpha, beta, gamma, m1, m2, f1, f2, scratch)
         if not lb < thr:
             continue
         keys[kept] = lb
@@ -432,8 +477,8 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
                 thr = min(best[e], cap[e])
                 m1 = main1[a, r]
                 m2 = main2[a, r]
-                if not ys[i] + _quick(xs[e] - xs[i], sizes[e], world, alpha, beta, gamma, m1,
-                                      m2) < thr:
+                if not ys[i] + _quick(pq1, pq2, group_end, xs, i, e, sizes[e], world, alpha,
+                                      beta, gamma, m1, m2) < thr:
                     continue
                 lt = tilde(values, pcv, pq1, pq2, group_end, i, e, sizes[e], world, alpha, beta,
                            gamma, m1, m2, few1[a, r], few2[a, r], scratch)
