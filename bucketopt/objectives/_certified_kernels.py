@@ -281,8 +281,8 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
             refs[nref] = i
             nref += 1
     for r in range(nref - 1, -1, -1):  # lower bounds of their moments (BOUND_REL), for the
-        # starts above; those above the tangent take the tangent's (a bucket with more, shorter
-        # samples: lower bounds too)
+        # starts above; those above the tangent take the next one's below them (the tangent's
+        # where it is one: a bucket with more, shorter samples gives lower bounds too)
         if pad_code == 1 and refs[r] > it and r + 1 < nref:
             for m in range(4):
                 ref_m[m, r] = ref_m[m, r + 1]
