@@ -37,7 +37,7 @@ from ._hulls import (
     hull_walk,
 )
 from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde, tilde_inline
-from ._time_kernels import BOUND_REL, fewest_rows, walk_moments_capped
+from ._time_kernels import BOUND_REL, fewest_rows, split_count, walk_moments_capped
 
 MARGIN = 4  # starts priced on each side of a block's predicted best starts
 BLOCK = 32  # the most ends of one rectangle (20,000 lengths k = 16: 1.96-2.01 s; 64: 2.06-2.19)
@@ -226,9 +226,7 @@ def _quick(pq1, pq2, group_end, xs, i, j, size_full, world, alpha, beta, gamma, 
         if world == 1:
             whole = q
         else:
-            extra = world * steps - nb  # the full batches split in two, where it has samples
-            if extra > n - nb:
-                extra = 0
+            extra = split_count(n, nb, world)
             if extra <= q:
                 whole = (q - extra) // world
     lo = group_end[i]

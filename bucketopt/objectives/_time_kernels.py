@@ -82,6 +82,18 @@ def fewest_rows(world, size):
 
 
 @njit(cache=True, inline="always")
+def split_count(n, nb, world):
+    """The full batches the synced sampler splits in two so that a bucket of ``n`` samples in
+    ``nb`` batches fills whole steps of ``world`` batches: world * ceil(nb / world) - nb, or 0
+    where it has too few samples to split (the sampler then pools buckets: the last step is
+    short). :func:`bucket_steps` and the certified DP's quick bound both count by it."""
+    extra = world * _floor_div(nb + world - 1, world) - nb
+    if extra > n - nb:
+        extra = 0
+    return extra
+
+
+@njit(cache=True, inline="always")
 def bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, cls_s, cls_c, heap_s, heap_c):
     """The steps of one bucket as the synced sampler runs them; returns the number of types.
 
@@ -108,9 +120,7 @@ def bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, cls_s, cls_c, heap_s
             nt += 1
         return nt
     nb = q + (1 if r > 0 else 0)
-    extra = world * _floor_div(nb + world - 1, world) - nb
-    if extra > n - nb:
-        extra = 0  # too few samples to split (the sampler then pools buckets): last step short
+    extra = split_count(n, nb, world)
     nc = 0
     if extra <= q:
         # the common case: `extra` full batches are split once each
