@@ -593,6 +593,58 @@ def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, ce
     assert np.all(np.where(big, full, -np.inf) <= exact + slack)
 
 
+def _line_bounds(obj, cells):
+    """(exact, bound, scaled) over every bucket (i, j] of the fitted time objective
+    ``obj`` with cells of starts ``cells``: its exact cost, the relaxation's line bound
+    (A for buckets of at least split samples, A2 for the others) and whether its cell's row
+    took the scaled-draws line at j (_time_kernels.cell_rows: a slope below the plain one)."""
+    rel = _relaxation(obj, cells)
+    P = obj.groups.prefix_count.astype(np.float64)
+    i, j = np.triu_indices(obj.groups.g + 1, 1)
+    cell = np.searchsorted(rel.cells, i, side="right") - 1
+    big = P[j] - P[i] >= rel.split[j]
+    bound = np.where(big, rel.A[cell, j], rel.A2[cell, j]) - rel.U[cell, j] * P[i]
+    plain = np.r_[0.0, obj.cost_model.alpha / (obj.world * obj.sizes[1:])]
+    moments = obj.__dict__["_moments"]  # cell start -> (phi, phi2, phi at SCALE times)
+    phi = np.array([moments[int(rel.cells[c])][0][e] for c, e in zip(cell, j)])
+    scaled = rel.U[cell, j] < plain[j] + phi / obj.world
+    return _exact_costs(obj, i, j), bound, scaled
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.integers(1, 300), st.integers(1, 60), min_size=3, max_size=24),
+       st.integers(300, 2400), coefficients, st.sampled_from([1, 2, 3, 8]),
+       st.lists(st.integers(0, 23), max_size=6))
+def test_scaled_draws_line_bounds_every_bucket(counts, budget, coeffs, world, cell_marks):
+    """The time objective's line bounds where a cell's row takes the chord of its moments
+    between the full steps' draws and SCALE times as many (_time_kernels.cell_rows, "Scaled
+    draws" in docs/method.md: a bucket of the N longest of a cell's n samples has an E[max]
+    of d draws at least the cell's of d n / N) are at or below every bucket's exact cost,
+    with many samples a length, so that cells hold several full steps' draws."""
+    lengths = [x for x, c in counts.items() for _ in range(c)]
+    obj = _fitted(lengths, "time", "batch", max(budget, max(lengths)), coeffs, world)
+    g = obj.groups.g
+    cells = np.unique(np.r_[0, np.clip(cell_marks, 0, g - 1)]).astype(np.int64)
+    exact, bound, _ = _line_bounds(obj, cells)
+    assert np.all(bound <= exact + 1e-9 * np.maximum(np.abs(exact), 1.0))
+
+
+def test_scaled_draws_line_is_taken_and_tighter_on_a_heavy_tail():
+    """On a heavy tail whose long samples dominate the step time (gamma), a cell up to an
+    eighth of the samples below a bucket's start bounds it from diluted moments: the
+    scaled-draws line is taken there for a fifth or more of the buckets and stays below the
+    exact cost."""
+    rng = np.random.default_rng(3)
+    lengths = np.clip(rng.lognormal(4.0, 1.2, 3000), 1, 3000).astype(np.int64)
+    obj = _fitted(lengths, "time", "batch", 4096, (0.1, 1e-4, 1e-7), 3)
+    P = obj.groups.prefix_count
+    cells = np.unique(np.searchsorted(P, np.arange(8) * P[-1] / 8, side="right") - 1)
+    cells = np.maximum(cells, 0).astype(np.int64)
+    exact, bound, scaled = _line_bounds(obj, cells)
+    assert scaled.sum() > 0.2 * scaled.size
+    assert np.all(bound <= exact + 1e-9 * np.maximum(np.abs(exact), 1.0))
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(1, 400), min_size=2, max_size=300), st.lists(st.integers(0, 299),
        max_size=6), st.sampled_from([None, 2, 5]))

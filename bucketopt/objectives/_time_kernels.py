@@ -339,14 +339,32 @@ def _binom_ratio(a, c, s, lf_hi, lf_lo):
     return np.exp(_log_falling(lf_hi, lf_lo, a, s) - _log_falling(lf_hi, lf_lo, a + c, s))
 
 
+# A cell's full-steps line from its moments at SCALE times the full steps' draws too: a bucket of
+# N samples whose starts lie at least 1 / SCALE of the cell's samples above its start is bounded
+# by a chord of the cell's moments between those draw counts (docs/method.md, "Scaled draws")
+SCALE = 2
+
+
 @njit(cache=True, nogil=True)
-def cell_rows(c, phi, phi2, low, alpha, world, sizes, P, rest, A, A2, U, U2, U2P):
+def cell_rows(c, phi, phi2, phik, low, alpha, world, sizes, P, first, last, rest, A, A2, U, U2,
+              U2P):
     """Row c of the time DP's line bounds (:meth:`bucketopt.objectives.time.Time.bounds`) from a
     cell's moments (``phi``: beta E[M] + gamma E[M^2] of the full steps' draws, ``phi2``: of the
-    fewest rows', over every sample from the cell's start to each end; ``low``: the shortest
-    row's): U, A (full steps), A2 (fewest rows and the rest), U2 and U2 P (fewest rows alone).
+    fewest rows', ``phik``: of SCALE times the full steps' draws, over every sample from the
+    cell's start ``first`` to each end; ``low``: the shortest row's; ``last``: the cell's last
+    start): U, A (full steps), A2 (fewest rows and the rest), U2 and U2 P (fewest rows alone).
     Column 0 (no end) is 0. In one pass, without the GIL: a row is as long as the candidate
-    groups (tens of thousands on heavy tails, times a hundred or more cells)."""
+    groups (tens of thousands on heavy tails, times a hundred or more cells).
+
+    Scaled draws: S draws from the n samples between the cell's start and the edge take, in
+    expectation, S N / n from a bucket of the N longest of them, and the rest are shorter, so
+    (E[M] concave in the draws, Jensen) the bucket's E[M] of d draws is at least the cell's of
+    d n / N. Where every start of the cell leaves N >= n / SCALE, that is at least the chord of
+    the cell's moments between d and SCALE d draws, phi + (d n / N - d) s (s the chord's
+    slope), so the (N - rest) rows of full steps cost at least (N - rest) (phi - d s) +
+    d n s (1 - rest / N), whose last term is concave in N: at least its chord between the
+    cell's least N and n. That is a line in N, equal to the plain one (every row at phi) at
+    N = n, taken where it lies above the plain one at the cell's last start."""
     A[c, 0] = 0.0
     A2[c, 0] = 0.0
     U[c, 0] = 0.0
@@ -361,3 +379,21 @@ def cell_rows(c, phi, phi2, low, alpha, world, sizes, P, rest, A, A2, U, U2, U2P
         u2 = um + phi2[j] / world
         U2[c, j] = u2
         U2P[c, j] = u2 * P[j]
+        n = P[j] - P[first]
+        n_min = P[j] - P[last]
+        d = world * sizes[j]
+        if n_min <= 0.0 or n_min * SCALE < n or SCALE * d > n or not phik[j] > phi[j]:
+            continue
+        slope = (phik[j] - phi[j]) / ((SCALE - 1) * d)
+        per = phi[j] - d * slope
+        ds = d * slope
+        u_s = um + (per + ds * rest[j] / n_min) / world
+        a_s = u_s * P[j] + (ds * (n - n * rest[j] / n_min - rest[j]) - rest[j] * per) / world
+        # (the rest rows as the plain lines price them: at min(phi, ...))
+        a_s2 = a_s + rest[j] * min(low, phi[j]) / world
+        a_s += rest[j] * min(max(phi2[j], low), phi[j]) / world
+        if (a_s - u_s * P[last] > A[c, j] - u * P[last]
+                and a_s2 - u_s * P[last] > A2[c, j] - u * P[last]):
+            U[c, j] = u_s
+            A[c, j] = a_s
+            A2[c, j] = a_s2

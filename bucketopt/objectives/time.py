@@ -112,7 +112,7 @@ class Time(Objective):
 
     def _bounds(self, cells):
         from ._bound_kernels import prefix_moments
-        from ._time_kernels import BOUND_REL, cell_rows
+        from ._time_kernels import BOUND_REL, SCALE, cell_rows
 
         g, m, a = self.groups, self.cost_model, self.arrays
         sizes = self.sizes.astype(np.float64)
@@ -145,12 +145,13 @@ class Time(Objective):
                                                       self.group_end,
                                                       np.r_[0, d].astype(np.int64), a.lf_hi,
                                                       a.lf_lo, first, BOUND_REL)
-                                       for d in (full, fewest)))
-                phi, phi2 = memo[first]
+                                       for d in (full, fewest, SCALE * full)))
+                phi, phi2, phik = memo[first]
                 x = float(a.values[self.group_end[first]])
                 low = m.beta * x + m.gamma * x * x  # the shortest row of such a bucket
-                cell_rows(c, phi, phi2, low, float(m.alpha), world, sizes, P, rest, A, A2, U,
-                          U2, U2P)
+                last = int(cells[c + 1]) - 1 if c + 1 < len(cells) else g.g
+                cell_rows(c, phi, phi2, phik, low, float(m.alpha), world, sizes, P, first, last,
+                          rest, A, A2, U, U2, U2P)
 
         order = np.arange(len(cells))
         in_worker(*(functools.partial(fill, order[h::2]) for h in range(2)))
