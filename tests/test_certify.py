@@ -875,6 +875,51 @@ def test_backward_pass_by_halves_of_cells_equals_the_serial_pass(lengths, budget
     np.testing.assert_array_equal(got, want)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.integers(1, 400), st.integers(1, 12), min_size=2, max_size=48),
+       st.integers(400, 3000), coefficients, st.sampled_from([1, 3, 8]),
+       st.sampled_from(["batch", "edge"]), st.lists(st.integers(0, 47), max_size=4),
+       st.sampled_from(SHARES))
+def test_backward_pass_skips_only_small_blocks_that_cannot_win(counts, budget, coeffs, world,
+                                                               pad, cell_marks, shares):
+    """The backward pass skips a block of a start's small buckets where the block's bound
+    (_bound_kernels._small_blocks: its rows' least intercepts and largest slopes) is at or above
+    the best found: the same values as the pass that prices every small bucket (its Python
+    form with every block bounded at -inf), with many small buckets an end (large batches)."""
+    from unittest import mock
+
+    from bucketopt.objectives import _bound_kernels as kernels
+
+    lengths = [x for x, c in counts.items() for _ in range(c)]
+    obj, rel, rows, P = _relaxed_inputs(lengths, pad, max(budget, max(lengths)), coeffs, world,
+                                        shares, cell_marks)
+    g = obj.groups.g
+    kmax = min(4, g)
+    from_big = kernels.ends_of_big(kernels.big_starts(P, rel.split), g)
+    first = kernels.window_firsts(kernels.window_tops(obj.win_hi), g)
+    order = np.arange(rel.cells.size - 1, -1, -1)
+
+    def run(layer):
+        bwd = np.full((kmax + 1, g + 1), np.inf)
+        bwd[:, g] = 0.0
+        for k in range(1, kmax + 1):
+            layer(k, order, rel.A, rel.split, rel.U, rel.R, rel.T, rows.A2, rows.U2, rel.A2, P,
+                  rel.cells, from_big, first, obj.win_lo, obj.win_hi, bwd,
+                  np.zeros((kmax + 1, g + 1)))
+        return bwd
+
+    def unbounded(k, c, r0, nb, *rest):
+        out = np.zeros((5, nb))
+        out[0] = out[2] = out[4] = -np.inf
+        return out
+
+    want = run(kernels.backward_layer)
+    # (in Python, the column of no end, -inf + inf, warns where the compiled code does not)
+    with mock.patch.object(kernels, "_small_blocks", unbounded), np.errstate(invalid="ignore"):
+        got = run(kernels.backward_layer.py_func)
+    np.testing.assert_allclose(want, got, rtol=1e-12)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(1, 60), min_size=2, max_size=30), st.integers(60, 200), coefficients,
        st.sampled_from([1, 3, 8]), st.sampled_from(["batch", "edge"]),

@@ -147,6 +147,10 @@ def _lichao_min(tree, node_lo, node_hi, xs, slopes, icpt, q):
 # layer from every start and tried from 64 small buckets on, they took one GPU's forward pass
 # there (some 100 small buckets an end) from 0.67 to 0.90 s.
 SMALL_DIRECT = 256
+# The backward pass bounds a start's small buckets a block of this many ends at a time (their
+# rows' least intercepts and largest slopes over the block, per cell: _small_blocks) and skips
+# a block bounded at or above the best found
+SMALL_BLOCK = 16
 SMALL_LEAF = 16
 PRICED_LEVELS = 2
 
@@ -534,6 +538,28 @@ def ends_of_big(big, g):
     return from_big
 
 
+@njit(cache=True)
+def _small_blocks(k, c, r0, nb, A2, U, Af, Uf, bwd, floor, g):
+    # rows (least A2 + bwd, most U, least Af + bwd, most Uf, least floor) of each block of
+    # SMALL_BLOCK ends from r0: every small bucket (i, j] of an end j in block b and a start i
+    # of cell c costs, plus bwd[k - 1, j], at least the largest of row0 - row1 P[i],
+    # row2 - row3 P[i] and row4 (P[i] >= 0 and U, Uf >= 0: each term's least over the block)
+    out = np.empty((5, nb))
+    for b in range(nb):
+        a2 = af = fl = np.inf
+        u = uf = 0.0
+        for j in range(r0 + b * SMALL_BLOCK, min(r0 + (b + 1) * SMALL_BLOCK, g + 1)):
+            w = bwd[k - 1, j]
+            if w < np.inf:
+                a2 = min(a2, A2[c, j] + w)
+                af = min(af, Af[c, j] + w)
+                fl = min(fl, floor[j])
+                u = max(u, U[c, j])
+                uf = max(uf, Uf[c, j])
+        out[0, b], out[1, b], out[2, b], out[3, b], out[4, b] = a2, u, af, uf, fl
+    return out
+
+
 @njit(cache=True, nogil=True)
 def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, first, win_lo,
                    win_hi, bwd, tail):
@@ -580,6 +606,11 @@ def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, fir
         for j in range(lo + 1, g + 1):
             b_slopes[j] = -U[c, j]
             bicpt[j] = bwd[k - 1, j] + A[c, j]
+        # the small ends of the cell's starts, in blocks of SMALL_BLOCK, each with a bound of
+        # all of its small buckets from any start of the cell
+        r0 = first[lo]
+        nb = max(0, (min(from_big[hi], g + 1) - r0 + SMALL_BLOCK - 1) // SMALL_BLOCK)
+        blocks = _small_blocks(k, c, r0, nb, A2, U, Af, Uf, bwd, floor, g)
         tree[:4 * (hi - lo + 1)] = -1  # over the cell's starts alone: they are its queries
         top = g + 1  # ends >= top are in the tree
         least_top = np.inf  # the least T[j] + bwd[k - 1, j] over the tree's ends
@@ -595,12 +626,23 @@ def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, fir
             s_hi = min(from_big[i], g + 1)
             if s_hi - first[i] >= SMALL_DIRECT and not range_min(table, first[i], s_hi) < best:
                 s_hi = first[i]  # none of them can win
-            for j in range(first[i], s_hi):  # small buckets
-                if bwd[k - 1, j] < np.inf and win_lo[j] <= i <= win_hi[j]:
-                    v = max(A2[c, j] - U[c, j] * P[i], Af[c, j] - Uf[c, j] * P[i],
-                            top_at(T, j, P[j] - P[i])) + bwd[k - 1, j]
-                    if v < best:
-                        best = v
+            j = first[i]
+            while j < s_hi:  # small buckets, a block at a time where its bound is below best
+                b = (j - r0) // SMALL_BLOCK
+                j_end = min(r0 + (b + 1) * SMALL_BLOCK, s_hi)
+                x = P[i]
+                lb = max(blocks[0, b] - blocks[1, b] * x, blocks[2, b] - blocks[3, b] * x,
+                         blocks[4, b])
+                if lb - 1e-9 * abs(lb) >= best:  # (a margin for rounding: the same best)
+                    j = j_end
+                    continue
+                while j < j_end:
+                    if bwd[k - 1, j] < np.inf and win_lo[j] <= i <= win_hi[j]:
+                        v = max(A2[c, j] - U[c, j] * x, Af[c, j] - Uf[c, j] * x,
+                                top_at(T, j, P[j] - x)) + bwd[k - 1, j]
+                        if v < best:
+                            best = v
+                    j += 1
             if best < np.inf:
                 bwd[k, i] = max(R[i] + best, tail[k, i])
 
