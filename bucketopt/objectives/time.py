@@ -149,7 +149,7 @@ class Time(Objective):
                 phi, phi2, phik = memo[first]
                 x = float(a.values[self.group_end[first]])
                 low = m.beta * x + m.gamma * x * x  # the shortest row of such a bucket
-                last = int(cells[c + 1]) - 1 if c + 1 < len(cells) else g.g
+                last = int(cells[c + 1]) - 1 if c + 1 < len(cells) else g.g - 1
                 cell_rows(c, phi, phi2, phik, low, float(m.alpha), world, sizes, P, first, last,
                           rest, A, A2, U, U2, U2P)
 
