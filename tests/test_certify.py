@@ -704,7 +704,8 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     step count, the whole full steps at the reference's moments, the other rows on the chord
     from the mean), and it is below tilde."""
     from bucketopt.objectives._certified_kernels import _quick, _ref_moments
-    from bucketopt.objectives._pricing import step_scratch, tilde
+    from bucketopt.objectives._pricing import diluted, step_scratch, tilde
+    from bucketopt.objectives._time_kernels import walk_moments
 
     obj, i, j = _drawn_bucket(counts, budget, coeffs, world, data)
     ref = data.draw(st.sampled_from([i, data.draw(st.integers(0, i))]))
@@ -716,12 +717,47 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     bound = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world_, alpha, beta, gamma,
                   m1, m2, f1, f2, step_scratch())
     assert bound <= exact + 1e-9 * max(abs(exact), 1.0)
+    # the full steps' moments diluted (_pricing.diluted, as the exact layers' rectangles take
+    # them): the same bound, higher
+    P = obj.groups.prefix_count.astype(np.float64)
+    full, n, n_ref = world_ * sizes[j], P[j] - P[i], P[j] - P[ref]
+    if full < n:
+        u1, u2 = walk_moments(values, pcv, group_end[ref], group_end[j], full + 1, lf_hi, lf_lo)
+        d1, d2 = diluted(m1, u1, full, n_ref, n), diluted(m2, u2, full, n_ref, n)
+        raised = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world_, alpha, beta,
+                       gamma, d1, d2, f1, f2, step_scratch())
+        assert bound - 1e-9 * abs(bound) <= raised <= exact + 1e-9 * max(abs(exact), 1.0)
+        quick = _quick(pq1, pq2, group_end, P, i, j, sizes[j], world_, alpha, beta, gamma, d1, d2)
+        assert quick <= exact + 1e-9 * max(abs(exact), 1.0)
     quick = _quick(pq1, pq2, group_end, obj.groups.prefix_count.astype(np.float64), i, j,
                    sizes[j], world_, alpha, beta, gamma, m1, m2)
     assert quick <= exact + 1e-9 * max(abs(exact), 1.0)
     # and below tilde itself, whose terms it sums up (the same step count and whole steps, each
     # other step's largest batch and its chords at least what quick takes)
     assert quick <= bound + 1e-9 * max(abs(bound), 1.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=14),
+       st.lists(st.integers(0, 40), min_size=1, max_size=10), st.integers(1, 12))
+def test_diluted_reference_moments_are_below_the_buckets(bucket, shorter, full):
+    """_pricing.diluted: from a reference bucket with the same samples and some shorter ones
+    (its E[M] and E[M^2] of ``full`` and ``full + 1`` draws, exact fractions from
+    tests/naive.py), a lower bound of the bucket's own E[M] and E[M^2] of ``full`` draws, at
+    least the reference's."""
+    from bucketopt.objectives._pricing import diluted
+
+    low = min(bucket)
+    extra = [min(x, low) for x in shorter]  # every added sample at most the bucket's shortest
+    ref = bucket + extra
+    assume(full < len(bucket))
+    n, n_ref = len(bucket), len(ref)
+    for power in (1, 2):
+        own = float(naive.expected_max_exact([x ** power for x in bucket], full))
+        m = float(naive.expected_max_exact([x ** power for x in ref], full))
+        up = float(naive.expected_max_exact([x ** power for x in ref], full + 1))
+        bound = diluted(m, up, float(full), float(n_ref), float(n))
+        assert m <= bound <= own * (1 + 1e-12)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -801,6 +837,7 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
         rect_costs,
         step_scratch,
     )
+    from bucketopt.objectives._time_kernels import walk_moments
 
     lengths = [x for x, c in counts.items() for _ in range(c)]
     budget = max(budget, max(lengths))
@@ -815,15 +852,15 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
     starts = np.array(sorted(data.draw(st.sets(st.integers(0, first - 1), min_size=1)),
                              reverse=True), dtype=np.int64)
     shape = (ends.size, starts.size)
-    out, m1, m2, f1, f2 = (np.full(shape, np.nan) for _ in range(5))
+    out, m1, m2, f1, f2, u1, u2 = (np.full(shape, np.nan) for _ in range(7))
     work = rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world_, alpha,
-                      beta, gamma, pascal_table(), out, m1, m2, f1, f2,
+                      beta, gamma, pascal_table(), out, m1, m2, f1, f2, u1, u2,
                       np.full(starts.size, ends.size - 1))
     # its work: a unit a bucket, and one a SWEEP_TERMS terms (each length taken in once a start
-    # for s + 1 draw counts)
+    # for s + 2 draw counts: 0 to s + 1, one beyond the steps' rows)
     taken = group_end[ends[-1]] - group_end[starts[-1]] - 1
     assert ends.size * starts.size <= work <= ends.size * starts.size + (
-        starts.size * taken * (s + 1)) // SWEEP_TERMS
+        starts.size * taken * (s + 2)) // SWEEP_TERMS
     for a, j in enumerate(ends):
         for q, i in enumerate(starts):
             cost, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world_,
@@ -834,6 +871,15 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
             assert m1[a, q] == pytest.approx(walked[0], rel=1e-9, abs=1e-12)
             assert m2[a, q] == pytest.approx(walked[1], rel=1e-9, abs=1e-12)
             n = pcv[group_end[j]] - pcv[group_end[i]]
+            full = world_ * min(int(sizes[j]), n)
+            up = (float(values[group_end[j] - 1]),) * 2  # one draw more than the bucket holds
+            if full < n:
+                up = walk_moments(values, pcv, group_end[i], group_end[j], full + 1, lf_hi,
+                                  lf_lo)
+            else:
+                up = (up[0], up[0] ** 2)
+            assert u1[a, q] == pytest.approx(up[0], rel=1e-9, abs=1e-12)
+            assert u2[a, q] == pytest.approx(up[1], rel=1e-9, abs=1e-12)
             if world_ * min(int(sizes[j]), n) < n:  # more than one step: the fewest rows' too
                 assert f1[a, q] == pytest.approx(walked[2], rel=1e-9, abs=1e-12)
                 assert f2[a, q] == pytest.approx(walked[3], rel=1e-9, abs=1e-12)

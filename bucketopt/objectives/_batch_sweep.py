@@ -42,10 +42,13 @@ def sweep_suits(size, starts):
 
 @njit(cache=True)
 def pascal_table():
-    """C(m, k) for 0 <= k <= m <= STAGE_SWEEP_MAX, built once per DP (exact up to m = 56, then to
-    an ulp: every term of a Vandermonde step is non-negative, so that rounding stays relative)."""
-    out = np.zeros((STAGE_SWEEP_MAX + 1, STAGE_SWEEP_MAX + 1))
-    for m in range(STAGE_SWEEP_MAX + 1):
+    """C(m, k) for 0 <= k <= m <= STAGE_SWEEP_MAX + 1, built once per DP (exact up to m = 56,
+    then to an ulp: every term of a Vandermonde step is non-negative, so that rounding stays
+    relative). The certified DP's rectangles keep one draw count beyond their steps' rows
+    (:func:`._pricing.rect_costs`)."""
+    size = STAGE_SWEEP_MAX + 2
+    out = np.zeros((size, size))
+    for m in range(size):
         out[m, 0] = 1.0
         for k in range(1, m + 1):
             out[m, k] = out[m - 1, k - 1] + out[m - 1, k]

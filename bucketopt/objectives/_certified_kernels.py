@@ -36,13 +36,24 @@ from ._hulls import (
     hull_segment,
     hull_walk,
 )
-from ._pricing import SWEEP_MAX, pair_cost, rect_costs, step_scratch, tilde, tilde_inline
+from ._pricing import (
+    SWEEP_MAX,
+    diluted,
+    pair_cost,
+    rect_costs,
+    step_scratch,
+    tilde,
+    tilde_inline,
+)
 from ._time_kernels import BOUND_REL, fewest_rows, split_count, walk_moments_capped
 
 MARGIN = 4  # starts priced on each side of a block's predicted best starts
 BLOCK = 32  # the most ends of one rectangle (20,000 lengths k = 16: 1.96-2.01 s; 64: 2.06-2.19)
 WIDTH = 48  # the widest range of predicted best starts one rectangle spans
-LADDER = 7  # reference starts at 2^3 .. 2^(LADDER + 2) groups on each side of that range
+# Reference starts at 2^3 .. 2^(LADDER + 2) groups on each side of that range (to 512 before
+# the bins below: 20,000 lengths at k = 16 on one GPU, exact=True, took 3.5 s at 10, 3.0 s at
+# 7, where more of the starts the scan leaves have no reference below them)
+LADDER = 10
 # An end priced alone (by walks) first bounds its predicted best start and those 2, 4 and 8
 # groups above it and 8 below (2^1 .. 2^(LADDER_ALONE + 2)), and prices them while that bound
 # is below the best found (:func:`_price_alone`): its other starts make their own
@@ -69,6 +80,10 @@ BOUND_STARTS = 16
 # A start's bound takes the moments of a reference start below it only while the reference's
 # bucket holds at most this many more samples (relative): else the start is made one.
 REF_GAP = 0.05
+# The starts a rectangle's first check leaves go in bins of REF_BIN groups, whose lowest start
+# is priced first as the reference of the others (:func:`_price_block`; 16 and 64 took the same
+# time as 32 on 20,000 lengths at k = 16 on one GPU, within 0.1 s)
+REF_BIN = 32
 # exact_tail's ends a rectangle of sweeps (the starts within a block are walked: TAIL_BLOCK / 2
 # buckets a start). On the embedded example with one GPU (456 groups at the top, draws of at
 # most 16 rows) it took 0.03 s instead of 0.31 s by walks alone; with 8 GPUs (128 rows), where
@@ -445,10 +460,12 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     main2 = np.empty((nb, ns))
     few1 = np.empty((nb, ns))
     few2 = np.empty((nb, ns))
+    up1 = np.empty((nb, ns))
+    up2 = np.empty((nb, ns))
     if ns > 0:
         work[0] += rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world,
-                              alpha, beta, gamma, pascal, out, main1, main2, few1, few2,
-                              np.full(ns, nb - 1, np.int64))
+                              alpha, beta, gamma, pascal, out, main1, main2, few1, few2, up1,
+                              up2, np.full(ns, nb - 1, np.int64))
     for a in range(nb):
         e = ends[a]
         for q in range(ns):
@@ -459,6 +476,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     need_i = np.empty(0, np.int64)
     pairs_a = []
     pairs_i = []
+    pairs_b = []  # their bounds (-inf: none below them to bound from)
     down = -starts  # (ascending, for searchsorted: negated once, not for every start found)
     for a in range(nb):
         e = ends[a]
@@ -471,23 +489,33 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         for q in range(ncand):
             i = cand[q]
             r = np.searchsorted(down, -i)  # the nearest priced start at or below i
+            lb = -np.inf
             if r < ns:
                 thr = min(best[e], cap[e])
                 m1 = main1[a, r]
                 m2 = main2[a, r]
+                n = xs[e] - xs[i]
+                full = world * sizes[e]
+                if full < n:  # the reference's bucket adds shorter samples: diluted moments
+                    n_ref = xs[e] - xs[starts[r]]
+                    m1 = diluted(m1, up1[a, r], full, n_ref, n)
+                    m2 = diluted(m2, up2[a, r], full, n_ref, n)
                 if not ys[i] + _quick(pq1, pq2, group_end, xs, i, e, sizes[e], world, alpha,
                                       beta, gamma, m1, m2) < thr:
                     continue
                 lt = tilde(values, pcv, pq1, pq2, group_end, i, e, sizes[e], world, alpha, beta,
                            gamma, m1, m2, few1[a, r], few2[a, r], scratch)
-                if not ys[i] + lt < thr:
+                lb = ys[i] + lt
+                if not lb < thr:
                     continue
             pairs_a.append(a)
             pairs_i.append(i)
+            pairs_b.append(lb)
     if len(pairs_i) == 0:
         return
     need_a = np.array(pairs_a)
     need_i = np.array(pairs_i)
+    need_b = np.array(pairs_b)
     for p in range(need_i.size):
         i = need_i[p]
         if i >= first:  # small buckets of later ends, above the rectangle's first end
@@ -502,8 +530,90 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     keep = need_i >= 0
     need_a = need_a[keep]
     need_i = need_i[keep]
+    need_b = need_b[keep]
     if need_i.size == 0:
         return
+    # references in bins: the lowest start left in every REF_BIN groups, and each end's start of
+    # the least bound (the bounds' guess of its best start), priced first with their moments;
+    # the others are then bounded again from the reference of their bin, at most REF_BIN - 1
+    # groups below them, and from the best costs found (docs/method.md, "References in bins")
+    bins = need_i // REF_BIN
+    ubins = np.unique(bins)
+    lowest = np.full(ubins.size, g + 1, np.int64)
+    kb = np.searchsorted(ubins, bins)
+    for p in range(need_i.size):
+        lowest[kb[p]] = min(lowest[kb[p]], need_i[p])
+    least = np.full(nb, -1, np.int64)
+    for p in range(need_a.size):
+        a = need_a[p]
+        if least[a] < 0 or need_b[p] < need_b[least[a]]:
+            least[a] = p
+    firsts = np.concatenate((lowest, need_i[least[least >= 0]]))
+    refs = np.unique(firsts)[::-1].copy()
+    if refs.size >= need_i.size:
+        _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end, sizes, s,
+                     world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
+        return
+    used = np.zeros(nb, np.bool_)
+    for p in range(need_a.size):
+        used[need_a[p]] = True
+    ends2 = ends[used].copy()
+    row = np.cumsum(used) - 1  # block end -> its row among ends2
+    down = -refs
+    qref = np.empty(need_i.size, np.int64)  # each pair's reference
+    last = np.zeros(refs.size, np.int64)
+    for p in range(need_i.size):
+        qref[p] = np.searchsorted(down, -lowest[kb[p]])
+        last[qref[p]] = max(last[qref[p]], row[need_a[p]])
+        q = np.searchsorted(down, -need_i[p])
+        if refs[q] == need_i[p]:
+            last[q] = max(last[q], row[need_a[p]])
+    moments = np.empty((6, ends2.size, refs.size))
+    rm1, rm2, rf1, rf2, ru1, ru2 = (moments[0], moments[1], moments[2], moments[3],
+                                    moments[4], moments[5])
+    _rect_best(refs, ends2, last, moments, ys, values, pcv, pq1, pq2, group_end, sizes, s, world,
+               alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
+    left = np.zeros(need_a.size, np.bool_)
+    for p in range(need_a.size):
+        i = need_i[p]
+        q = np.searchsorted(down, -i)
+        if refs[q] == i:
+            continue  # priced
+        a = need_a[p]
+        e = ends[a]
+        b = row[a]
+        r = qref[p]
+        thr = min(best[e], cap[e])
+        if not need_b[p] < thr:
+            continue
+        m1 = rm1[b, r]
+        m2 = rm2[b, r]
+        n = xs[e] - xs[i]
+        full = world * sizes[e]
+        if full < n:
+            n_ref = xs[e] - xs[refs[r]]
+            m1 = diluted(m1, ru1[b, r], full, n_ref, n)
+            m2 = diluted(m2, ru2[b, r], full, n_ref, n)
+        if not ys[i] + _quick(pq1, pq2, group_end, xs, i, e, sizes[e], world, alpha, beta,
+                              gamma, m1, m2) < thr:
+            continue
+        if not ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, e, sizes[e], world, alpha,
+                             beta, gamma, m1, m2, rf1[b, r], rf2[b, r], scratch) < thr:
+            continue
+        left[p] = True
+    need_a = need_a[left]
+    need_i = need_i[left]
+    if need_i.size == 0:
+        return
+    _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end, sizes, s,
+                 world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
+
+
+@njit(cache=True)
+def _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end, sizes, s,
+                 world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work):
+    # the buckets (need_i[p], ends[need_a[p]]] by one rectangle of sweeps, each start carried
+    # only up to the last end that needs it (the ends between priced as well)
     extra = np.unique(need_i)[::-1].copy()
     used = np.zeros(nb, np.bool_)
     for p in range(need_a.size):
@@ -515,18 +625,26 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     for p in range(need_a.size):
         q = np.searchsorted(down, -need_i[p])
         last[q] = max(last[q], row[need_a[p]])
-    out2 = np.full((ends2.size, extra.size), np.inf)
-    moments = np.empty((4, ends2.size, extra.size))  # (not read: the rectangle's costs suffice)
-    priced = rect_costs(values, pcv, pq1, pq2, group_end, extra, ends2, sizes, s, world, alpha,
-                        beta, gamma, pascal, out2, moments[0], moments[1], moments[2],
-                        moments[3], last)
-    work[0] += priced
-    for b in range(ends2.size):
-        e = ends2[b]
-        for q in range(extra.size):
-            i = extra[q]
+    moments = np.empty((6, ends2.size, extra.size))  # (not read: the rectangle's costs suffice)
+    _rect_best(extra, ends2, last, moments, ys, values, pcv, pq1, pq2, group_end, sizes, s,
+               world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
+
+
+@njit(cache=True)
+def _rect_best(starts, ends, last, moments, ys, values, pcv, pq1, pq2, group_end, sizes, s,
+               world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work):
+    # a rectangle of sweeps (:func:`._pricing.rect_costs`, its moments into ``moments``), each
+    # bucket within its share window taken as a candidate best of its end
+    out = np.full((ends.size, starts.size), np.inf)
+    work[0] += rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world,
+                          alpha, beta, gamma, pascal, out, moments[0], moments[1], moments[2],
+                          moments[3], moments[4], moments[5], last)
+    for b in range(ends.size):
+        e = ends[b]
+        for q in range(starts.size):
+            i = starts[q]
             if b <= last[q] and win_lo[e] <= i <= win_hi[e]:
-                _improve(e, i, ys[i] + out2[b, q], best, barg)
+                _improve(e, i, ys[i] + out[b, q], best, barg)
 
 
 @njit(cache=True, nogil=True)
@@ -750,10 +868,10 @@ def _rect_seconds(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, worl
     # the seconds of every bucket of the rectangle (:func:`._pricing.rect_costs`: starts
     # decreasing, ends increasing, steps of at most s rows), out[a, q]; its moments unread
     out = np.empty((ends.size, starts.size))
-    moments = np.empty((4, ends.size, starts.size))
+    moments = np.empty((6, ends.size, starts.size))
     rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-               gamma, pascal, out, moments[0], moments[1], moments[2], moments[3],
-               np.full(starts.size, ends.size - 1, np.int64))
+               gamma, pascal, out, moments[0], moments[1], moments[2], moments[3], moments[4],
+               moments[5], np.full(starts.size, ends.size - 1, np.int64))
     return out
 
 

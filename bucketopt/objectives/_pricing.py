@@ -36,7 +36,8 @@ from ._time_kernels import (
 # The largest draw count priced by sweeps (the Pascal table's size, objectives._batch_sweep).
 SWEEP_MAX = 256
 # rect_costs' work: a unit a bucket (about 1-2 us) plus one for every SWEEP_TERMS terms its sums
-# took in (a length entering a start's sums for s draws: s + 1 terms, about 1 ns each)
+# took in (a length entering a start's sums for s draws: s + 1 terms, about 1 ns each; the
+# rectangles keep s + 1 draws, :func:`rect_costs`)
 SWEEP_TERMS = 2048
 
 
@@ -123,15 +124,17 @@ def _stage(xs1, g1, g2, values, pcv, base, lo, hi):
 
 @njit(cache=True, nogil=True)
 def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-               gamma, pascal, out, main1, main2, few1, few2, last):
+               gamma, pascal, out, main1, main2, few1, few2, up1, up2, last):
     """out[a, q] = seconds of the bucket (starts[q], ends[a]] of groups (``starts`` decreasing,
     ``ends`` increasing, every start below every end, every step at most ``s`` <= SWEEP_MAX
     rows) for a <= last[q] (start q is carried no further: its later cells are left as they
     were); main1 / main2: E[M] and E[M^2] of its full steps' rows (world x batch size);
-    few1 / few2: of the fewest rows any other step holds, (world - 1) (batch size // 2) + 1
-    (-inf where the bucket is one step). Returns its work: the cells priced, and a unit every
-    SWEEP_TERMS terms the sums took in."""
+    up1 / up2: of one draw more (:func:`diluted` reads both); few1 / few2: of the fewest rows
+    any other step holds, (world - 1) (batch size // 2) + 1 (-inf where the bucket is one
+    step). Returns its work: the cells priced, and a unit every SWEEP_TERMS terms the sums
+    took in."""
     nq = starts.size
+    s += 1  # the sums' draw counts: one beyond the full steps' (up1 / up2)
     st1 = np.zeros((nq, s + 1))
     st2 = np.zeros((nq, s + 1))
     hi0 = group_end[ends[0]]
@@ -197,6 +200,8 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
             if full >= nn:
                 main1[a, q] = top
                 main2[a, q] = top * top
+                up1[a, q] = top
+                up2[a, q] = top * top
             else:
                 fewest = fewest_rows(world, size)
                 fn = float(nn)
@@ -208,8 +213,32 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
                         few2[a, q] = top * top - v2[m] / f
                 main1[a, q] = top - v1[full] / f
                 main2[a, q] = top * top - v2[full] / f
+                f *= (fn - full) / fn  # (full < nn)
+                up1[a, q] = top - v1[full + 1] / f
+                up2[a, q] = top * top - v2[full + 1] / f
         old_hi = hi
     return priced + entered * (s + 1) // SWEEP_TERMS
+
+
+@njit(cache=True, inline="always")
+def diluted(m, up, full, n_ref, n):
+    """A lower bound of E[M] (or E[M^2]) of ``full`` draws from a bucket of ``n`` samples, from
+    a reference bucket with the same samples and ``n_ref - n`` shorter ones: its E[M] of
+    ``full`` draws, ``m``, and of ``full + 1``, ``up``. Draw D rows from the reference, D =
+    full or full + 1 at random with mean x = full n_ref / n: X of them fall in the bucket, a
+    uniform draw of X of its samples, E[X] = full, and the longest row is the longest of those
+    X (the others are shorter; with X = 0 at most the bucket's shortest, E[M_0]). E[M_r] is
+    concave in r (docs/method.md, "Concave in the draws"), so the mix of the reference's
+    E[M_D] is at most E[E[M_X]] <= E[M_full] (Jensen): m + min(1, x - full) (up - m). Where
+    the reference adds a few percent of short samples to a bucket of few rows a step (one GPU,
+    long rows), m alone is that much below, and the exact layers price hundreds of starts an
+    end that this rules out (docs/method.md, "Diluted references")."""
+    if n_ref <= n:
+        return m
+    w = full * (n_ref - n) / n
+    if w > 1.0:
+        w = 1.0
+    return m + w * (up - m)
 
 
 @njit(cache=True, inline="always")
