@@ -51,8 +51,8 @@ MARGIN = 4  # starts priced on each side of a block's predicted best starts
 BLOCK = 32  # the most ends of one rectangle (20,000 lengths k = 16: 1.96-2.01 s; 64: 2.06-2.19)
 WIDTH = 48  # the widest range of predicted best starts one rectangle spans
 # Reference starts at 2^3 .. 2^(LADDER + 2) groups on each side of that range (to 512 before
-# the bins below: 20,000 lengths at k = 16 on one GPU, exact=True, took 3.5 s at 10, 3.0 s at
-# 7, where more of the starts the scan leaves have no reference below them)
+# the bins below: 20,000 lengths at k = 16 on one GPU, shipped profile, took 2.6 s at 10 and
+# 3.0 s at 7, where more of the starts the scan leaves have no reference below them)
 LADDER = 10
 # An end priced alone (by walks) first bounds its predicted best start and those 2, 4 and 8
 # groups above it and 8 below (2^1 .. 2^(LADDER_ALONE + 2)), and prices them while that bound
@@ -423,6 +423,18 @@ def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo, s
     return m1, m2, f1, f2
 
 
+@njit(cache=True, inline="always")
+def _full_moments(m1, m2, u1, u2, xs, i, ref, j, full):
+    # the full steps' (E[M], E[M^2]) of the bucket (i, j] from those of (ref, j] (ref <= i) at
+    # full and full + 1 draws: diluted (:func:`._pricing.diluted`) where the bucket has more
+    # samples than a full step's rows
+    n = xs[j] - xs[i]
+    if full < n:
+        n_ref = xs[j] - xs[ref]
+        return diluted(m1, u1, full, n_ref, n), diluted(m2, u2, full, n_ref, n)
+    return m1, m2
+
+
 @njit(cache=True)
 def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big,
                  A, A2, U, U2, Mm, Um, R, T, cap, best, barg, mark, cand, values, pcv, pq1, pq2,
@@ -430,8 +442,8 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
                  win_lo, win_hi, pascal, t, g, scratch, work):
     # consecutive ends of one batch size: a rectangle over their predicted best starts and a
     # ladder of references, then each end's remaining starts (checked against the nearest
-    # reference below them) priced by a second rectangle, each start carried only up to the
-    # last end that needs it
+    # reference below them) priced by rectangles, in bins (:func:`_price_in_bins`), each start
+    # carried only up to the last end that needs it
     first = block[0]
     s = world * bsz
     lo_s = max(blo, 0)
@@ -492,14 +504,8 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
             lb = -np.inf
             if r < ns:
                 thr = min(best[e], cap[e])
-                m1 = main1[a, r]
-                m2 = main2[a, r]
-                n = xs[e] - xs[i]
-                full = world * sizes[e]
-                if full < n:  # the reference's bucket adds shorter samples: diluted moments
-                    n_ref = xs[e] - xs[starts[r]]
-                    m1 = diluted(m1, up1[a, r], full, n_ref, n)
-                    m2 = diluted(m2, up2[a, r], full, n_ref, n)
+                m1, m2 = _full_moments(main1[a, r], main2[a, r], up1[a, r], up2[a, r], xs, i,
+                                       starts[r], e, world * sizes[e])
                 if not ys[i] + _quick(pq1, pq2, group_end, xs, i, e, sizes[e], world, alpha,
                                       beta, gamma, m1, m2) < thr:
                     continue
@@ -533,10 +539,21 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     need_b = need_b[keep]
     if need_i.size == 0:
         return
-    # references in bins: the lowest start left in every REF_BIN groups, and each end's start of
-    # the least bound (the bounds' guess of its best start), priced first with their moments;
-    # the others are then bounded again from the reference of their bin, at most REF_BIN - 1
-    # groups below them, and from the best costs found (docs/method.md, "References in bins")
+    _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, values, pcv, pq1,
+                   pq2, group_end, sizes, s, world, alpha, beta, gamma, pascal, win_lo, win_hi, g,
+                   scratch, work)
+
+
+@njit(cache=True)
+def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, values, pcv, pq1,
+                   pq2, group_end, sizes, s, world, alpha, beta, gamma, pascal, win_lo, win_hi, g,
+                   scratch, work):
+    # the buckets (need_i[p], ends[need_a[p]]] a rectangle's first check left (need_b[p]: their
+    # bounds), by references in bins: the lowest start left in every REF_BIN groups, and each
+    # end's start of the least bound (the bounds' guess of its best start), priced first with
+    # their moments; the others are then bounded again from the reference of their bin, at
+    # most REF_BIN - 1 groups below them, and against the best costs found, and the starts
+    # that remain priced (docs/method.md, "References in bins")
     bins = need_i // REF_BIN
     ubins = np.unique(bins)
     lowest = np.full(ubins.size, g + 1, np.int64)
@@ -586,14 +603,8 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         thr = min(best[e], cap[e])
         if not need_b[p] < thr:
             continue
-        m1 = rm1[b, r]
-        m2 = rm2[b, r]
-        n = xs[e] - xs[i]
-        full = world * sizes[e]
-        if full < n:
-            n_ref = xs[e] - xs[refs[r]]
-            m1 = diluted(m1, ru1[b, r], full, n_ref, n)
-            m2 = diluted(m2, ru2[b, r], full, n_ref, n)
+        m1, m2 = _full_moments(rm1[b, r], rm2[b, r], ru1[b, r], ru2[b, r], xs, i, refs[r], e,
+                               world * sizes[e])
         if not ys[i] + _quick(pq1, pq2, group_end, xs, i, e, sizes[e], world, alpha, beta,
                               gamma, m1, m2) < thr:
             continue
