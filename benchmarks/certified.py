@@ -6,7 +6,7 @@ shared and noisy), under the shipped profile and others.
 Inputs: the embedded example (8 GPUs, both paddings), 20,000 distinct lengths (k = 6 and 16,
 8 GPUs; k = 16 also on one GPU and under min_share = 1/32, the padding DP too) and source-code-like
 heavy tails: up to 2M tokens (60,000 samples, 8 GPUs) and up to 4M tokens (200,000 samples,
-37,477 distinct lengths, T = 4M: where the time DP stops at its work limit). Profiles: the shipped
+37,477 distinct lengths, T = 4M: the heaviest the DP proves here). Profiles: the shipped
 rtx-pro-6000-blackwell (alpha 0.1 s), a small-alpha one (alpha 0.01 s, gamma x 10) and a
 large-alpha one (alpha 0.5 s, gamma 0). Each row: the padding DP (pad="batch", the same token
 budget) and the time DP (certified: `exact` says whether the optimum is proven), best of
