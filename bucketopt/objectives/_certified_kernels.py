@@ -577,14 +577,14 @@ def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, va
     ends2 = ends[used].copy()
     row = np.cumsum(used) - 1  # block end -> its row among ends2
     down = -refs
-    qref = np.empty(need_i.size, np.int64)  # each pair's reference
+    qref = np.searchsorted(down, -lowest[kb])  # each pair's reference
+    own = np.searchsorted(down, -need_i)
+    priced = refs[own] == need_i  # the pairs whose start is a reference
     last = np.zeros(refs.size, np.int64)
     for p in range(need_i.size):
-        qref[p] = np.searchsorted(down, -lowest[kb[p]])
         last[qref[p]] = max(last[qref[p]], row[need_a[p]])
-        q = np.searchsorted(down, -need_i[p])
-        if refs[q] == need_i[p]:
-            last[q] = max(last[q], row[need_a[p]])
+        if priced[p]:
+            last[own[p]] = max(last[own[p]], row[need_a[p]])
     moments = np.empty((6, ends2.size, refs.size))
     rm1, rm2, rf1, rf2, ru1, ru2 = (moments[0], moments[1], moments[2], moments[3],
                                     moments[4], moments[5])
@@ -592,10 +592,9 @@ def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, va
                alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
     left = np.zeros(need_a.size, np.bool_)
     for p in range(need_a.size):
+        if priced[p]:
+            continue
         i = need_i[p]
-        q = np.searchsorted(down, -i)
-        if refs[q] == i:
-            continue  # priced
         a = need_a[p]
         e = ends[a]
         b = row[a]
