@@ -370,12 +370,33 @@ def batch_padding_exact(lengths, boundaries, token_budget):
     return total
 
 
-def brute_force_batch(lengths, k, token_budget, *, min_share=0.0, max_share=1.0):
+def batch_fills(lengths, boundaries, token_budget, min_fill):
+    """Does every non-empty bucket's largest batch, min(B, N) rows padded to their longest,
+    expect at least min_fill x token_budget padded tokens (exact fractions)?"""
+    from fractions import Fraction
+
+    for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
+        if xs:
+            rows = min(batch_size(token_budget, edge), len(xs))
+            if rows * expected_max_exact(xs, rows) < Fraction(min_fill) * token_budget:
+                return False
+    return True
+
+
+def brute_force_batch(lengths, k, token_budget, *, min_share=0.0, max_share=1.0, min_fill=0.0):
     """Minimum expected dynamic padding over every set of at most k edges drawn from the distinct
-    lengths (the solver's candidates). Returns (padding as a Fraction, boundaries) or None."""
+    lengths (the solver's candidates) whose buckets all meet ``min_fill``. Returns (padding as
+    a Fraction, boundaries) or None."""
     last = max(lengths)
-    return brute_force(lambda edges: batch_padding_exact(lengths, edges, token_budget),
-                       sorted(set(lengths) - {last}), last, k, lengths, min_share, max_share)
+
+    def cost(edges):
+        if min_fill > 0 and not batch_fills(lengths, edges, token_budget, min_fill):
+            return math.inf
+        return batch_padding_exact(lengths, edges, token_budget)
+
+    best = brute_force(cost, sorted(set(lengths) - {last}), last, k, lengths, min_share,
+                       max_share)
+    return None if best is None or best[0] == math.inf else best
 
 
 def best_fit_decreasing(lengths, capacity):

@@ -528,3 +528,50 @@ def test_default_certificate_covers_its_distance_to_the_exact_optimum():
         assert proof.padded_tokens <= fast.padded_tokens * (1 + 1e-9)
         if not cert["exact"]:
             assert fast.padded_tokens <= cert["lower_bound"] * (1 + cert["gap"]) * (1 + 1e-9)
+        # the certified DP, seeded with the grid's cover, proves it where it is optimal
+        assert cert["exact"] == (fast.padded_tokens <= proof.padded_tokens * (1 + 1e-9)), k
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=9), st.integers(1, 3),
+       st.integers(40, 200), st.sampled_from([0.5, 0.8, 0.95]))
+def test_exact_padding_dp_keeps_min_fill(lengths, k, budget, min_fill):
+    """exact=True under min_fill: the brute-force optimum over the covers whose buckets all
+    fill enough (the certified DP knows no min_fill: where its optimum breaks it, the DP over
+    every pair of candidate edges gives the proof)."""
+    best = naive.brute_force_batch(lengths, k, budget, min_fill=min_fill)
+    assume(best is not None)
+    sol = bucketopt.solve(lengths, k, token_budget=budget, pad="batch", min_fill=min_fill,
+                          exact=True)
+    assert sol.optimality["exact"]
+    assert sol.padded_tokens == pytest.approx(float(best[0]), rel=1e-9, abs=1e-9)
+    assert naive.batch_fills(lengths, sol.boundaries, budget, min_fill)
+
+
+def test_exact_padding_dp_keeps_min_fill_above_the_grid_size():
+    """The same on a few hundred distinct lengths, where a bucket of the unconstrained optimum
+    fills too little: exact=True keeps min_fill and equals the DP over every pair."""
+    rng = np.random.default_rng(5)
+    xs = np.clip(np.rint(rng.lognormal(4.5, 0.9, 3_000)), 1, 600).astype(np.int64)
+    budget, k, min_fill = 1_200, 4, 0.7
+    free = bucketopt.solve(xs, k, token_budget=budget, pad="batch", exact=True)
+    assert min(free.fill) < min_fill  # the case: the unit DP's optimum breaks min_fill
+    sol = bucketopt.solve(xs, k, token_budget=budget, pad="batch", min_fill=min_fill,
+                          exact=True)
+    groups = make_groups(Histogram.from_lengths(xs), 1)
+    lo, hi = share_windows(groups, 0.0, 1.0)
+    _, best_all = batch_layers(groups, k, token_budget=budget, win_lo=lo, win_hi=hi,
+                               candidates="all", min_fill=min_fill)
+    assert sol.optimality["exact"]
+    assert min(sol.fill) >= min_fill * (1 - 1e-9)
+    assert sol.padded_tokens == pytest.approx(best_all[k - 1], rel=1e-9)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_min_fill_without_a_token_budget_is_one_clear_error(exact):
+    """min_fill is a share of the token budget: with batch sizes from a memory model alone it
+    is one clear error, from the default and from exact=True (which once ignored min_fill)."""
+    memory = dict(m0=2.0e9, m1=3.0e5, m2=40.0, capacity=8.0e9)
+    with pytest.raises(BucketoptError, match="min_fill needs a token_budget"):
+        bucketopt.solve([100, 200, 300, 400, 500], 2, pad="batch", memory=memory, min_fill=0.5,
+                        exact=exact)

@@ -535,6 +535,37 @@ def test_batch_padding_certificate_below_brute_force(lengths, k, budget, shares)
     assert certs[min(k, obj.groups.g)].lower_bound <= float(best[0]) * (1 + 1e-9) + 1e-9
 
 
+@SETTINGS
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=9), st.integers(1, 3),
+       st.integers(40, 200), st.sampled_from([0.0, 0.5, 0.8]), st.data())
+def test_padding_certificate_of_any_cover_is_true(lengths, k, budget, min_fill, data):
+    """BatchPadding.certify (the default's certificate above EXACT_CANDIDATES groups) of any
+    cover that meets min_fill (as the grid search's do): its bound is at or below the
+    brute-force optimum under min_fill, it is exact only for an optimal cover, and without
+    min_fill every optimal cover is proven exact."""
+    best = naive.brute_force_batch(lengths, k, budget, min_fill=min_fill)
+    assume(best is not None)
+    obj = make_objective("padding", "batch", min_fill=min_fill)
+    groups = make_groups(as_histogram(lengths), 1)
+    win_lo, win_hi = share_windows(groups, 0.0, 1.0)
+    obj.fit(groups, token_budget=budget, win_lo=win_lo, win_hi=win_hi)
+    g = groups.g
+    kk = min(k, g)
+    inner = data.draw(st.lists(st.integers(1, max(g - 1, 1)), max_size=kk - 1, unique=True))
+    ends = [*sorted(e for e in inner if e < g), g]
+    assume(naive.batch_fills(lengths, groups.edges[ends], budget, min_fill))
+    value = obj.cost(groups.edges[ends])
+    cert = obj.certify(kk, {kk: ends}, {kk: value})[kk]
+    optimum = float(best[0])
+    assert cert.value == value
+    assert cert.lower_bound <= optimum * (1 + 1e-9) + 1e-9
+    optimal = value <= optimum * (1 + 1e-9) + 1e-9
+    if cert.exact:
+        assert optimal
+    if min_fill == 0.0:
+        assert cert.exact == optimal
+
+
 def _exact_costs(obj, i, j):
     """The exact cost of every bucket (i[p], j[p]] of the fitted objective, one by one."""
     if obj.name == "time":

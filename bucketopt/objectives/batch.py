@@ -42,6 +42,12 @@ OTHER_BASIN_GAINS = 2.0
 OTHER_BASIN_SLACK = 0.01
 # A sweep's grid (no refinement) marks every 1 / (2 kmax) of the samples, at most 1 / 256.
 SWEEP_GRID_MAX = 256
+# Above this many candidate groups the default's certificate is the relaxation's bound alone,
+# not the certified DP (BatchPadding.certify), whose relaxed passes grow with the groups times
+# the cells times k: with one sample at each of 37,362 distinct lengths (T = 1M) it proved
+# k = 6 in 1.9 s and certified 3.7% at k = 16 in 5.4 s (the work limit); at 58,206 lengths,
+# k = 16, 18% in 5.9 s; at 259,041, 20% in 20 s (the search: 0.8-1.4 s).
+CERTIFY_GROUPS = 40_000
 
 
 class BatchPadding(Objective):
@@ -58,6 +64,9 @@ class BatchPadding(Objective):
         if token_budget is None and self.memory is None:
             raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
                                  'size comes from it).', param=None)
+        if self.min_fill > 0 and token_budget is None:  # (before any DP runs)
+            raise BucketoptError("min_fill needs a token_budget (the fill is per batch).",
+                                 param=None)
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
     def layers(self, kmax, ks=None):
@@ -74,30 +83,63 @@ class BatchPadding(Objective):
         if proven:
             self.certificates = {k: exact(best[k - 1]) for k in done}
         else:
-            # the grid search is not a proof: the relaxation, with cells at its covers'
-            # boundaries, certifies how far from the optimum they can be; one forward pass,
-            # computed when a solution's optimality is first read
+            # the grid search is not a proof: the certified DP, seeded with its covers, proves
+            # them optimal or certifies how far from the optimum they can be; computed when a
+            # solution's optimality is first read
             chains = {k: backtrack(opt, k, g) for k in done}
-            values = {k: best[k - 1] for k in done}
+            values = {k: float(best[k - 1]) for k in done}
             memo = {}
+            # the relaxation alone (one pass) bounds a sweep's rows, the grid's covers not
+            # refined (sweep_rows_are_solves: some 0.3 s on 20,000 distinct lengths at
+            # k = 1..16, where the certified DP took 6 s and proved none of the rows it had not
+            # refined; solve() certifies the k it recommends with the certified DP), and
+            # covers of more than CERTIFY_GROUPS groups
+            cheap = len(done) > 1 or g > CERTIFY_GROUPS
 
             def certify(k):
                 if not memo:
-                    memo.update(relaxed_bounds(self, kmax, chains, values))
+                    memo.update(relaxed_bounds(self, kmax, chains, values) if cheap else
+                                self.certify(kmax, chains, values))
                 return memo[k]
 
             self.certificates = {k: functools.partial(certify, k) for k in done}
         return opt, best
 
-    def certified_layers(self, kmax, ks=None):
-        """``exact=True``: the certified DP of the time objective (:mod:`.certified`) with a
-        cost of one second per padded-or-real token on one rank, whose bucket cost is the
-        bucket's expected padded size: its expected padding plus its tokens, a constant that
-        does not move the optimum. A proof in seconds where the DP over every pair of
-        candidate edges takes minutes (docs/method.md)."""
+    def certify(self, kmax, chains, values):
+        """k -> :class:`.certified.Optimality` of the covers ``chains`` (k -> group ends, each
+        bucket meeting ``min_fill``) of expected padding ``values[k]``: the certified DP of
+        :meth:`unit` (its default work limit), seeded with them. Its optimum knows no
+        ``min_fill``, so it bounds the constrained one from below; a cover is exact when it
+        costs no more than that optimum (within rounding). A cover with no padding is exact
+        as it stands (none is below 0). On 20,000 distinct lengths at k = 16
+        (benchmarks/certified.py) the grid's cover is proven optimal in 2.4-2.7 s, where the
+        relaxation alone certified 44.5% (docs/method.md, "Certificates")."""
+        from ..progress import Stage
+        from .certified import ROUNDING, Optimality, certified_layers, exact
+
+        out = {k: exact(0.0) for k, v in values.items() if v <= 0.0}
+        rest = sorted(set(values) - set(out))
+        if not rest:
+            return out
+        unit, tokens = self.unit(seeds={k: chains[k] for k in rest})
+        with Stage(f"certifying k={rest[-1]} ({self.describe()})"):
+            _, _, certs = certified_layers(unit, kmax, rest)
+        for k in rest:
+            cert, value = certs[k], values[k]
+            lower = cert.lower_bound - tokens  # (cert.lower_bound: padded plus real tokens)
+            if cert.exact and value <= lower + ROUNDING * cert.lower_bound:
+                out[k] = exact(value)
+            else:  # a better cover exists (exact=True finds it), or the DP stopped at its limit
+                out[k] = Optimality(False, min(lower, value), value)
+        return out
+
+    def unit(self, seeds=None):
+        """(the time objective of one second per padded-or-real token on one rank, fitted to
+        these groups, the tokens): its bucket cost is the bucket's expected padded size, its
+        expected padding plus its tokens, a constant that does not move the optimum; its
+        certified DP (:mod:`.certified`) takes ``seeds`` (k -> group ends) for its own."""
         from types import SimpleNamespace
 
-        from .certified import certified_layers, exact
         from .time import Time
 
         unit_cost = SimpleNamespace(alpha=0.0, beta=1.0, gamma=0.0, world_size=1)
@@ -105,11 +147,46 @@ class BatchPadding(Objective):
         unit.memory = self.memory  # the same batch-size rule
         unit.fit(self.groups, token_budget=self.token_budget, win_lo=self.win_lo,
                  win_hi=self.win_hi)
+        unit.seeds = seeds
+        return unit, float(self.groups.prefix_tokens[-1])
+
+    def certified_layers(self, kmax, ks=None):
+        """``exact=True``: the certified DP of :meth:`unit` to the end. A proof in seconds where
+        the DP over every pair of candidate edges takes minutes (docs/method.md). It knows no
+        ``min_fill``: where a bucket of its optimum fills less, the DP over every pair of
+        candidate edges (which does) gives the proof."""
+        from .certified import certified_layers, exact
+
+        unit, tokens = self.unit()
         opt, best, certs = certified_layers(unit, kmax, ks, exact=True)
-        tokens = float(self.groups.prefix_tokens[-1])
+        if not self._fills_enough(opt, certs):
+            opt, best = batch_layers(self.groups, kmax, token_budget=self.token_budget,
+                                     sizes=self.batch_sizes(self.groups.edges),
+                                     win_lo=self.win_lo, win_hi=self.win_hi, candidates="all",
+                                     min_fill=self.min_fill)
+            wanted = range(1, kmax + 1) if ks is None else sorted({min(k, kmax) for k in ks})
+            self.certificates = {k: exact(best[k - 1]) for k in wanted
+                                 if np.isfinite(best[k - 1])}
+            return opt, best
         best = best - tokens  # nan (layers not asked for) and inf stay so
         self.certificates = {k: exact(best[k - 1]) for k in certs}
         return opt, best
+
+    def _fills_enough(self, opt, ks) -> bool:
+        """Does every bucket of layer k's cover in ``opt`` meet ``min_fill``, for each k?"""
+        if self.min_fill <= 0:
+            return True
+        from ._batch_kernels import fill_ok
+
+        d = _Data(self.groups, self.batch_sizes(self.groups.edges), self.win_lo, self.win_hi,
+                  self.min_fill * self.token_budget)
+        for k in ks:
+            ends = backtrack(opt, k, self.groups.g)
+            for i, j in zip([0, *ends[:-1]], ends):
+                if not fill_ok(d.values, d.pc, d.lf_hi, d.lf_lo, d.group_end[i],
+                               d.group_end[j], d.sizes[j], d.min_fill_tokens):
+                    return False
+        return True
 
     def sweep_rows_are_solves(self, kmax, ks):
         sweep = ks is not None and len({min(k, kmax) for k in ks}) > 1

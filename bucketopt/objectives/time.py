@@ -30,6 +30,7 @@ class Time(Objective):
     def __init__(self, cost_model, pad: str = "edge", sync_buckets=True, exact=False):
         self.cost_model = cost_model
         self.exact = exact
+        self.seeds = None  # k -> group ends of covers found elsewhere (seed_chains)
         self.relaxation_cells = pad == "batch"
         self.pad = pad
         self.sync_buckets = sync_buckets
@@ -64,7 +65,10 @@ class Time(Objective):
         ones: the same steps, rows a little longer), or past SEED_WORK the best covers its bounds
         find (a seed needs no proof: on the 4M-token corpus of benchmarks/certified.py the proof
         took 0.65 s of a time DP of 3.8-5.9 s, which was 0.1-0.3 s faster without it; the
-        embedded example's seed is proven in milliseconds either way)."""
+        embedded example's seed is proven in milliseconds either way). ``seeds``, where set,
+        replace them (the padding DP's grid search: see BatchPadding.certify)."""
+        if self.seeds is not None:
+            return {k: list(self.seeds[k]) for k in ks if k in self.seeds}
         if self.pad != "batch":
             return {}
         from .certified import certified_layers
