@@ -8,7 +8,7 @@ Corpora (synthetic, seeded; benchmarks/_corpora.py): chat, dialogue, news, code3
 pad="batch"), 1b (one GPU), 8e (8 GPUs, pad="edge"), 8bmin (min_share = 0.5 / k), 8bmax
 (max_share = 2 / k). Every solve runs under the three profiles of benchmarks/certified.py.
 Rows slower than 2 s or not proven are marked "<<<". The full run took 1 min 57 s on a quiet
-2-core machine (2 min 57 s on a busier one).
+2-core machine (2 min 49-57 s on slower or busier ones).
 """
 
 from __future__ import annotations
