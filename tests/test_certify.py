@@ -1257,3 +1257,18 @@ def test_ctrl_c_inside_a_ctypes_callback_is_not_swallowed(install):
         assert out.stderr.strip() == "bucketopt: interrupted"
     else:
         assert "carried on" in out.stdout and "KeyboardInterrupt" in out.stderr
+
+
+def test_padding_certificate_without_the_dps_cover_proves_nothing(monkeypatch):
+    """Where the certified DP reports no cover for a k (its relaxation found none), the
+    certificate of the search's cover claims no bound at all (not a traceback, not exact)."""
+    import bucketopt.objectives.certified as certified
+
+    lengths = [3, 5, 5, 9, 12, 12, 20]
+    obj = _fitted(lengths, "padding", "batch", 60)
+    g = obj.groups.g
+    ends = [g // 2, g]
+    value = obj.cost(obj.groups.edges[ends])
+    monkeypatch.setattr(certified, "certified_layers", lambda *a, **k: (None, None, {}))
+    cert = obj.certify(2, {2: ends}, {2: value})[2]
+    assert not cert.exact and cert.to_dict()["gap"] is None and cert.value == value
