@@ -45,8 +45,8 @@ SWEEP_GRID_MAX = 256
 # Above this many candidate groups the default's certificate is the relaxation's bound alone,
 # not the certified DP (BatchPadding.certify), whose relaxed passes grow with the groups times
 # the cells times k: with one sample at each of 37,362 distinct lengths (T = 1M) it proved
-# k = 6 in 1.9 s and certified 3.7% at k = 16 in 5.4 s (the work limit); at 58,206 lengths,
-# k = 16, 18% in 5.9 s; at 259,041, 20% in 20 s (the search: 0.8-1.4 s).
+# k = 6 in 1.9 s and certified 3.7% at k = 16 in 5.4 s (the work limit); at 58,206 lengths
+# (T = 2M), k = 16, 18% in 5.9 s; at 259,041, 20% in 20 s (the search: 0.8-1.4 s).
 CERTIFY_GROUPS = 40_000
 
 
@@ -112,8 +112,9 @@ class BatchPadding(Objective):
         ``min_fill``, so it bounds the constrained one from below; a cover is exact when it
         costs no more than that optimum (within rounding). A cover with no padding is exact
         as it stands (none is below 0). On 20,000 distinct lengths at k = 16
-        (benchmarks/certified.py) the grid's cover is proven optimal in 2.4-2.7 s, where the
-        relaxation alone certified 44.5% (docs/method.md, "Certificates")."""
+        (benchmarks/certified.py) the search and the proof that its cover is optimal take
+        2.4-2.9 s, where the relaxation alone certified 44.5% (docs/method.md,
+        "Certificates")."""
         from ..progress import Stage
         from .certified import ROUNDING, Optimality, certified_layers, exact
 
