@@ -22,6 +22,7 @@ from ..groups import backtrack
 from ..validate import shown
 from .base import Objective
 from .batchpad import expected_padding_per_bucket, walk_tables
+from .certified import layers_asked
 
 # Above this many candidate groups the default DP runs on a grid of candidate edges (see
 # candidate_grid) and refines its optimum; at or below it every candidate edge is used.
@@ -78,8 +79,7 @@ class BatchPadding(Objective):
         g = self.groups.g
         proven = self.candidates_rule == "all" or (self.candidates_rule == "auto"
                                                    and g <= EXACT_CANDIDATES)
-        wanted = range(1, kmax + 1) if ks is None else sorted({min(k, kmax) for k in ks})
-        done = [k for k in wanted if np.isfinite(best[k - 1])]
+        done = [k for k in layers_asked(kmax, ks) if np.isfinite(best[k - 1])]
         if proven:
             self.certificates = {k: exact(best[k - 1]) for k in done}
         else:
@@ -168,8 +168,7 @@ class BatchPadding(Objective):
                                      sizes=self.batch_sizes(self.groups.edges),
                                      win_lo=self.win_lo, win_hi=self.win_hi, candidates="all",
                                      min_fill=self.min_fill)
-            wanted = range(1, kmax + 1) if ks is None else sorted({min(k, kmax) for k in ks})
-            self.certificates = {k: exact(best[k - 1]) for k in wanted
+            self.certificates = {k: exact(best[k - 1]) for k in layers_asked(kmax, ks)
                                  if np.isfinite(best[k - 1])}
             return opt, best
         best = best - tokens  # nan (layers not asked for) and inf stay so

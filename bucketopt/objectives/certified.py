@@ -193,6 +193,12 @@ class Rows(NamedTuple):
     T: np.ndarray
 
 
+def layers_asked(kmax: int, ks) -> list:
+    """The layers ``Objective.layers(kmax, ks)`` is asked for: every k in ``ks`` capped at
+    ``kmax``, once each and in order (1..kmax for None)."""
+    return sorted({min(int(k), kmax) for k in (ks if ks is not None else range(1, kmax + 1))})
+
+
 def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     """(opt, best, certificates) for the fitted objective ``obj``, with the contract of
     ``Objective.layers``: ``opt[k-1, j]`` the smallest best start of the last bucket of the best
@@ -207,7 +213,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
 
     groups = obj.groups
     g = groups.g
-    ks = sorted({min(int(k), kmax) for k in (ks if ks is not None else range(1, kmax + 1))})
+    ks = layers_asked(kmax, ks)
     P = groups.prefix_count.astype(np.float64)
     win_lo = np.ascontiguousarray(obj.win_lo, dtype=np.int64)
     win_hi = np.ascontiguousarray(obj.win_hi, dtype=np.int64)
