@@ -51,6 +51,12 @@ SWEEP_GRID_MAX = 256
 CERTIFY_GROUPS = 40_000
 
 
+def _is_sweep(kmax, ks) -> bool:
+    """Whether ``layers(kmax, ks)`` is asked for several k (a sweep), not one (None: every
+    layer, a solve's own DP)."""
+    return ks is not None and len(layers_asked(kmax, ks)) > 1
+
+
 class BatchPadding(Objective):
     name = "padding"
     pad = "batch"
@@ -192,7 +198,7 @@ class BatchPadding(Objective):
         return True
 
     def sweep_rows_are_solves(self, kmax, ks):
-        sweep = ks is not None and len({min(k, kmax) for k in ks}) > 1
+        sweep = _is_sweep(kmax, ks)
         on_grid = self.candidates_rule == "auto" and self.groups.g > EXACT_CANDIDATES
         return not (sweep and on_grid and not self.exact)
 
@@ -231,10 +237,10 @@ class BatchPadding(Objective):
                           np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
 
     def grid_layers(self, kmax, ks=None):
-        refine_ks = None if ks is None else {min(k, kmax) for k in ks}
+        refine_ks = None if ks is None else set(layers_asked(kmax, ks))
         # A sweep (several k): one DP over a grid sized for kmax gives every layer; only the
         # recommended k is then refined, by solve() (see sweep_rows_are_solves).
-        sweep = refine_ks is not None and len(refine_ks) > 1
+        sweep = _is_sweep(kmax, ks)
         return batch_layers(self.groups, kmax, token_budget=self.token_budget,
                             sizes=self.batch_sizes(self.groups.edges),
                             win_lo=self.win_lo, win_hi=self.win_hi,
