@@ -312,8 +312,8 @@ def small_best(hulls, counts, levels, P, icpt, cells, cell, cell_end, A2, U, Af,
 
 
 @njit(cache=True, nogil=True)
-def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax, forward,
-                   backward, tail):
+def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, win_hi, kmax,
+                   forward, backward, tail):
     """Forward and backward passes of the relaxed DP over groups 0..g.
 
     Starts i in cells[c] <= i < cells[c + 1] (cells[0] = 0) use the relaxation of row c:
@@ -322,7 +322,10 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
     holds fewer (P[j] - split[j] must never decrease with j); T[0, j] = -inf where an end has
     no such bound. Af[c, j] - Uf[c, j] P[i] bounds every bucket too (the fewest-rows bound
     of :class:`bucketopt.objectives.certified.Rows`; A2 and U again for none): it joins the
-    buckets priced one by one, the small ones. Returns ``fwd`` (kmax + 1, g + 1):
+    buckets priced one by one, the small ones. Mm[j] - Um[j] P[i] + Rm[i] bounds every bucket
+    as well (the mean bound of Rows, with no cell: Um = 0 and Mm = -inf for none): its least
+    over every start (forward) or end (backward) raises each value where it is higher
+    (:func:`mean_layer`). Returns ``fwd`` (kmax + 1, g + 1):
     fwd[k, j] <= the cost of any cover of groups 1..j by at most k buckets (fwd[k, 0] = 0;
     inf everywhere else when not ``forward``), ``arg`` its argmin start (a chain of the
     relaxation, within the share windows where they never move left), and ``bwd``:
@@ -383,9 +386,15 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
         levels += 1
     stack = np.empty((2 * levels + 2, 2), dtype=np.int64)
     bounds = np.empty(2 * levels + 2)
+    mean = Mm[g] > -np.inf
+    hm = np.empty(g, dtype=np.int64)  # the mean bound's hull: every start up to tops[j]
+    icm = np.empty(g)
     for k in range(1, kmax + 1 if forward else 1):
         for i in range(g):
             icpt[i] = fwd[k - 1, i] + R[i]
+            icm[i] = fwd[k - 1, i] + Rm[i]
+        cm = 0
+        nm = 0
         built = False  # the block hulls of this layer's starts, once an end needs them
         cnt[:] = 0
         fcnt[:] = 0
@@ -472,6 +481,13 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
             if at >= 0:
                 fwd[k, j] = best
                 arg[k, j] = at
+                if mean:
+                    while nm <= tops[j]:
+                        if icm[nm] < np.inf:
+                            cm = hull_add(hm, 0, cm, P, icm, nm)
+                        nm += 1
+                    if cm > 0:
+                        fwd[k, j] = max(best, hull_min(hm, 0, cm, P, icm, Um[j])[0] + Mm[j])
     if backward:
         from_big = ends_of_big(big, g)
         first = window_firsts(tops, g)
@@ -479,7 +495,34 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, P, cells, win_lo, win_hi, kmax
         for k in range(1, kmax + 1):
             backward_layer(k, order, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, first,
                            win_lo, win_hi, bwd, tail)
+            mean_layer(k, Mm, Um, Rm, P, bwd)
     return fwd, arg, bwd
+
+
+@njit(cache=True, nogil=True)
+def mean_layer(k, Mm, Um, Rm, P, bwd):
+    """Raise layer k of the backward pass to the mean bound's: every bucket (i, j] costs at
+    least Mm[j] - Um[j] P[i] + Rm[i] (every row at its own length, alpha / (G B) a row:
+    :class:`bucketopt.objectives.certified.Rows`), so bwd[k, i] >= Rm[i] + the least
+    Mm[j] - Um[j] P[i] + bwd[k - 1, j] over every end j > i (a minimum over more ends than the
+    share windows allow is still a lower bound), from a Li Chao tree of those lines. Exact for
+    buckets of one row a batch on one GPU, which the cells' lines price from shorter samples
+    below them; nothing where Mm is -inf (an objective without the bound)."""
+    g = P.size - 1
+    if not Mm[g] > -np.inf:
+        return
+    slopes = np.empty(g + 1)
+    icpt = np.empty(g + 1)
+    for j in range(g + 1):
+        slopes[j] = -Um[j]
+        icpt[j] = Mm[j] + bwd[k - 1, j]
+    tree = np.full(4 * g + 4, -1, dtype=np.int64)
+    for i in range(g - 1, -1, -1):
+        if icpt[i + 1] < np.inf:
+            _lichao_insert(tree, 0, g - 1, P, slopes, icpt, i + 1)
+        v = _lichao_min(tree, 0, g - 1, P, slopes, icpt, i)
+        if v < np.inf:
+            bwd[k, i] = max(bwd[k, i], Rm[i] + v)
 
 
 @njit(cache=True)

@@ -345,14 +345,47 @@ def _binom_ratio(a, c, s, lf_hi, lf_lo):
 SCALE = 2
 
 
+@njit(cache=True, inline="always")
+def _chord_deficit(a, b, va, vb, top):
+    # max over r in [a, b] of r (top - (va + (r - a) s)), s the chord's slope: a concave
+    # quadratic in r, at its vertex or an end
+    s = (vb - va) / (b - a)
+    k = top - va + a * s
+    most = max(a * (k - a * s), b * (k - b * s))
+    if s > 0.0:
+        r = min(max(k / (2.0 * s), a), b)
+        most = max(most, r * (k - r * s))
+    return most
+
+
+@njit(cache=True)
+def last_batch_deficit(B, d, v1, vd, vB):
+    """On one GPU, a bound of how much a bucket's last batch of r < B rows (r = N mod B; r = N
+    for a bucket of one batch) costs below r rows at B draws, in the cost of rows: the
+    largest r (vB - lb(r)) over 0 <= r <= B, lb the chords through (1, v1), (d, vd), (B, vB),
+    lower bounds of the moments of 1, d and B draws (E[max] and E[max^2] are concave in the
+    draws: docs/method.md, "Concave in the draws"). 0 for B = 1."""
+    if B <= 1.0:
+        return 0.0
+    most = 0.0
+    if d > 1.0 and d < B:
+        most = max(_chord_deficit(1.0, d, v1, vd, vB), _chord_deficit(d, B, vd, vB, vB))
+    else:
+        most = _chord_deficit(1.0, B, v1, vB, vB)
+    return max(most, 0.0)
+
+
 @njit(cache=True, nogil=True)
-def cell_rows(c, phi, phi2, phik, low, alpha, world, sizes, P, first, last, rest, A, A2, U, U2,
-              U2P):
+def cell_rows(c, phi, phi2, phik, phim, mids, low, alpha, world, sizes, P, first, last, rest,
+              spare, A, A2, U, U2, U2P):
     """Row c of the time DP's line bounds (:meth:`bucketopt.objectives.time.Time.bounds`) from a
     cell's moments (``phi``: beta E[M] + gamma E[M^2] of the full steps' draws, ``phi2``: of the
-    fewest rows', ``phik``: of SCALE times the full steps' draws, over every sample from the
-    cell's start ``first`` to each end; ``low``: the shortest row's; ``last``: the cell's last
-    start): U, A (full steps), A2 (fewest rows and the rest), U2 and U2 P (fewest rows alone).
+    fewest rows', ``phik``: of SCALE times the full steps' draws, ``phim``: of ``mids`` draws
+    (one GPU), over every sample from the cell's start ``first`` to each end; ``low``: the
+    shortest row's; ``last``: the cell's last start; ``rest``: the rows outside full steps;
+    ``spare``: those the scaled-draws line prices at the fewest rows' moments): U, A (full
+    steps), A2 (fewest rows and the rest), U2 and U2 P (fewest rows alone). On one GPU, A
+    prices the last batch by :func:`last_batch_deficit` and serves every bucket (A2 = A).
     Column 0 (no end) is 0. In one pass, without the GIL: a row is as long as the candidate
     groups (tens of thousands on heavy tails, times a hundred or more cells).
 
@@ -374,8 +407,13 @@ def cell_rows(c, phi, phi2, phik, low, alpha, world, sizes, P, first, last, rest
         um = alpha / (world * sizes[j])
         u = um + phi[j] / world
         U[c, j] = u
-        A2[c, j] = u * P[j] - rest[j] * max(phi[j] - low, 0.0) / world
-        A[c, j] = u * P[j] - rest[j] * max(phi[j] - max(phi2[j], low), 0.0) / world
+        if world == 1.0:  # (every bucket: the line holds for one batch of N < B rows too)
+            A[c, j] = u * P[j] - last_batch_deficit(sizes[j], mids[j], max(phi2[j], low),
+                                                    phim[j], phi[j])
+            A2[c, j] = A[c, j]
+        else:
+            A[c, j] = u * P[j] - rest[j] * max(phi[j] - max(phi2[j], low), 0.0) / world
+            A2[c, j] = u * P[j] - rest[j] * max(phi[j] - low, 0.0) / world
         u2 = um + phi2[j] / world
         U2[c, j] = u2
         U2P[c, j] = u2 * P[j]
@@ -387,11 +425,14 @@ def cell_rows(c, phi, phi2, phik, low, alpha, world, sizes, P, first, last, rest
         slope = (phik[j] - phi[j]) / ((SCALE - 1) * d)
         per = phi[j] - d * slope
         ds = d * slope
-        u_s = um + (per + ds * rest[j] / n_min) / world
-        a_s = u_s * P[j] + (ds * (n - n * rest[j] / n_min - rest[j]) - rest[j] * per) / world
+        w = spare[j]
+        u_s = um + (per + ds * w / n_min) / world
+        a_s = u_s * P[j] + (ds * (n - n * w / n_min - w) - w * per) / world
         # (the rest rows as the plain lines price them: at min(phi, ...))
-        a_s2 = a_s + rest[j] * min(low, phi[j]) / world
-        a_s += rest[j] * min(max(phi2[j], low), phi[j]) / world
+        a_s2 = a_s + w * min(low, phi[j]) / world
+        a_s += w * min(max(phi2[j], low), phi[j]) / world
+        if world == 1.0:
+            a_s2 = a_s
         if (a_s - u_s * P[last] > A[c, j] - u * P[last]
                 and a_s2 - u_s * P[last] > A2[c, j] - u * P[last]):
             U[c, j] = u_s

@@ -238,10 +238,11 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
 
     def relaxed_forward():  # while the backward pass runs
         relaxed["fwd"], relaxed["arg"], _ = relaxed_layers(
-            *rel[:6], rows.A2, rows.U2, P, rel.cells, win_lo, win_hi, kmax, True, False, tail)
+            *rel[:6], rows.A2, rows.U2, rows.Mm, rows.Um, rows.R, P, rel.cells, win_lo, win_hi,
+            kmax, True, False, tail)
 
     def relaxed_bwd():
-        relaxed["bwd"] = backward_pass(rel, rows.A2, rows.U2, P, win_lo, win_hi, kmax, tail)
+        relaxed["bwd"] = backward_pass(rel, rows, P, win_lo, win_hi, kmax, tail)
 
     in_worker(relaxed_forward, relaxed_bwd)
     fwd, arg, bwd = relaxed["fwd"], relaxed["arg"], relaxed["bwd"]
@@ -379,17 +380,21 @@ def polish(run, ends, win_lo, win_hi, pascal):
     return ends
 
 
-def backward_pass(rel, Af, Uf, P, win_lo, win_hi, kmax, tail):
+def backward_pass(rel, rows, P, win_lo, win_hi, kmax, tail):
     """The backward pass of :func:`._bound_kernels.relaxed_layers` (the same values), layer by
     layer, each layer's cells in two halves at once (every other cell from the top: a cell's
-    work grows with the ends above it)."""
+    work grows with the ends above it), then the mean bound over every end
+    (:func:`._bound_kernels.mean_layer`)."""
     from ._bound_kernels import (
         backward_layer,
         big_starts,
         ends_of_big,
+        mean_layer,
         window_firsts,
         window_tops,
     )
+
+    Af, Uf = rows.A2, rows.U2
 
     g = P.size - 1
     bwd = np.full((kmax + 1, g + 1), np.inf)
@@ -402,6 +407,7 @@ def backward_pass(rel, Af, Uf, P, win_lo, win_hi, kmax, tail):
                                       rel.R, rel.T, Af, Uf, rel.A2, P, rel.cells, from_big,
                                       first, win_lo, win_hi, bwd, tail)
                     for cs in (order[0::2], order[1::2]) if cs.size))
+        mean_layer(k, rows.Mm, rows.Um, rows.R, P, bwd)
     return bwd
 
 
@@ -541,7 +547,8 @@ def relaxed_bounds(obj, kmax, chains, values):
     g = groups.g
     P = groups.prefix_count.astype(np.float64)
     rel = _relaxation(obj, _cells(P, [0], chains.values(), g))
-    fwd, _, _ = relaxed_layers(*rel[:6], rel.A2, rel.U, P, rel.cells,
+    none = np.full(g + 1, -np.inf), np.zeros(g + 1), np.zeros(g + 1)  # (no mean bound)
+    fwd, _, _ = relaxed_layers(*rel[:6], rel.A2, rel.U, *none, P, rel.cells,
                                np.ascontiguousarray(obj.win_lo, np.int64),
                                np.ascontiguousarray(obj.win_hi, np.int64), kmax, True, False,
                                np.zeros((kmax + 1, g + 1)))

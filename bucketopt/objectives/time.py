@@ -96,7 +96,9 @@ class Time(Objective):
         (G = 1: B) they also sit in steps of at least (G - 1) floor(B / 2) + 1 rows (a full
         batch split in two leaves halves of at least floor(B / 2) rows, and every step then
         holds G batches), priced by that many draws. With B = 1 no batch can be split: all
-        rows but at most G - 1 sit in full steps.
+        rows but at most G - 1 sit in full steps. On one GPU the last batch of r = N mod B rows
+        is priced by the chords of the moments at 1, B / MID_SHARE and B draws
+        (:func:`._time_kernels.last_batch_deficit`), for every bucket.
         """
         parts = self.bounds(cells)
         return (*parts[:5], self.top_bound())
@@ -136,6 +138,13 @@ class Time(Objective):
         # one row a batch: no batch can be split, every step but the last holds G rows
         rest[self.sizes == 1] = world - 1.0
         rest[0] = 0.0
+        spare = rest
+        draws = [full, fewest, SCALE * full]
+        mids = np.ones(g.g + 1)
+        if self.world == 1:  # the last batch's rows: see _spare_rows and last_batch_deficit
+            spare = _spare_rows(sizes)
+            mids[1:] = np.maximum(1, np.ceil(isizes / MID_SHARE))
+            draws.append(mids[1:].astype(np.int64))
         A, A2, U, U2, U2P = (np.empty(shape) for _ in range(5))
         memo = self.__dict__.setdefault("_moments", {})  # cell start -> (phi, phi2)
 
@@ -149,13 +158,14 @@ class Time(Objective):
                                                       self.group_end,
                                                       np.r_[0, d].astype(np.int64), a.lf_hi,
                                                       a.lf_lo, first, BOUND_REL)
-                                       for d in (full, fewest, SCALE * full)))
-                phi, phi2, phik = memo[first]
+                                       for d in draws))
+                phi, phi2, phik = memo[first][:3]
+                phim = memo[first][3] if len(memo[first]) > 3 else phi2
                 x = float(a.values[self.group_end[first]])
                 low = m.beta * x + m.gamma * x * x  # the shortest row of such a bucket
                 last = int(cells[c + 1]) - 1 if c + 1 < len(cells) else g.g - 1
-                cell_rows(c, phi, phi2, phik, low, float(m.alpha), world, sizes, P, first, last,
-                          rest, A, A2, U, U2, U2P)
+                cell_rows(c, phi, phi2, phik, phim, mids, low, float(m.alpha), world, sizes, P,
+                          first, last, rest, spare, A, A2, U, U2, U2P)
 
         order = np.arange(len(cells))
         in_worker(*(functools.partial(fill, order[h::2]) for h in range(2)))
@@ -257,11 +267,34 @@ class Time(Objective):
 
 # The work limit of the seed's certified DP (Time.seed_chains).
 SEED_WORK = 300_000
+# On one GPU the last batch's chords take the moments at B / MID_SHARE draws too
+# (_time_kernels.last_batch_deficit).
+MID_SHARE = 8
 # A solution whose proven gap exceeds this carries a warning (Solution.optimality has it).
 GAP_NOTE = 1e-6
 # refine_time(): coarse points scanned per edge, and the most analytic evaluations it spends.
 REFINE_POINTS = 64
 MAX_REFINE_EVALUATIONS = 3000
+
+
+def _spare_rows(sizes) -> np.ndarray:
+    """On one GPU: how many rows the scaled-draws line of a bucket prices at the cell's mean
+    (its one-draw moments) instead of at B draws, at batch sizes ``sizes`` (index 0 unused: 0):
+    B^2 / (4 (B - 1)), 0 for B = 1 (the plain line takes the chords through B / MID_SHARE draws
+    too: :func:`._time_kernels.last_batch_deficit`). A bucket of N samples runs q = N // B
+    batches of B rows and one of r = N mod B, and r draws have an E[max] (and E[max^2])
+    concave in r, so at least the chord between one draw (phi_1, the mean) and B draws
+    (phi_B): its rows cost at least (N - r) phi_B + r (phi_1 + (r - 1) / (B - 1) (phi_B -
+    phi_1)) = N phi_B - w (phi_B - phi_1), w = r (B - r) / (B - 1) <= B^2 / (4 (B - 1)), and
+    the same for a bucket of N < B samples (one batch: r = N), with the cell's moments in
+    place of the bucket's (at or below them, and the bound grows with both). Before, all B
+    rows of the last batch took the mean."""
+    B = np.asarray(sizes, dtype=np.float64)
+    out = np.zeros(B.size)
+    many = B >= 2.0
+    out[many] = B[many] * B[many] / (4.0 * (B[many] - 1.0))
+    out[0] = 0.0
+    return out
 
 
 def refine_time(solution, groups, cost_model, memory=None):
