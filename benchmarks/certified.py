@@ -5,7 +5,8 @@ shared and noisy), under the shipped profile and others.
 
 Inputs: the embedded example (8 GPUs, both paddings), 20,000 distinct lengths (k = 6 and 16,
 8 GPUs; k = 16 also on one GPU and under min_share = 1/32, the padding DP too) and source-code-like
-heavy tails: up to 2M tokens (60,000 samples, 8 GPUs) and up to 4M tokens (200,000 samples,
+heavy tails: up to 2M tokens (60,000 samples, 8 GPUs; T = 2M, and T = 4M, where no batch holds
+one row and the padding DP's problem is not trivial) and up to 4M tokens (200,000 samples,
 37,477 distinct lengths, T = 4M: the heaviest the DP proves here). Profiles: the shipped
 rtx-pro-6000-blackwell (alpha 0.1 s), a small-alpha one (alpha 0.01 s, gamma x 10) and a
 large-alpha one (alpha 0.5 s, gamma 0). Each row: the padding DP (pad="batch", the same token
@@ -47,6 +48,8 @@ def inputs():
         ("20,000, k=16, 1 GPU", wide, 16, "batch", 65_536, {}, {"world_size": 1}),
         ("20,000, k=16, share 1/32", wide, 16, "batch", 65_536, {"min_share": 1 / 32}, {}),
         ("source-code tail", code, 6, "batch", 2_097_152, {}, {}),
+        # the same tail with batches of at least 2 rows: its padding optimum is no longer 0
+        ("source tail, T = 4M", code, 6, "batch", 4_194_304, {}, {}),
         ("source code to 4M", code4m, 6, "batch", 4_194_304, {}, {}),
     ]
 
