@@ -394,8 +394,6 @@ def backward_pass(rel, rows, P, win_lo, win_hi, kmax, tail):
         window_tops,
     )
 
-    Af, Uf = rows.A2, rows.U2
-
     g = P.size - 1
     bwd = np.full((kmax + 1, g + 1), np.inf)
     bwd[:, g] = 0.0
@@ -404,8 +402,8 @@ def backward_pass(rel, rows, P, win_lo, win_hi, kmax, tail):
     order = np.arange(rel.cells.size - 1, -1, -1)
     for k in range(1, kmax + 1):
         in_worker(*(functools.partial(backward_layer, k, cs, rel.A, rel.split, rel.U,
-                                      rel.R, rel.T, Af, Uf, rel.A2, P, rel.cells, from_big,
-                                      first, win_lo, win_hi, bwd, tail)
+                                      rel.R, rel.T, rows.A2, rows.U2, rel.A2, P, rel.cells,
+                                      from_big, first, win_lo, win_hi, bwd, tail)
                     for cs in (order[0::2], order[1::2]) if cs.size))
         mean_layer(k, rows.Mm, rows.Um, rows.R, P, bwd)
     return bwd

@@ -146,7 +146,7 @@ class Time(Objective):
             mids[1:] = np.maximum(1, np.ceil(isizes / MID_SHARE))
             draws.append(mids[1:].astype(np.int64))
         A, A2, U, U2, U2P = (np.empty(shape) for _ in range(5))
-        memo = self.__dict__.setdefault("_moments", {})  # cell start -> (phi, phi2)
+        memo = self.__dict__.setdefault("_moments", {})  # cell start -> phi of each of draws
 
         def fill(cs):
             for c in cs:
