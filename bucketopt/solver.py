@@ -299,6 +299,9 @@ class Sweep:
     tolerance: float
     reason: str
     criterion: str = "padding"
+    # no k of the range qualified (the curve still falls at its end): the largest k is
+    # recommended and ``reason`` suggests a wider range
+    range_too_short: bool = False
 
     def to_dict(self) -> dict:
         return {
@@ -307,6 +310,7 @@ class Sweep:
             "tolerance": self.tolerance,
             "criterion": self.criterion,
             "reason": self.reason,
+            "range_too_short": self.range_too_short,
             "rows": [s.to_dict() for s in self.solutions],
         }
 
@@ -315,43 +319,76 @@ class Sweep:
 
 
 def recommend_k(ks, solutions, tolerance=0.01, *, criterion=None):
-    """Smallest k within ``tolerance`` of the best in the range; returns (k, one-line reason).
+    """The smallest k from which one more bucket buys at most ``tolerance``; returns
+    (k, one-line reason). See :func:`sweep` for the rule; when no k of the range qualifies the
+    largest k is returned and the reason says the range is too short."""
+    k, reason, _ = _recommend(ks, solutions, tolerance, criterion=criterion)
+    return k, reason
 
-    ``criterion="padding"``: padding fraction within ``tolerance`` (absolute, 0.01 = 1 percentage
-    point) of the lowest. ``criterion="throughput"``: predicted Ktok/s within ``tolerance``
-    (relative, 0.01 = 1%) of the highest. Default: throughput when every solution has a
-    ``ktok_per_s`` (a profile was given), padding otherwise.
+
+def _recommend(ks, solutions, tolerance=0.01, *, criterion=None):
+    """The smallest k from which one more bucket buys at most ``tolerance``; returns
+    (k, one-line reason, range_too_short).
+
+    The gain of k is measured to the next k of the range, per added bucket (``ks`` need not be
+    consecutive): ``criterion="padding"``: padding fraction saved, absolute (0.01 = 1 percentage
+    point per bucket); ``criterion="throughput"``: predicted Ktok/s gained, relative to k's
+    (0.01 = 1% per bucket). The rule does not depend on where the range ends. When no k of the
+    range qualifies (the curve still falls, or rises, at its end, or the range holds one k), the
+    largest k is returned and ``range_too_short`` is True: the reason says so and suggests a wider
+    range. Default criterion: throughput when every solution has a ``ktok_per_s`` (a profile was
+    given), padding otherwise.
     """
     if criterion is None:
         has_rate = all(s.ktok_per_s is not None for s in solutions)
         criterion = "throughput" if has_rate else "padding"
     if criterion == "throughput":
-        rates = [s.ktok_per_s for s in solutions]
-        if any(r is None for r in rates):
+        values = [s.ktok_per_s for s in solutions]
+        if any(v is None for v in values):
             raise BucketoptError('criterion="throughput" needs a profile (Ktok/s per k).',
                                  param="criterion")
-        top = max(rates)
-        for k, r in zip(ks, rates):
-            if r >= top * (1.0 - tolerance) - 1e-12:
-                reason = (
-                    f"k={k} is the smallest k within {tolerance * 100:g}% of the best predicted "
-                    f"throughput in the range ({r:.1f} vs {top:.1f} Ktok/s)."
-                )
-                return k, reason
-        raise AssertionError("unreachable")
-    if criterion != "padding":
+    elif criterion == "padding":
+        values = [s.padding_fraction for s in solutions]
+    else:
         raise BucketoptError(f"`criterion` must be 'padding' or 'throughput'"
                              f"; got {shown(criterion)}.", param="criterion")
-    fractions = [s.padding_fraction for s in solutions]
-    best = min(fractions)
-    for k, f in zip(ks, fractions):
-        if f <= best + tolerance + 1e-12:
-            reason = (
-                f"k={k} is the smallest k within {tolerance * 100:g} percentage point(s) of the "
-                f"best padding in the range ({f * 100:.2f}% vs {best * 100:.2f}%)."
-            )
-            return k, reason
-    raise AssertionError("unreachable")
+    ks = [int(k) for k in ks]
+    gains = [_gain_per_bucket(criterion, values[i], values[i + 1], ks[i + 1] - ks[i])
+             for i in range(len(ks) - 1)]
+    tol = f"{tolerance * 100:g}"
+    for i, gain in enumerate(gains):
+        if gain <= tolerance + 1e-12:
+            k, nxt = ks[i], ks[i + 1]
+            if criterion == "padding":
+                reason = (f"k={k} is the smallest k from which one more bucket saves at most {tol} "
+                          f"percentage point(s) of padding ({values[i] * 100:.2f}% at k={k}, "
+                          f"{values[i + 1] * 100:.2f}% at k={nxt}: {gain * 100:.2f} points per "
+                          "bucket).")
+            else:
+                reason = (f"k={k} is the smallest k from which one more bucket adds at most {tol}% "
+                          f"predicted throughput ({values[i]:.1f} Ktok/s at k={k}, "
+                          f"{values[i + 1]:.1f} at k={nxt}: {gain * 100:+.2f}% per bucket).")
+            return k, reason, False
+    top = ks[-1]
+    wider = f"sweep a wider range, e.g. -k 1:{2 * top}"
+    if not gains:
+        reason = (f"k={top} is the only k in the range: nothing tells whether more buckets pay; "
+                  f"{wider}.")
+    elif criterion == "padding":
+        reason = (f"k={top} is the largest k asked for: padding still falls by "
+                  f"{gains[-1] * 100:.2f} points per bucket at k={top}; {wider}.")
+    else:
+        reason = (f"k={top} is the largest k asked for: predicted throughput still rises by "
+                  f"{gains[-1] * 100:.2f}% per bucket at k={top}; {wider}.")
+    return top, reason, True
+
+
+def _gain_per_bucket(criterion, value, following, buckets):
+    """What each bucket added between two ks of a sweep buys: padding fraction saved (absolute)
+    or Ktok/s gained relative to the smaller k's."""
+    if criterion == "padding":
+        return (value - following) / buckets
+    return (following - value) / value / buckets if value > 0 else math.inf
 
 
 def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_share=0.0,
@@ -361,9 +398,13 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
           gpu_memory=None) -> Sweep:
     """The optimum for every k in ``ks`` from a single DP run up to ``max(ks)``.
 
-    ``recommended_k`` is the smallest k within ``tolerance`` of the best in the range: padding
-    fraction within ``tolerance`` absolute (0.01 = 1 percentage point), or, with a ``profile``
-    (``criterion="throughput"``), predicted Ktok/s within ``tolerance`` relative (0.01 = 1%).
+    ``recommended_k`` is the smallest k from which one more bucket buys at most ``tolerance``:
+    the gain of k is measured to the next k of the range, per added bucket; padding fraction
+    saved, absolute (0.01 = 1 percentage point per bucket), or, with a ``profile``
+    (``criterion="throughput"``), predicted Ktok/s gained relative to k's (0.01 = 1% per bucket).
+    The rule does not depend on where the range ends. When no k qualifies (the curve still falls
+    at the end of the range), the largest k is recommended, ``range_too_short`` is True and
+    ``reason`` suggests a wider range.
 
     Examples
     --------
@@ -400,7 +441,7 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
     solutions = tuple(run.solution(k) for k in feasible)
     if criterion is None:
         criterion = "throughput" if run.cost_model is not None else "padding"
-    k_rec, reason = recommend_k(feasible, solutions, tolerance, criterion=criterion)
+    k_rec, reason, too_short = _recommend(feasible, solutions, tolerance, criterion=criterion)
     if not run.objective.sweep_rows_are_solves(run.kmax_eff, ks):
         # pad="batch" on many lengths: every row comes from one DP over the candidate grid; the
         # recommended k is the one solve() gives (grid optimum refined, docs/dynamic_padding.md).
@@ -413,7 +454,7 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
         alone = dataclasses.replace(alone, overflow=run.overflow)  # run.hist is past overflow
         solutions = tuple(alone.solution(k) if k == k_rec else sol
                           for k, sol in zip(feasible, solutions))
-    return Sweep(tuple(feasible), solutions, k_rec, tolerance, reason, criterion)
+    return Sweep(tuple(feasible), solutions, k_rec, tolerance, reason, criterion, too_short)
 
 
 def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None, world_size=1,

@@ -578,3 +578,15 @@ def attention_balance(attention, world):
         means += sum(step) / world
         heaviest += max(step)
     return means / heaviest if heaviest > 0 else 1.0
+
+
+def recommended_k(ks, values, tolerance, criterion):
+    """The sweep's rule, spelled out: the first k (ascending) whose gain to the next k of the
+    sweep, divided by the buckets added, is at most ``tolerance`` (padding: fraction saved;
+    throughput: Ktok/s gained over k's). None when no k qualifies."""
+    pairs = sorted(zip(ks, values))
+    for (k, v), (k2, v2) in zip(pairs, pairs[1:]):
+        gain = (v - v2) / (k2 - k) if criterion == "padding" else (v2 - v) / v / (k2 - k)
+        if gain <= tolerance + 1e-12:
+            return k
+    return None

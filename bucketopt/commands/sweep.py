@@ -12,6 +12,7 @@ from .common import (
     add_solver_args,
     check_plot_path,
     finish,
+    note,
     read_lengths,
 )
 
@@ -20,15 +21,15 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "sweep", help="padding (and Ktok/s, ETA) for every k, and the recommended k",
         description="Solve for every k in a range from one DP run and recommend the smallest k "
-                    "within a tolerance of the best in the range.")
+                    "from which one more bucket buys at most a tolerance.")
     add_lens_args(p)
     p.add_argument("-k", dest="k_range", required=True, metavar="A:B",
                    help="range of k, inclusive (e.g. 1:32); a single K means 1:K")
     add_solver_args(p, k_required=False)
     p.add_argument("--tolerance", type=_float, default=0.01, metavar="F",
-                   help="recommend the smallest k within F of the best: absolute padding fraction "
-                        "(0.01 = 1 percentage point), or relative Ktok/s with --profile "
-                        "(0.01 = 1%%); default 0.01")
+                   help="recommend the smallest k from which one more bucket buys at most F: "
+                        "padding fraction saved, absolute (0.01 = 1 percentage point), or Ktok/s "
+                        "gained, relative, with --profile (0.01 = 1%%); default 0.01")
     p.add_argument("--plot", metavar="FILE", help="write padding (and Ktok/s) vs K to FILE "
                                                   "(.png, .svg or .pdf)")
     add_output_args(p)
@@ -105,6 +106,8 @@ def run(args) -> int:
     check_plot_path(args)
     lengths, source = read_lengths(args)
     result = sweep(lengths, ks, tolerance=args.tolerance, **solver_kwargs(args))
+    if result.range_too_short:
+        note(args, f"note: the range is too short to recommend a k. {result.reason}")
 
     def figure():
         from ..show.plots import plot_sweep
