@@ -211,10 +211,20 @@ def _interrupted(signum, frame):
     # not enough: numba compiles through ctypes callbacks, which print the exception as a
     # traceback and carry on ("Exception ignored on calling ctypes callback function").
     try:
+        from .progress import end_line
+
+        end_line()  # a progress line drawn on the terminal ends first: the message has its own
         sys.stderr.write("bucketopt: interrupted\n")
         sys.stderr.flush()
     finally:
         os._exit(130)
+
+
+def _say_interrupted() -> None:
+    from .progress import end_line
+
+    end_line()
+    print("bucketopt: interrupted", file=sys.stderr)
 
 
 def main(argv=None) -> int:
@@ -264,13 +274,13 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
-        print("bucketopt: interrupted", file=sys.stderr)
+        _say_interrupted()
         return 130
     except SystemError as exc:
         # Ctrl-C while a compiled kernel runs surfaces when it returns, as a SystemError
         # ("returned a result with an exception set") around the KeyboardInterrupt
         if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
-            print("bucketopt: interrupted", file=sys.stderr)
+            _say_interrupted()
             return 130
         raise
     except BrokenPipeError:  # `bucketopt ... | head`: the reader has all it wants

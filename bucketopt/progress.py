@@ -9,6 +9,33 @@ from __future__ import annotations
 import sys
 import time
 
+# The stream on which a progress line is drawn and not yet ended (a terminal), so that a message
+# printed in the middle of it (Ctrl-C) can start on a line of its own: see end_line().
+_OPEN = {"stream": None}
+
+
+def _drawn_on(stream) -> None:
+    _OPEN["stream"] = stream
+
+
+def _ended_on(stream) -> None:
+    if _OPEN["stream"] is stream:
+        _OPEN["stream"] = None
+
+
+def end_line() -> None:
+    """End a progress line left open on its terminal (write its newline), so that what is
+    printed next starts on a line of its own; nothing when no line is open. Safe to call from
+    a signal handler: a failed write is ignored."""
+    stream, _OPEN["stream"] = _OPEN["stream"], None
+    if stream is None:
+        return
+    try:
+        stream.write("\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
 
 class Progress:
     """Report ``done`` rows out of ``total`` (``None`` when unknown) on one redrawn stderr line.
@@ -71,10 +98,15 @@ class Progress:
                     f"{self.done:,}/{self.total:,} rows, {rate:,.0f} rows/s")
         else:
             text = f"reading {self.label}: {self.done:,} rows, {rate:,.0f} rows/s"
-        self.stream.write("\r" + text.ljust(self._width))  # cover a longer previous line
+        self.redraw(text)
+
+    def redraw(self, text: str) -> None:
+        """Draw ``text`` over the line (covering a longer previous one)."""
+        self.stream.write("\r" + text.ljust(self._width))
         self._width = len(text)
         self.stream.flush()
         self._drawn = True
+        _drawn_on(self.stream)
 
     def close(self) -> None:
         """End the line (only if something was drawn)."""
@@ -83,6 +115,7 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
             self._drawn = False
+            _ended_on(self.stream)
 
     def __enter__(self):
         return self
@@ -145,6 +178,8 @@ class Stage:
                 self.stream.flush()
             except (OSError, ValueError):
                 return
+            if self.tty:
+                _drawn_on(self.stream)
             self._drawn = True
             if self._stop.wait(0.25 if self.tty else self.every):
                 return
@@ -164,4 +199,5 @@ class Stage:
                     self.stream.flush()
                 except (OSError, ValueError):
                     pass
+                _ended_on(self.stream)
         return False

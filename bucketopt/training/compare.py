@@ -115,10 +115,7 @@ class _Stages:
         filled = int(share * 24)
         text = (f"compare [{'#' * filled}{'-' * (24 - filled)}] {bar.done}/{total} steps, "
                 f"{now - bar._start:.0f} s: {self.what}")
-        bar.stream.write("\r" + text.ljust(bar._width))
-        bar._width = len(text)
-        bar.stream.flush()
-        bar._drawn = True
+        bar.redraw(text)
 
     def close(self):
         self.what = "done"
