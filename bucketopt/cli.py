@@ -211,6 +211,9 @@ def _interrupted(signum, frame):
     # not enough: numba compiles through ctypes callbacks, which print the exception as a
     # traceback and carry on ("Exception ignored on calling ctypes callback function").
     try:
+        common = sys.modules.get(f"{__package__}.commands.common")
+        if common is not None:  # --lens -: the spooled copy of standard input goes too
+            common.remove_spools()
         from .progress import end_line
 
         end_line()  # a progress line drawn on the terminal ends first: the message has its own
@@ -236,7 +239,7 @@ def main(argv=None) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, _interrupted)
-    parser = args = spooled = None
+    parser = args = spooled = guard = None
     try:
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)
@@ -247,9 +250,11 @@ def main(argv=None) -> int:
             usage = " ".join(parser.format_usage().split())
             raise BucketoptError(f"a command is required: {', '.join(COMMANDS)} "
                                  f"(bucketopt COMMAND --help); {usage}")
-        from .commands.common import check_args, spool_stdin_lens
+        from .commands.common import SpoolGuard, check_args, spool_stdin_lens
 
         check_args(args)
+        if getattr(args, "lens", None) == "-":  # SIGTERM / SIGHUP remove the copy too
+            guard = SpoolGuard()
         spooled = spool_stdin_lens(args)  # --lens -: standard input, kept in a temporary file
         STAGES["enabled"] = not getattr(args, "quiet", False)
         stdout = sys.stdout
@@ -263,8 +268,9 @@ def main(argv=None) -> int:
     except BucketoptError as exc:
         message = str(exc)
         if spooled is not None:  # --lens -: name standard input, not its temporary file
-            message = message.replace(str(spooled), "standard input").replace(
-                spooled.name, "standard input")
+            from .commands.common import name_stdin
+
+            message = name_stdin(message, spooled)
         if args is not None and getattr(args, "command", None):
             flags = _flags(parser, args.command)
             flag = param_flag(_subparser(parser, args.command), exc.param)
@@ -304,6 +310,11 @@ def main(argv=None) -> int:
         STAGES["enabled"] = False
         if spooled is not None:
             spooled.unlink(missing_ok=True)
+            from .commands.common import remove_spools
+
+            remove_spools()
+        if guard is not None:
+            guard.close()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -16,7 +17,8 @@ def add_lens_args(parser, *, required: bool = False) -> None:
     parser.add_argument("--lens", metavar="PATH", required=required,
                         help="lengths: .npy/.npz, text/CSV, Parquet, Arrow/Feather, a Hugging Face "
                              "save_to_disk dir, a dir or glob of shards, a length,count "
-                             "histogram, or - (standard input: one per line or .npy); "
+                             "histogram, or - (standard input: one per line, or .npy, .npz, "
+                             "Parquet or Arrow bytes); "
                              "default: the embedded example")
     parser.add_argument("--column", metavar="NAME", help="column holding the lengths")
     parser.add_argument("--quiet", "-q", action="store_true", help="no notes on stderr")
@@ -255,13 +257,49 @@ def check_against_data(args, data) -> None:
 
 # --lens - reads standard input; more than this many bytes is refused (2**28 lengths as .npy).
 STDIN_LIMIT = 2 << 30
+# what standard input is called in every message, note and JSON ``source``
+STDIN_NAME = "standard input"
+# magic bytes -> the suffix the spooled copy of standard input gets (text otherwise)
+_STDIN_MAGIC = ((b"\x93NUMPY", ".npy"), (b"PAR1", ".parquet"), (b"ARROW1", ".arrow"),
+                (b"FEA1", ".feather"), (b"\xff\xff\xff\xff", ".arrows"), (b"PK\x03\x04", ".npz"),
+                (b"PK\x05\x06", ".npz"))
+# the spooled copies alive in this process: removed on every way out (return, exception,
+# Ctrl-C's handler, SIGTERM / SIGHUP through SpoolGuard)
+_SPOOLS: list = []
+
+
+def stdin_suffix(head: bytes) -> str:
+    """The file suffix for standard input starting with ``head``: .npy, .parquet, .arrow,
+    .feather, .arrows (Arrow IPC stream), .npz, or .txt (one length per line)."""
+    return next((suffix for magic, suffix in _STDIN_MAGIC if head.startswith(magic)), ".txt")
+
+
+def remove_spools() -> None:
+    """Remove every spooled copy of standard input (safe in a signal handler: errors ignored)."""
+    while _SPOOLS:
+        with contextlib.suppress(OSError, IndexError):
+            _SPOOLS.pop().unlink(missing_ok=True)
+
+
+def name_stdin(text: str, spooled) -> str:
+    """``text`` with the spooled copy's path (quoted, shortened, bare, or its file name alone)
+    said as standard input."""
+    if spooled is None:
+        return text
+    from ..data.guards import short
+
+    full = str(spooled)
+    for said in (short(full), repr(full), full, repr(spooled.name), spooled.name):
+        text = text.replace(said, STDIN_NAME)
+    return text
 
 
 def spool_stdin_lens(args):
-    """``--lens -``: copy standard input (one length per line, or a .npy stream) to a temporary
-    file that every reader opens as it would the file; returns its path (the caller removes it),
-    or None when --lens is not ``-``. At most STDIN_LIMIT bytes; a terminal is refused (it would
-    wait for typing)."""
+    """``--lens -``: copy standard input (one length per line, or .npy, .npz, Parquet or Arrow
+    IPC bytes, told apart by their magic bytes) to a temporary file with the matching suffix that
+    every reader opens as it would the file; returns its path (the caller removes it, as
+    :func:`remove_spools` and :class:`SpoolGuard` do on the other ways out), or None when --lens
+    is not ``-``. At most STDIN_LIMIT bytes; a terminal is refused (it would wait for typing)."""
     if getattr(args, "lens", None) != "-":
         return None
     import tempfile
@@ -272,13 +310,18 @@ def spool_stdin_lens(args):
         raise BucketoptError("--lens - reads standard input, which is closed.")
     if stream.isatty():
         raise BucketoptError("--lens - reads lengths from standard input, which is a terminal: "
-                             "pipe them in (one per line, or a .npy stream).")
+                             "pipe them in (one per line, or .npy, .npz, Parquet or Arrow "
+                             "bytes).")
     source = getattr(stream, "buffer", stream)
-    head = source.read(6)
-    head = head.encode() if isinstance(head, str) else head
-    suffix = ".npy" if head == b"\x93NUMPY" else ".txt"
-    fd, name = tempfile.mkstemp(prefix="bucketopt-stdin-", suffix=suffix)
+    head = b""
+    while len(head) < 6:  # enough for every magic; a pipe may hand over fewer bytes at a time
+        more = source.read(6 - len(head))
+        if not more:
+            break
+        head += more.encode() if isinstance(more, str) else more
+    fd, name = tempfile.mkstemp(prefix="bucketopt-stdin-", suffix=stdin_suffix(head))
     path = Path(name)
+    _SPOOLS.append(path)
     total = len(head)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -296,13 +339,95 @@ def spool_stdin_lens(args):
                 out.write(chunk)
         if total == 0:
             raise BucketoptError("--lens - : standard input is empty: pipe in one length per "
-                                 "line, or a .npy stream.")
+                                 "line, or .npy, .npz, Parquet or Arrow bytes.")
     except BaseException:
         path.unlink(missing_ok=True)
         raise
-    args.lens_label = "standard input"
+    args.lens_label = STDIN_NAME
     args.lens = str(path)
     return path
+
+
+class SpoolGuard:
+    """While standard input is spooled (``--lens -``), SIGTERM and SIGHUP remove the spooled
+    copy, then end the process as the signal would have (or call the handler set before).
+
+    A Python signal handler runs only when the main thread returns to the interpreter, which a
+    long compiled kernel delays; so the signal also wakes a thread (``signal.set_wakeup_fd``)
+    that removes the copy and ends the process at once. Main thread only; a no-op elsewhere.
+    """
+
+    SIGNALS = ("SIGTERM", "SIGHUP")
+
+    def __init__(self):
+        import signal
+        import socket
+        import threading
+
+        self._previous = {}
+        self._old_wakeup = None
+        self._thread = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for name in self.SIGNALS:
+            number = getattr(signal, name, None)
+            if number is not None:
+                self._previous[number] = signal.signal(number, self._handle)
+        try:
+            self._reader, self._writer = socket.socketpair()
+            self._writer.setblocking(False)
+            self._old_wakeup = signal.set_wakeup_fd(self._writer.fileno(),
+                                                    warn_on_full_buffer=False)
+        except (OSError, ValueError):  # no wakeup fd here: the Python handler alone
+            return
+        self._thread = threading.Thread(target=self._watch, name="bucketopt-spool-guard",
+                                        daemon=True)
+        self._thread.start()
+
+    def _end(self, number) -> None:
+        import signal
+
+        remove_spools()
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+
+    def _handle(self, number, frame) -> None:
+        import signal
+
+        remove_spools()
+        previous = self._previous.get(number)
+        if callable(previous):
+            previous(number, frame)
+        elif previous == signal.SIG_DFL:
+            self._end(number)
+
+    def _watch(self) -> None:
+        import signal
+
+        while True:
+            try:
+                data = self._reader.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            for number in data:
+                if self._previous.get(number) == signal.SIG_DFL:
+                    self._end(number)
+
+    def close(self) -> None:
+        """Put back the handlers and the wakeup fd found, and stop the thread."""
+        import signal
+
+        for number, previous in self._previous.items():
+            signal.signal(number, previous if previous is not None else signal.SIG_DFL)
+        self._previous = {}
+        if self._thread is not None:
+            signal.set_wakeup_fd(self._old_wakeup)
+            self._writer.close()  # the thread reads the end of the stream and returns
+            self._thread.join(5)
+            self._reader.close()
+            self._thread = None
 
 
 def read_lengths(args, *, per_sample: bool = False):
@@ -323,6 +448,10 @@ def read_lengths(args, *, per_sample: bool = False):
     from ..data.io import open_source
 
     source = open_source(args.lens, column=args.column)
+    if getattr(args, "lens_label", None) == STDIN_NAME:  # --lens -: not the spooled copy's name
+        import dataclasses
+
+        source = dataclasses.replace(source, label=STDIN_NAME)
     if len(source.schema) > 1 or source.column.kind != "integer" or source.note:
         note(args, "reading " + source.describe())
     if per_sample or (source.format in ("npz", "text")
