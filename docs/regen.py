@@ -180,11 +180,12 @@ def readme_throughput() -> str:
 
 @generator("packing-answer", slow=True)
 def packing_answer() -> str:
+    from bucketopt.show.report import rate_header
     from bucketopt.training.packed_rows import fastest_diverse
 
     c = story_comparison()
-    lines = ["| strategy | padding | Ktok/s | ETA, 6 epochs | wait | step mix gap | epoch churn "
-             "| packing efficiency | attention balance |",
+    lines = [f"| strategy | padding | {rate_header(c.timing['world_size'])} | ETA, 6 epochs | wait "
+             "| step mix gap | epoch churn | packing efficiency | attention balance |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name in ("sorted", "shuffle", "bucketed", "bucketed-time", "packed", "packed-balanced",
                  "packed-bucketed"):

@@ -57,12 +57,12 @@ def _pct(x) -> str:
 
 
 def comparison_table(comparison) -> str:
-    from ..show.report import table
+    from ..show.report import rate_header, table
 
     headers = ["strategy", "boundaries", "padding (analytic)", "padding (simulated)", "batches"]
     timed = bool(comparison.timing)
     if timed:
-        headers += ["Ktok/s", "ETA (days)", "wait"]
+        headers += [rate_header(comparison.timing.get("world_size")), "ETA (days)", "wait"]
     diverse = any("step_mix_gap" in row for row in comparison.strategies.values())
     if diverse:
         headers += ["step mix gap", "epoch churn"]
@@ -176,7 +176,8 @@ def run(args) -> int:
             title += (f"; profile {comparison.timing['profile']}, "
                       f"{comparison.timing['world_size']} GPU(s), ETA for "
                       f"{comparison.timing['epochs']} epoch(s)")
-        return plot_comparison(comparison.strategies, title=title)
+        return plot_comparison(comparison.strategies, title=title,
+                               world_size=(comparison.timing or {}).get("world_size"))
 
     payload = comparison.to_dict()
     if comparison.timing:

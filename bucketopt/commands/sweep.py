@@ -57,13 +57,13 @@ def parse_k_range(text: str) -> list[int]:
 
 
 def sweep_table(result) -> str:
-    from ..show.report import table
+    from ..show.report import rate_header, table
 
     has_rate = all(s.ktok_per_s is not None for s in result.solutions)
     has_eta = all(s.eta_days is not None for s in result.solutions)
     headers = ["k", "buckets", "padding"]
     if has_rate:
-        headers.append("Ktok/s")
+        headers.append(rate_header(result.solutions[0].extra.get("world_size")))
     if has_eta:
         headers.append("ETA days")
     # what is proven of each row, shown when some row is not a proven optimum

@@ -240,7 +240,7 @@ def plot_throughput_vs_k(sweep, lengths=None, *, profile=None, world_size=None, 
     if rec.eta_days is not None:
         text += f", ETA {rec.eta_days:.2f} days"
     _mark_recommended(ax, sweep, rec.ktok_per_s, text)
-    ax.set_ylabel("predicted throughput\n(Ktok/s of real tokens)")
+    ax.set_ylabel("predicted throughput\n" + _rate_label(rec.extra.get("world_size")))
     lo, hi = min(low), max(rates + low)
     pad = 0.08 * (hi - lo) if hi > lo else 0.05 * hi
     ax.set_ylim(max(0.0, lo - pad), hi + 2.5 * pad)
@@ -406,7 +406,7 @@ def _null_locator():
 
 
 def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
-                    annotate_padding=True):
+                    annotate_padding=True, world_size=None):
     """Horizontal bars, one per strategy: padding or predicted throughput.
 
     Parameters
@@ -421,6 +421,9 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
     title : str, optional
     annotate_padding : bool
         Throughput bars also state the padding (off when a padding chart stands beside them).
+    world_size : int, optional
+        The GPUs the predicted Ktok/s is the total over, named on the axis (default: a row's
+        ``world_size``, as compare's packed rows carry).
 
     Bars of bucketopt's own boundaries (``bucketed``, ``edge_optimal``, the ``sampler`` row, or
     a name with "optimal") are blue, the others grey.
@@ -473,7 +476,9 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
     room = (1.9 if annotate_padding else 1.55) if metric == "throughput" else 1.3
     ax.set_xlim(0, top * room if top > 0 else 1)
     if metric == "throughput":
-        ax.set_xlabel("predicted throughput (Ktok/s of real tokens)")
+        if world_size is None:  # compare's packed rows carry it
+            world_size = next((r["world_size"] for r in rows if r.get("world_size")), None)
+        ax.set_xlabel("predicted throughput " + _rate_label(world_size))
     else:
         ax.set_xlabel("padding, % of computed tokens")
         _percent_x(ax)
@@ -483,7 +488,7 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
     return ax
 
 
-def plot_comparison(strategies: dict, *, title=None):
+def plot_comparison(strategies: dict, *, title=None, world_size=None):
     """``bucketopt compare`` as one figure: padding per strategy, and predicted Ktok/s beside it
     when the strategies have throughput figures.
 
@@ -504,10 +509,19 @@ def plot_comparison(strategies: dict, *, title=None):
     plot_strategies(strategies, metric="padding", ax=axes[0], title="Padding")
     if has_rate:
         plot_strategies(strategies, metric="throughput", ax=axes[1],
-                        title="Predicted throughput and ETA", annotate_padding=False)
+                        title="Predicted throughput and ETA", annotate_padding=False,
+                        world_size=world_size)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
+
+
+def _rate_label(world_size) -> str:
+    """``(Ktok/s of real tokens, total over 8 GPUs)``: what an axis of predicted Ktok/s counts."""
+    from .report import rate_scope
+
+    return ("(Ktok/s of real tokens)" if world_size is None
+            else f"(Ktok/s of real tokens, {rate_scope(world_size)})")
 
 
 def _percent_x(ax):

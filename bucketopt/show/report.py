@@ -9,6 +9,22 @@ def _fmt_int(x) -> str:
     return f"{round(x):,}"
 
 
+def gpus_text(world_size) -> str:
+    """``1 GPU`` or ``8 GPUs``."""
+    return "1 GPU" if world_size == 1 else f"{world_size:,} GPUs"
+
+
+def rate_scope(world_size) -> str:
+    """What a predicted Ktok/s counts: real tokens per second, ``total over 8 GPUs``."""
+    return f"total over {gpus_text(world_size)}"
+
+
+def rate_header(world_size) -> str:
+    """The header of a predicted Ktok/s column: ``Ktok/s (total, 8 GPUs)`` (``Ktok/s`` when the
+    number of GPUs is not known)."""
+    return "Ktok/s" if world_size is None else f"Ktok/s (total, {gpus_text(world_size)})"
+
+
 def table(headers, rows, align=None) -> str:
     """A fixed-width text table; ``align`` is a string of 'l'/'r' per column."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
@@ -87,8 +103,10 @@ def solution_table(sol: Solution) -> str:
     if sol.ktok_per_s is not None:
         rate = sol.extra.get("ktok_per_s_interval")
         eta = sol.extra.get("eta_days_interval")
+        ranks = sol.extra.get("world_size")
         lines.append(f"predicted throughput: {sol.ktok_per_s:.1f} Ktok/s"
                      + (f" [{rate[0]:.1f}, {rate[1]:.1f}]" if rate else "")
+                     + ("" if ranks is None else f" (real tokens, {rate_scope(ranks)})")
                      + ("" if sol.eta_days is None else f", ETA {sol.eta_days:.2f} days")
                      + (f" [{eta[0]:.2f}, {eta[1]:.2f}]" if eta else ""))
         if "profile" in sol.extra:
