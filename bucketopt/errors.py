@@ -27,3 +27,16 @@ class BucketoptError(ValueError):
 
     def __reduce__(self):  # pickling and copying keep the parameter
         return type(self), (self.args[0] if self.args else "", self.param)
+
+
+def install_hint(extra: str) -> str:
+    """How to install one of bucketopt's optional extras, from a checkout of this repository (as
+    the docs install it) or from a package index: every "needs X" message says it this way.
+
+    Examples
+    --------
+    >>> install_hint("dask")
+    "pip install '.[dask]' in a checkout of bucketopt (or pip install 'bucketopt[dask]')"
+    """
+    return (f"pip install '.[{extra}]' in a checkout of bucketopt "
+            f"(or pip install 'bucketopt[{extra}]')")

@@ -1,4 +1,4 @@
-"""Build the length histogram with Dask, for data too large for one machine (``bucketopt[dask]``).
+"""Build the length histogram with Dask, for data too large for one machine (the ``dask`` extra).
 
 The histogram is the sufficient statistic: each worker folds its own shards into a small
 ``(length, count)`` table and only those travel back to be summed. Any running
@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from ..errors import BucketoptError
+from ..errors import BucketoptError, install_hint
 from .histogram import Histogram, HistogramBuilder
 
 
@@ -20,7 +20,7 @@ def _require_dask():
         import dask
     except ImportError:
         raise BucketoptError(
-            "histogram_from_dask() needs Dask: pip install 'bucketopt[dask]'."
+            f"histogram_from_dask() needs Dask: {install_hint('dask')}."
         ) from None
     return dask
 

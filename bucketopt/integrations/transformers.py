@@ -26,7 +26,8 @@ What it changes, and nothing else:
   token count (``num_items_in_batch``), so a step's loss is the mean over all its tokens.
 
 ``bucketed(cls)`` makes the same subclass of any Trainer subclass (TRL's ``SFTTrainer``, ...).
-transformers is imported on first use of these names (``pip install 'bucketopt[transformers]'``).
+transformers is imported on first use of these names (``pip install '.[transformers]'`` in a
+checkout of bucketopt, or ``pip install 'bucketopt[transformers]'``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import json
 import os
 import warnings
 
-from ..errors import BucketoptError
+from ..errors import BucketoptError, install_hint
 
 STATE_FILE = "bucketopt_sampler.json"
 _CLASSES: dict = {}
@@ -50,8 +51,8 @@ def _require_transformers():
     try:
         import transformers
     except ImportError:
-        raise BucketoptError("BucketedTrainer needs transformers: pip install "
-                             "'bucketopt[transformers]' (after installing torch).") from None
+        raise BucketoptError("BucketedTrainer needs transformers: "
+                             f"{install_hint('transformers')}, after installing torch.") from None
     return transformers
 
 
