@@ -143,12 +143,13 @@ def test_bad_lengths_in_parquet_on_stdin_name_it(monkeypatch, capsys, tmp_path):
 
 # --- the copy goes on every way out --------------------------------------------------------
 
-@pytest.mark.parametrize("number, code", [(signal.SIGTERM, -signal.SIGTERM),
-                                          (signal.SIGHUP, -signal.SIGHUP),
+@pytest.mark.parametrize("number, code", [(signal.SIGTERM, 128 + signal.SIGTERM),
+                                          (signal.SIGHUP, 128 + signal.SIGHUP),
                                           (signal.SIGINT, 130)])
 def test_a_signal_while_stdin_is_read_removes_the_copy(number, code, tmp_path):
     """The process reads Parquet bytes from a pipe kept open; the copy exists; a signal ends
-    the process as that signal does (Ctrl-C: exit 130 and one line) and the copy is gone."""
+    the process with status 128 + its number (Ctrl-C: 130 and one line), nothing else on
+    stderr, and the copy is gone."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-m", "bucketopt", "solve", "--lens", "-", "-k",
                              "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -174,8 +175,8 @@ def test_a_signal_while_stdin_is_read_removes_the_copy(number, code, tmp_path):
     proc.stdout.close()
     proc.stderr.close()
     assert proc.returncode == code, err
-    if number == signal.SIGINT:
-        assert err.strip().splitlines() == ["bucketopt: interrupted"]
+    assert err.strip().splitlines() == (["bucketopt: interrupted"] if number == signal.SIGINT
+                                        else [])
     assert not list(tmp_path.glob("bucketopt-stdin-*"))
 
 
@@ -186,3 +187,49 @@ def test_the_guard_puts_back_what_it_found(monkeypatch):
     assert main(["solve", "--lens", "-", "-k", "2", "-q"]) == 0
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == before
     assert signal.set_wakeup_fd(-1) == -1
+
+
+_BUSY = """
+import sys, tempfile
+from pathlib import Path
+import numba
+from bucketopt.commands import common
+
+@numba.njit(nogil=True, cache=False)
+def spin(n):
+    x = 1
+    for _ in range(n):
+        x = (x * 1103515245 + 12345) % 2147483648
+    return x
+
+spin(10)  # compiled before the copy exists
+guard = common.SpoolGuard()
+path = Path(tempfile.mkstemp(prefix="bucketopt-stdin-", suffix=".npy")[1])
+common._SPOOLS.append(path)
+print("ready", flush=True)
+print(spin(10**12))  # minutes in a kernel that never returns to the interpreter
+"""
+
+
+def test_sigterm_while_a_kernel_runs_ends_at_once(tmp_path):
+    """The main thread inside a long compiled kernel runs no Python signal handler; the guard's
+    thread still removes the copy and ends the process (status 143) without waiting for it."""
+    pytest.importorskip("numba")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-c", _BUSY], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        assert len(list(tmp_path.glob("bucketopt-stdin-*"))) == 1
+        time.sleep(0.5)  # inside the kernel by now
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)  # the kernel alone would run for minutes
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.stderr.close()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert not list(tmp_path.glob("bucketopt-stdin-*"))

@@ -350,7 +350,8 @@ def spool_stdin_lens(args):
 
 class SpoolGuard:
     """While standard input is spooled (``--lens -``), SIGTERM and SIGHUP remove the spooled
-    copy, then end the process as the signal would have (or call the handler set before).
+    copy and end the process with status 128 + the signal's number (143 for SIGTERM, what a
+    shell reports for a process the signal ended), or call the handler set before, if any.
 
     A Python signal handler runs only when the main thread returns to the interpreter, which a
     long compiled kernel delays; so the signal also wakes a thread (``signal.set_wakeup_fd``)
@@ -384,12 +385,10 @@ class SpoolGuard:
                                         daemon=True)
         self._thread.start()
 
-    def _end(self, number) -> None:
-        import signal
-
+    @staticmethod
+    def _end(number) -> None:
         remove_spools()
-        signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
+        os._exit(128 + number)
 
     def _handle(self, number, frame) -> None:
         import signal
@@ -412,6 +411,8 @@ class SpoolGuard:
             if not data:
                 return
             for number in data:
+                # only where the signal would have ended the process; a handler set before
+                # runs in the main thread (_handle)
                 if self._previous.get(number) == signal.SIG_DFL:
                     self._end(number)
 
