@@ -126,9 +126,6 @@ class CostModel:
     def with_epochs(self, epochs) -> CostModel:
         return replace(self, epochs=check_positive_int(epochs, "epochs"))
 
-    def with_world_size(self, world_size) -> CostModel:
-        return replace(self, world_size=check_positive_int(world_size, "world_size"))
-
     def to_dict(self) -> dict:
         return asdict(self)
 
