@@ -25,7 +25,8 @@ from numba import njit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's bucketopt
 import bucketopt
 from bucketopt.data.histogram import Histogram
-from bucketopt.objectives._edge_kernels import _edge_layers_dc, edge_layers, edge_layers_quadratic
+from bucketopt.groups import INF
+from bucketopt.objectives._edge_kernels import _edge_layers_dc, edge_layers
 from bucketopt.solver import make_groups, share_windows
 
 
@@ -44,6 +45,36 @@ def memory_pass(row, k):
         for j in range(row.size):
             table[layer, j] = row[j] + layer
     return table
+
+
+@njit(cache=True)
+def edge_layers_quadratic(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax):
+    """The textbook O(k g^2) DP with the contract of ``edge_layers``: the yardstick of the small
+    rows (tests/naive.py holds the same DP in numpy, the tests' reference)."""
+    g = edges.size - 1
+    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
+    best = np.empty(kmax, dtype=np.int64)
+    prev = np.full(g + 1, INF, dtype=np.int64)
+    prev[0] = 0
+    cur = np.empty(g + 1, dtype=np.int64)
+    for k in range(kmax):
+        cur[:] = INF
+        cur[0] = 0
+        for j in range(1, g + 1):
+            best_v = 3 * INF
+            best_i = -1
+            for i in range(win_lo[j], min(win_hi[j], j - 1) + 1):
+                v = prev[i] + (edges[j] * (prefix_count[j] - prefix_count[i])
+                               - (prefix_tokens[j] - prefix_tokens[i]))
+                if v < best_v:
+                    best_v = v
+                    best_i = i
+            if best_i >= 0:
+                cur[j] = min(best_v, INF)
+                opt[k, j] = best_i
+        best[k] = cur[g]
+        prev, cur = cur, prev
+    return opt, best
 
 
 def large_row(m: int, k: int, goal_s: float, repeat: int = 3, dc: bool = True) -> dict:

@@ -1,10 +1,12 @@
 """Every check of an argument, and every limit, once (stumpy's ``core.check_*``).
 
-Every public entry point that takes a number goes through :func:`check_int` or
-:func:`check_number`: booleans and strings are refused (``"0.5"`` is not coerced to 0.5),
-non-finite and out-of-range values name the parameter, the rule and the value. :func:`shown`
-renders the offending value for the message without ever building a huge string: a 5,000-digit
-integer, a 10-MB string or a list nested 100,000 deep come out as a few dozen characters.
+Every public entry point that takes a number goes through :func:`check_int` (a count that must
+be at least 1: :func:`check_positive_int`) or :func:`check_number`: one check per rule, one
+wording (``"`name` must be an integer >= 1; got 0."``). Booleans and strings are refused
+(``"0.5"`` is not coerced to 0.5), non-finite and out-of-range values name the parameter, the
+rule and the value. :func:`shown` renders the offending value for the message without ever
+building a huge string: a 5,000-digit integer, a 10-MB string or a list nested 100,000 deep come
+out as a few dozen characters.
 
 The checks of the solver's and the samplers' settings live here too (:func:`check_k`,
 :func:`check_align`, :func:`check_shares`, :func:`check_min_fill`, :func:`check_objective`,
@@ -37,6 +39,8 @@ BATCH_SIZE_LIMIT = 1 << 16
 BUDGET_OVER_LONGEST = 64
 # k (at most k buckets) beyond this is refused: beyond the distinct lengths k changes nothing.
 K_LIMIT = 2**62
+# Seeds, epochs, positions and ranks are int64 in the plans and in saved states.
+INT64_MAX = 2**63 - 1
 
 # Integers beyond this many bits are shown by their size, not their digits (str() of an integer
 # over 4,300 digits raises ValueError, and long before that it fills the message).
@@ -114,12 +118,17 @@ def check_int(value, name: str, *, low: int | None = None, high: int | None = No
     Takes ints, numpy integers and floats that are whole numbers (2.0); refuses booleans,
     strings and everything else. ``where`` is added after the name (" in profile.json").
     ``param``: the parameter the error carries (:attr:`BucketoptError.param`); by default
-    ``name`` when it is an identifier, else none.
+    ``name`` when it is an identifier, else none. A ``high`` of 2**60 or more is a limit of
+    the int64 arithmetic, not part of the rule: the message names it only when it is crossed.
 
     Examples
     --------
     >>> check_int(4.0, "k", low=1)
     4
+    >>> check_int(0, "epochs", low=1, high=INT64_MAX)
+    Traceback (most recent call last):
+    ...
+    bucketopt.errors.BucketoptError: `epochs` must be an integer >= 1; got 0.
     """
     rule = _int_rule(low, high)
     param = _param(name, param)
@@ -140,13 +149,29 @@ def check_int(value, name: str, *, low: int | None = None, high: int | None = No
     return value
 
 
+def check_positive_int(value, name: str, *, where: str = "") -> int:
+    """A count (GPUs, epochs, tokens, rows): :func:`check_int` with ``low=1`` and the token
+    arithmetic's limit, :data:`TOKEN_LIMIT`.
+
+    Examples
+    --------
+    >>> check_positive_int(8, "world_size")
+    8
+    """
+    return check_int(value, name, low=1, high=TOKEN_LIMIT, where=where)
+
+
 def _bound(value: int) -> str:
     if value > 1 << 20 and value & (value - 1) == 0:
         return f"2**{value.bit_length() - 1}"
+    if value > 1 << 20 and value & (value + 1) == 0:
+        return f"2**{value.bit_length()} - 1"
     return f"{value:,}" if value > 1 << 20 else str(value)
 
 
 def _int_rule(low, high) -> str:
+    if high is not None and high >= TOKEN_LIMIT:  # a limit of int64, stated only when crossed
+        high = None
     if low is not None and high is not None:
         return f"an integer in [{low}, {_bound(high)}]"
     if low is not None:
@@ -191,26 +216,15 @@ def check_number(value, name: str, *, low: float | None = None, high: float | No
 
 
 def check_k(k, name: str = "k") -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        if isinstance(k, float) and k.is_integer():
-            k = int(k)
-        else:
-            raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.", param=name)
-    if k < 1:
-        raise BucketoptError(f"`{name}` must be an integer >= 1; got {shown(k)}.", param=name)
-    if k > K_LIMIT:  # at most k buckets: beyond the distinct lengths k changes nothing
-        raise BucketoptError(f"`{name}` must be at most 2**62; got {shown(k)}.", param=name)
-    return int(k)
+    """At most ``k`` buckets: an integer >= 1 (beyond :data:`K_LIMIT` refused: beyond the
+    distinct lengths k changes nothing)."""
+    return check_int(k, name, low=1, high=K_LIMIT)
 
 
 def check_align(align) -> int:
-    if isinstance(align, float) and align.is_integer():
-        align = int(align)
-    if isinstance(align, bool) or not isinstance(align, (int, np.integer)) or align < 1:
-        raise BucketoptError(f"`align` must be an integer >= 1; got {shown(align)}.", param="align")
-    if align > TOKEN_LIMIT:  # larger edges overflow int64 (and n x edge exceeds 2**60 anyway)
-        raise BucketoptError(f"`align` must be at most 2**60; got {shown(align)}.", param="align")
-    return int(align)
+    """Edges on multiples of ``align``: an integer >= 1 (larger than :data:`TOKEN_LIMIT`, the
+    edges would overflow int64)."""
+    return check_positive_int(align, "align")
 
 
 def check_shares(min_share, max_share) -> tuple[float, float]:
@@ -262,21 +276,7 @@ def check_token_budget(token_budget, hist=None):
     ``max_length`` are read), also against the data."""
     if token_budget is None:
         return None
-    if isinstance(token_budget, bool) or not isinstance(token_budget, (int, np.integer)):
-        if isinstance(token_budget, float) and token_budget.is_integer():
-            token_budget = int(token_budget)
-        else:
-            raise BucketoptError(
-                f"token_budget must be an integer >= 1; got {shown(token_budget)}.",
-                param="token_budget"
-            )
-    token_budget = int(token_budget)
-    if token_budget < 1:
-        raise BucketoptError(f"token_budget must be an integer >= 1; got {shown(token_budget)}.",
-                             param="token_budget")
-    if token_budget > TOKEN_LIMIT:  # batch sizes and padded tokens are int64
-        raise BucketoptError(f"token_budget must be at most 2**60; got {shown(token_budget)}.",
-                             param="token_budget")
+    token_budget = check_positive_int(token_budget, "token_budget")  # int64 totals
     if hist is not None and hist.max_length > token_budget:
         raise BucketoptError(
             f"token_budget={token_budget} is smaller than the longest sample ({hist.max_length}).",

@@ -10,6 +10,10 @@ import itertools
 import math
 import numbers
 
+import numpy as np
+
+from bucketopt.groups import INF
+
 
 def edge_padding(lengths, boundaries):
     """Padded tokens when every sample is padded to the edge of its bucket (per-sample loop)."""
@@ -111,6 +115,35 @@ def textbook_dp_edge(lengths, k, *, min_share=0.0, max_share=1.0, align=1):
 
 
 # --- sampler and diversity oracles (tests/test_sampler.py) ---------------------------------------
+def edge_layers_quadratic(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax):
+    """The textbook O(k g^2) edge DP with the contract of
+    :func:`bucketopt.objectives._edge_kernels.edge_layers`: (opt, best), ``opt[k-1, j]`` the
+    smallest best start of the last bucket of a cover of groups 1..j by at most k buckets (-1
+    when none), ``best[k-1]`` the cost for j = g (``INF`` when unreachable). Starts of the end
+    j range over ``win_lo[j] .. min(win_hi[j], j - 1)``; each layer scans them all (numpy over
+    the starts of one end, int64 arithmetic as in the kernel)."""
+    edges, pc, pt = (np.asarray(a, dtype=np.int64) for a in (edges, prefix_count, prefix_tokens))
+    g = edges.size - 1
+    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
+    best = np.empty(kmax, dtype=np.int64)
+    prev = np.full(g + 1, INF, dtype=np.int64)
+    prev[0] = 0
+    for k in range(kmax):
+        cur = np.full(g + 1, INF, dtype=np.int64)
+        cur[0] = 0
+        for j in range(1, g + 1):
+            starts = np.arange(int(win_lo[j]), min(int(win_hi[j]), j - 1) + 1)
+            if starts.size == 0:
+                continue
+            cost = prev[starts] + edges[j] * (pc[j] - pc[starts]) - (pt[j] - pt[starts])
+            at = int(np.argmin(cost))  # the first, so the smallest start among ties
+            cur[j] = min(int(cost[at]), INF)
+            opt[k, j] = starts[at]
+        best[k] = cur[g]
+        prev = cur
+    return opt, best
+
+
 def greedy_pack(lengths, token_budget):
     """Greedy batches of lengths taken in order: join while (count + 1) * max_len <= budget."""
     batches, current, longest = [], [], 0

@@ -18,9 +18,10 @@ from bucketopt.objectives._edge_kernels import (
     _edge_layers_dc,
     _hull_applies,
     edge_layers,
-    edge_layers_quadratic,
 )
 from bucketopt.objectives._edge_numpy import edge_layers_numpy
+
+from . import naive
 
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -62,7 +63,7 @@ def test_hull_equals_textbook_dp_small(gr, k):
     """Small values and counts: equal edges, zero-count groups and ties everywhere."""
     args = arrays(*gr)
     assert _hull_applies(*args)
-    assert_same(edge_layers(*args, k), edge_layers_quadratic(*args, k))
+    assert_same(edge_layers(*args, k), naive.edge_layers_quadratic(*args, k))
 
 
 @SETTINGS
@@ -73,7 +74,7 @@ def test_hull_equals_textbook_dp_large_numbers(gr, k):
     edges, pc, _, _, _ = args
     if float(edges[-1]) * float(pc[-1]) < 2.0**57:
         assert _hull_applies(*args)
-    assert_same(edge_layers(*args, k), edge_layers_quadratic(*args, k))
+    assert_same(edge_layers(*args, k), naive.edge_layers_quadratic(*args, k))
 
 
 @SETTINGS
@@ -83,7 +84,7 @@ def test_hull_equals_textbook_dp_huge_edges(gr, k):
     the floating-point estimate with its integer correction; both must match the textbook DP."""
     args = arrays(*gr)
     assert _hull_applies(*args)
-    assert_same(edge_layers(*args, k), edge_layers_quadratic(*args, k))
+    assert_same(edge_layers(*args, k), naive.edge_layers_quadratic(*args, k))
 
 
 def test_many_layers_in_lane_groups():
@@ -100,14 +101,14 @@ def test_many_layers_in_lane_groups():
 def test_outside_exactness_bound_falls_back():
     args = arrays([10**9, 2 * 10**9], [10**8, 10**8], [0, 5])
     assert not _hull_applies(*args)
-    assert_same(edge_layers(*args, 2), edge_layers_quadratic(*args, 2))
+    assert_same(edge_layers(*args, 2), naive.edge_layers_quadratic(*args, 2))
 
 
 def test_share_window_takes_divide_and_conquer():
     args = list(arrays([1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0]))
     args[3] = np.array([0, 0, 0, 1, 2], dtype=np.int64)  # at most two groups per bucket
     assert not _hull_applies(*args)
-    assert_same(edge_layers(*args, 3), edge_layers_quadratic(*args, 3))
+    assert_same(edge_layers(*args, 3), naive.edge_layers_quadratic(*args, 3))
 
 
 @settings(max_examples=40, deadline=None)
@@ -154,7 +155,7 @@ def windowed(draw):
 @given(args=windowed(), k=st.integers(1, 10))
 def test_numpy_pass_equals_textbook_dp(args, k):
     """The numpy divide and conquer (small inputs before numba starts): the whole opt table."""
-    assert_same(edge_layers_numpy(*args, k), edge_layers_quadratic(*args, k))
+    assert_same(edge_layers_numpy(*args, k), naive.edge_layers_quadratic(*args, k))
 
 
 @settings(max_examples=20, deadline=None)

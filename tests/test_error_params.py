@@ -24,11 +24,17 @@ from bucketopt.cli import (
     param_flag,
     parameter_flags,
 )
-from bucketopt.cost.costmodel import _positive_int
 from bucketopt.cost.memory import load_memory
 from bucketopt.data.histogram import Histogram
 from bucketopt.errors import BucketoptError
-from bucketopt.validate import check_budget_scale, check_int, check_number, check_token_budget
+from bucketopt.validate import (
+    INT64_MAX,
+    check_budget_scale,
+    check_int,
+    check_number,
+    check_positive_int,
+    check_token_budget,
+)
 
 LENS = np.arange(1, 100)
 
@@ -49,7 +55,7 @@ CASES = [
     (lambda: bucketopt.solve(LENS, 2, pad="x"), "pad",
      "`pad` must be one of edge, batch; got 'x'."),
     (lambda: bucketopt.solve(LENS, 2, token_budget=0), "token_budget",
-     "token_budget must be an integer >= 1; got 0."),
+     "`token_budget` must be an integer >= 1; got 0."),
     (lambda: bucketopt.solve(LENS, 2, token_budget=50), "token_budget",
      "token_budget=50 is smaller than the longest sample (99)."),
     (lambda: bucketopt.solve(LENS, 2, exact=1), "exact", "`exact` must be True or False; got 1."),
@@ -58,18 +64,24 @@ CASES = [
     (lambda: bucketopt.sweep(LENS, 3, tolerance=-1), "tolerance",
      "`tolerance` must be a finite number >= 0; got -1."),
     (lambda: check_token_budget(2.5), "token_budget",
-     "token_budget must be an integer >= 1; got 2.5."),
+     "`token_budget` must be an integer >= 1; got 2.5."),
     (lambda: check_budget_scale(10**15, Histogram.from_lengths(LENS)), "token_budget", None),
-    (lambda: _positive_int(0, "world_size"), "world_size",
-     "`world_size` must be an integer in [1, 2**60]; got 0."),
+    (lambda: check_positive_int(0, "world_size"), "world_size",
+     "`world_size` must be an integer >= 1; got 0."),
+    (lambda: check_positive_int(2**61, "world_size"), "world_size",
+     "`world_size` must be at most 2**60; got 2305843009213693952."),
+    (lambda: check_int(2**63, "seed", low=0, high=INT64_MAX), "seed",
+     "`seed` must be at most 2**63 - 1; got 9223372036854775808."),
+    (lambda: check_int(-1, "state epoch", low=0, high=INT64_MAX), None,
+     "`state epoch` must be an integer >= 0; got -1."),
     (lambda: load_memory({"m0": 1, "m1": 1, "m2": 0, "capacity": 8}, gpu_memory=-1), "gpu_memory",
      "`gpu_memory` (--gpu-memory) must be a number of GB in (0, 1e9]; got -1."),
     (lambda: bucketopt.simulate(LENS, "random", token_budget=100, seed=-1), "seed",
      "`seed` must be an integer >= 0; got -1."),
     (lambda: bucketopt.BucketBatchSampler(LENS, [99], token_budget=100, world_size=0),
-     "world_size", "world_size must be an integer >= 1; got 0."),
+     "world_size", "`world_size` must be an integer >= 1; got 0."),
     (lambda: bucketopt.BucketBatchSampler(LENS, [99], token_budget=100, grad_accum=0),
-     "grad_accum", "grad_accum must be an integer >= 1; got 0."),
+     "grad_accum", "`grad_accum` must be an integer >= 1; got 0."),
 ]
 
 

@@ -12,7 +12,7 @@ import bucketopt
 from bucketopt.cli import main
 from bucketopt.errors import BucketoptError
 from bucketopt.groups import INF
-from bucketopt.objectives import _REGISTRY, Objective, names, register_objective
+from bucketopt.objectives import _REGISTRY, Objective, names, register_objective, registration
 
 
 class ToyPadding(Objective):
@@ -63,9 +63,14 @@ def toy():
 LENGTHS = np.random.default_rng(7).integers(1, 400, size=300)
 
 
-def test_builtin_names_are_the_registry():
+def test_builtin_names_are_the_public_registrations():
+    """``packed`` (packing levels: a Solution describes padded batches) is registered but not
+    offered: solve() refuses it, naming the objectives it offers."""
     assert names() == ("padding", "time")
-    assert names() == bucketopt.objectives.NAMES
+    assert registration("packed", "varlen").public is False
+    with pytest.raises(BucketoptError, match="`objective` must be one of padding, time; got "
+                                             "'packed'"):
+        bucketopt.solve(LENGTHS, 3, objective="packed")
 
 
 def test_toy_objective_through_solve(toy):

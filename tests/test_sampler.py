@@ -411,7 +411,7 @@ def test_position_past_the_epoch_and_tiny_epochs_are_refused():
     steps = len(sampler)
     with pytest.raises(BucketoptError, match=rf"^position must be <= {steps} .*got 1000000000"):
         sampler.state_dict(position=10**9)
-    with pytest.raises(BucketoptError, match="position must be an integer >= 0"):
+    with pytest.raises(BucketoptError, match="`position` must be an integer >= 0; got -1."):
         sampler.state_dict(position=-1)
     assert sampler.state_dict(position=steps)["position"] == steps
     # grad_accum above the batches per rank would have split every batch to single samples

@@ -95,19 +95,20 @@ def test_analytic_synced_time_matches_the_real_sampler(world):
 
 
 def _textbook_time_dp(arrays, groups, token_budget, model, world, kmax):
-    """The O(k g^2) DP with every bucket's cost from its own walks (``bucket_time``)."""
-    from bucketopt.objectives._time_kernels import bucket_time
+    """The O(k g^2) DP with every bucket's cost from its own walks: its expected steps and
+    padded-token sums (``bucket_features``) priced by the cost model."""
+    from bucketopt.objectives._time_kernels import bucket_features
 
     g = groups.g
     end = np.r_[0, groups.first_value[1:], groups.hist.m]
     cost = np.full((g + 1, g + 1), np.inf)
     for i in range(g):
         for j in range(i + 1, g + 1):
-            cost[i, j] = bucket_time(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2,
-                                     int(end[i]), int(end[j]), int(groups.edges[j]),
-                                     token_budget // int(groups.edges[j]), model.alpha,
-                                     model.beta, model.gamma, world,
-                                     arrays.pad_code, arrays.lf_hi, arrays.lf_lo)
+            steps, f1, f2 = bucket_features(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2,
+                                            int(end[i]), int(end[j]), int(groups.edges[j]),
+                                            token_budget // int(groups.edges[j]), world,
+                                            arrays.pad_code, arrays.lf_hi, arrays.lf_lo)
+            cost[i, j] = model.alpha * steps + model.beta * f1 + model.gamma * f2
     best = np.full(g + 1, np.inf)
     best[0] = 0.0
     out = []

@@ -112,7 +112,7 @@ def test_bad_arguments_and_an_over_budget_collator(tmp_path):
 
     with pytest.raises(BucketoptError, match="boundaries are required"):
         BucketedTrainer(model=job.tiny_model(), token_budget=100)
-    with pytest.raises(BucketoptError, match="token_budget must be an integer"):
+    with pytest.raises(BucketoptError, match="`token_budget` must be an integer"):
         BucketedTrainer(model=job.tiny_model(), boundaries=[8, 16], token_budget="lots")
     with pytest.raises(BucketoptError, match="bucket edge 16 exceeds token_budget=10"):
         BucketedTrainer(model=job.tiny_model(), boundaries=[8, 16], token_budget=10)

@@ -34,8 +34,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..cost.calibration import calibrate, read_measurements
-    from ..cost.costmodel import _positive_int
     from ..show.report import table
+    from ..validate import check_positive_int as _positive_int
 
     sizes, lens, seconds = read_measurements(args.measurements)
     fit = calibrate(sizes, lens, seconds, folds=args.folds, bootstrap=args.bootstrap)

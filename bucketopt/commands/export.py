@@ -57,7 +57,7 @@ def run(args) -> int:
         raise BucketoptError("--lhotse-version applies to --format lhotse or nemo only.")
     options = {"pad_to_bucket_boundary": True} if args.pad_to_bucket_boundary else {}
     if args.fmt in ("lhotse", "nemo"):
-        from ..show.export import _lhotse_release
+        from ..show.export import lhotse_release as _lhotse_release
 
         if args.lhotse_version is not None:
             try:

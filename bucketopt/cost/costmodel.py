@@ -37,7 +37,7 @@ from ..objectives.random_order import (  # noqa: F401  (the analytic epoch time:
     bucket_time_atoms,
     expected_step_max,
 )
-from ..validate import check_int, check_number, shown
+from ..validate import check_number, check_positive_int, shown
 
 SECONDS_PER_DAY = 86_400.0
 PROFILE_KEYS = ("name", "description", "alpha", "beta", "gamma", "world_size", "token_budget",
@@ -66,11 +66,6 @@ def _coefficient(value, name: str, source: str = "") -> float:
             f"least {COEFFICIENT_FLOOR:g}, or 0 (no GPU is that fast; check the profile's "
             "units).", param=name)
     return value
-
-
-def _positive_int(value, name: str, source: str = "") -> int:
-    where = f" in {source}" if source else ""
-    return check_int(value, name, low=1, high=2**60, where=where)
 
 
 @dataclass(frozen=True)
@@ -110,8 +105,8 @@ class CostModel:
             object.__setattr__(self, key, _coefficient(getattr(self, key), key))
         if self.alpha == self.beta == self.gamma == 0.0:
             raise BucketoptError("alpha, beta and gamma are all 0: the model predicts no time.")
-        object.__setattr__(self, "world_size", _positive_int(self.world_size, "world_size"))
-        object.__setattr__(self, "epochs", _positive_int(self.epochs, "epochs"))
+        object.__setattr__(self, "world_size", check_positive_int(self.world_size, "world_size"))
+        object.__setattr__(self, "epochs", check_positive_int(self.epochs, "epochs"))
 
     def micro_batch_time(self, sizes, padded_lens):
         """Seconds of micro-batches of ``sizes`` rows padded to ``padded_lens`` (broadcasts)."""
@@ -129,10 +124,7 @@ class CostModel:
                 + self.gamma * epoch.attention_terms)
 
     def with_epochs(self, epochs) -> CostModel:
-        return replace(self, epochs=_positive_int(epochs, "epochs"))
-
-    def with_world_size(self, world_size) -> CostModel:
-        return replace(self, world_size=_positive_int(world_size, "world_size"))
+        return replace(self, epochs=check_positive_int(epochs, "epochs"))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -199,12 +191,14 @@ def profile_from_dict(data, source: str = "profile") -> Profile:
         raise BucketoptError(f"{source}: alpha, beta and gamma are all 0.")
 
     budget = data.get("token_budget")
+    where = f" in {source}" if source else ""
     provenance = data.get("provenance", {})
     return Profile(
         name=str(data.get("name", Path(source).stem)),
         description=str(data.get("description", "")),
-        world_size=_positive_int(data.get("world_size", 1), "world_size", source),
-        token_budget=None if budget is None else _positive_int(budget, "token_budget", source),
+        world_size=check_positive_int(data.get("world_size", 1), "world_size", where=where),
+        token_budget=None if budget is None else check_positive_int(budget, "token_budget",
+                                                                    where=where),
         provenance=provenance if isinstance(provenance, dict) else {"note": str(provenance)},
         uncertainty=parse_uncertainty(data.get("uncertainty"), source),
         **coeffs,
@@ -268,7 +262,7 @@ def resolve_cost_model(profile, world_size, token_budget, hist, *, budget_needed
         )
     prof = load_profile(profile)
     model = prof.cost_model(world_size=None if world_size is None else
-                            _positive_int(world_size, "world_size (--gpus)"))
+                            check_positive_int(world_size, "world_size (--gpus)"))
     if token_budget is None and budget_needed:
         if prof.token_budget is None:
             raise BucketoptError(

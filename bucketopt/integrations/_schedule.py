@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import BucketoptError
-from ..training.ranks import _check_int
+from ..validate import INT64_MAX, check_int
 
 __all__ = ["Schedule", "trainer_schedule"]
 
@@ -99,7 +99,7 @@ def trainer_schedule(sampler, *, num_train_epochs, max_steps=-1, global_step=0, 
     out = Schedule(grad_accum=A)
     if resume and isinstance(state, dict) and ignore_data_skip and "epoch" in state:
         # the checkpoint's epoch again from its start, as the plain Trainer does
-        out.start_epoch = _check_int("state epoch", state["epoch"], 0)
+        out.start_epoch = check_int(state["epoch"], "state epoch", low=0, high=INT64_MAX)
         out.first_step = int(global_step)
         sampler.set_epoch(out.start_epoch)
     elif resume and state is not None and not ignore_data_skip:
@@ -170,8 +170,8 @@ def _from_state(sampler, out, state, global_step, where):
                 f"{where}: its sampler state was saved at global step "
                 f"{trainer.get('global_step')!r}, its trainer_state.json is at step "
                 f"{global_step}: the files come from different checkpoints.")
-        into = global_step - _check_int("state epoch_first_step",
-                                        trainer.get("epoch_first_step"), 0)
+        into = global_step - check_int(trainer.get("epoch_first_step"), "state epoch_first_step",
+                                       low=0, high=INT64_MAX)
     elif not elastic and not state.get("segments"):  # a state without the Trainer's count
         into = global_step - sum(max(1, -(-_counter(sampler)(e) // saved_accum))
                                  for e in range(epoch))

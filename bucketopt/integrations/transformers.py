@@ -97,8 +97,8 @@ def _build_mixin():
 
     from ..data.histogram import validate_lengths
     from ..solution import batch_sizes_for
-    from ..training.sampler import PACKINGS, VARLEN, BucketBatchSampler, _check_int
-    from ..validate import check_token_budget
+    from ..training.sampler import PACKINGS, VARLEN, BucketBatchSampler
+    from ..validate import INT64_MAX, check_int, check_token_budget
     from ._schedule import trainer_schedule
     from .accelerate import passthrough
     from .lengths import dataset_lengths
@@ -371,7 +371,7 @@ def _build_mixin():
         def _bucket_seek(self, loader, num_batches):
             """The Trainer's skip of ``num_batches`` already-trained batches: the sampler was
             resumed from the checkpoint's state when the schedule was made (O(1), no replay)."""
-            num_batches = _check_int("batches to skip", num_batches, 0)
+            num_batches = check_int(num_batches, "batches to skip", low=0, high=INT64_MAX)
             if self._bucket_schedule is None:  # a Trainer without the epoch hooks
                 self._bucket_schedule = self._make_schedule(self.state.global_step)
             expected = self._bucket_schedule.start_batches

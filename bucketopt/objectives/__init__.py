@@ -82,12 +82,6 @@ def make_objective(objective: str, pad: str, *, cost_model=None, min_fill: float
                                               sync_buckets=sync_buckets, exact=exact)
 
 
-def __getattr__(attr):
-    if attr == "NAMES":  # the public names now (objectives registered later included)
-        return names()
-    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
-
-
 # --- the built-in objectives (their modules load on first use) -------------------------------
 
 
@@ -126,5 +120,5 @@ register_objective("padding", "batch", _padding_batch)
 register_objective("time", ("edge", "batch"), _time, check=_time_check)
 register_objective("packed", "varlen", _packed, public=False)
 
-__all__ = ["NAMES", "Objective", "Registration", "make_objective", "names",
+__all__ = ["Objective", "Registration", "make_objective", "names",
            "register_objective", "registration"]

@@ -3,7 +3,7 @@
 The first numba call of a process costs 0.3-1 s (numba builds its compiler target even to load a
 cached kernel), several times what ``bucketopt solve`` needs for the embedded example. So while
 the compiled kernel is not loaded, a DP of at most :data:`SMALL_CELLS` cells runs here instead:
-the divide-and-conquer pass of ``_kernels._edge_layers_dc`` (same windows, same smallest best
+the divide-and-conquer pass of ``_edge_kernels._edge_layers_dc`` (same windows, same smallest best
 start), one recursion level of every segment at a time, O(g log g) vectorised work per layer.
 tests/test_edge_dp.py holds its whole ``opt`` table equal to the textbook DP and the kernel.
 """
@@ -34,7 +34,7 @@ def use_numpy(g: int, kmax: int) -> bool:
 
 
 def edge_layers_numpy(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax):
-    """``_kernels.edge_layers``' contract: (opt int32 (kmax, g + 1), best int64 (kmax,))."""
+    """``_edge_kernels.edge_layers``' contract: (opt int32 (kmax, g + 1), best int64 (kmax,))."""
     edges = np.asarray(edges, dtype=np.int64)
     pc = np.asarray(prefix_count, dtype=np.int64)
     pt = np.asarray(prefix_tokens, dtype=np.int64)

@@ -87,12 +87,12 @@ class Objective:
 
     def optimality(self, k: int, best: float):
         """What is proven about layer k's optimum ``best``: an exact DP's by default."""
-        from .certified import exact
+        from .certified import exact_value
 
         certificates = getattr(self, "certificates", None)
         if certificates is not None and k in certificates:
             return certificates[k]
-        return exact(best)
+        return exact_value(best)
 
     def describe(self) -> str:
         return f'objective="{self.name}", pad="{self.pad}"'

@@ -80,14 +80,14 @@ class BatchPadding(Objective):
         if self.exact:
             return self.certified_layers(kmax, ks)
         opt, best = self.grid_layers(kmax, ks)
-        from .certified import exact, relaxed_bounds
+        from .certified import exact_value, relaxed_bounds
 
         g = self.groups.g
         proven = self.candidates_rule == "all" or (self.candidates_rule == "auto"
                                                    and g <= EXACT_CANDIDATES)
         done = [k for k in layers_asked(kmax, ks) if np.isfinite(best[k - 1])]
         if proven:
-            self.certificates = {k: exact(best[k - 1]) for k in done}
+            self.certificates = {k: exact_value(best[k - 1]) for k in done}
         else:
             # the grid search is not a proof: the certified DP, seeded with its covers, proves
             # them optimal or certifies how far from the optimum they can be; computed when a
@@ -122,9 +122,9 @@ class BatchPadding(Objective):
         2.4-2.9 s, where the relaxation alone certified 44.5% (docs/method.md,
         "Certificates")."""
         from ..progress import Stage
-        from .certified import ROUNDING, Optimality, certified_layers, exact
+        from .certified import ROUNDING, Optimality, certified_layers, exact_value
 
-        out = {k: exact(0.0) for k, v in values.items() if v <= 0.0}
+        out = {k: exact_value(0.0) for k, v in values.items() if v <= 0.0}
         rest = sorted(set(values) - set(out))
         if not rest:
             return out
@@ -138,7 +138,7 @@ class BatchPadding(Objective):
                 continue
             lower = cert.lower_bound - tokens  # (cert.lower_bound: padded plus real tokens)
             if cert.exact and value <= lower + ROUNDING * cert.lower_bound:
-                out[k] = exact(value)
+                out[k] = exact_value(value)
             else:  # a better cover exists (exact=True finds it), or the DP stopped at its limit
                 out[k] = Optimality(False, min(lower, value), value)
         return out
@@ -165,7 +165,7 @@ class BatchPadding(Objective):
         the DP over every pair of candidate edges takes minutes (docs/method.md). It knows no
         ``min_fill``: where a bucket of its optimum fills less, the DP over every pair of
         candidate edges (which does) gives the proof."""
-        from .certified import certified_layers, exact
+        from .certified import certified_layers, exact_value
 
         unit, tokens = self.unit()
         opt, best, certs = certified_layers(unit, kmax, ks, exact=True)
@@ -174,11 +174,11 @@ class BatchPadding(Objective):
                                      sizes=self.batch_sizes(self.groups.edges),
                                      win_lo=self.win_lo, win_hi=self.win_hi, candidates="all",
                                      min_fill=self.min_fill)
-            self.certificates = {k: exact(best[k - 1]) for k in layers_asked(kmax, ks)
+            self.certificates = {k: exact_value(best[k - 1]) for k in layers_asked(kmax, ks)
                                  if np.isfinite(best[k - 1])}
             return opt, best
         best = best - tokens  # nan (layers not asked for) and inf stay so
-        self.certificates = {k: exact(best[k - 1]) for k in certs}
+        self.certificates = {k: exact_value(best[k - 1]) for k in certs}
         return opt, best
 
     def _fills_enough(self, opt, ks) -> bool:
@@ -342,7 +342,7 @@ class _Data:
 
 def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto", refine_ks=None,
                  min_fill=0.0, sizes=None):
-    """The pad="batch" DP: (opt, best) with the contract of ``_kernels.edge_layers``.
+    """The pad="batch" DP: (opt, best) with the contract of ``_edge_kernels.edge_layers``.
 
     ``refine_ks``: the bucket counts whose grid optimum is refined (default: every layer);
     solve() asks for its k alone, sweep() for its ks, so a large k refines one layer, not k.

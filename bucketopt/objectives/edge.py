@@ -1,7 +1,7 @@
 """Edge padding (``pad="edge"``): every sample padded to its bucket's upper edge.
 
 Bucket (a, b] costs sum_x c_x (b - x) padded tokens: exact integers. The cost is Monge, so the DP
-(``_kernels.edge_layers``) runs divide-and-conquer layers (docs/method.md).
+(``_edge_kernels.edge_layers``) runs divide-and-conquer layers (docs/method.md).
 
 ``min_fill``: a bucket's padded tokens per full batch, min(B, N) x edge, must reach
 ``min_fill x token_budget``. With N >= B that depends on the edge alone: an edge below it

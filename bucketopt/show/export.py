@@ -130,7 +130,15 @@ def installed_lhotse_version() -> str | None:
         return None
 
 
-def _lhotse_release(version) -> tuple[int, int]:
+def lhotse_release(version) -> tuple[int, int]:
+    """(major, minor) of a Lhotse version string (``"v1.33.0"`` -> ``(1, 33)``); a
+    :class:`BucketoptError` naming ``lhotse_version`` otherwise.
+
+    Examples
+    --------
+    >>> lhotse_release("1.33.0")
+    (1, 33)
+    """
     match = re.match(r"\s*v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
     if match is None:
         raise BucketoptError(
@@ -197,7 +205,7 @@ def _lhotse_inclusive(lhotse_version) -> bool:
     """True when the Lhotse release (given, else installed, else current) uses bisect_left."""
     if lhotse_version is None:
         lhotse_version = installed_lhotse_version()
-    return lhotse_version is None or _lhotse_release(lhotse_version) >= LHOTSE_INCLUSIVE_SINCE
+    return lhotse_version is None or lhotse_release(lhotse_version) >= LHOTSE_INCLUSIVE_SINCE
 
 
 def to_nemo(solution, *, lhotse_version: str | None = None) -> dict:

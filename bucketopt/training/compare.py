@@ -288,7 +288,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     if simulations > MAX_SIMULATIONS:  # each one simulates every strategy over the whole data
         raise BucketoptError(f"`simulations` must be at most {MAX_SIMULATIONS:,}; "
                              f"got {simulations!r}.", param="simulations")
-    from ..cost.costmodel import _positive_int
+    from ..validate import check_positive_int as _positive_int
 
     grad_accum = _positive_int(grad_accum, "grad_accum")
     if world_size is not None:

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
-from ..validate import shown
+from ..validate import check_positive_int, shown
 from .epoch import Epoch, packed_epoch
 from .packing import balance_steps, greedy_row_starts, pack_rows, row_stats
 
@@ -52,18 +52,16 @@ MAX_LEVEL_PAIRS = 4e8
 
 
 def _check(lengths, token_budget, world_size):
-    from ..cost.costmodel import _positive_int
-
     lengths = validate_lengths(lengths)
     if token_budget is None:
         raise BucketoptError("`token_budget` is required: rows are packed under it.",
                              param="token_budget")
-    token_budget = _positive_int(token_budget, "token_budget")
+    token_budget = check_positive_int(token_budget, "token_budget")
     longest = int(lengths.max())
     if longest > token_budget:
         raise BucketoptError(f"token_budget={token_budget} is smaller than the longest sample "
                              f"({longest}): no row can hold it.", param="token_budget")
-    return lengths, token_budget, _positive_int(world_size, "world_size")
+    return lengths, token_budget, check_positive_int(world_size, "world_size")
 
 
 def packed_plan(lengths, strategy, *, token_budget, world_size=1, boundaries=None, seed=0,
@@ -75,10 +73,10 @@ def packed_plan(lengths, strategy, *, token_budget, world_size=1, boundaries=Non
     levels' inclusive upper edges) is needed by ``"packed-bucketed"``; ``cost_model`` sets the
     weights of ``"packed-balanced"`` (default d**2).
     """
-    from .simulate import _check_int
+    from .simulate import epoch_rng
 
     lengths, token_budget, g = _check(lengths, token_budget, world_size)
-    rng = np.random.default_rng((_check_int(seed, "seed", 0), _check_int(epoch, "epoch", 0)))
+    rng = epoch_rng(seed, epoch)
     n = lengths.size
     perm = rng.permutation(n)
     shuffled = lengths[perm]

@@ -34,15 +34,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import shown
+from ..validate import check_positive_int, shown
 
 METHODS = ("greedy", "bfd")
 
 
 def _lengths(lengths, capacity) -> tuple[np.ndarray, int]:
-    from ..cost.costmodel import _positive_int
-
-    capacity = _positive_int(capacity, "capacity")
+    capacity = check_positive_int(capacity, "capacity")
     arr = np.asarray(lengths)
     if arr.ndim != 1:
         raise BucketoptError(f"`lengths` must be one-dimensional; got shape {arr.shape}.",
@@ -112,9 +110,7 @@ def pack_rows(lengths, capacity, *, method="greedy", window=None) -> tuple[np.nd
         return np.arange(n, dtype=np.int64), greedy_row_starts(arr, capacity)
     if window is None:
         window = max(n, 1)
-    from ..cost.costmodel import _positive_int
-
-    window = _positive_int(window, "window")
+    window = check_positive_int(window, "window")
     if n == 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     from ._packing_kernels import bfd_windows
@@ -204,9 +200,7 @@ def attention_balance(attention, world_size) -> float:
     >>> attention_balance([4.0, 2.0, 3.0, 3.0], 2)  # steps (4, 2) and (3, 3): (3 + 3) / (4 + 3)
     0.8571428571428571
     """
-    from ..cost.costmodel import _positive_int
-
-    g = _positive_int(world_size, "world_size")
+    g = check_positive_int(world_size, "world_size")
     att = np.asarray(attention, dtype=np.float64)
     if att.ndim != 1 or not np.all(np.isfinite(att)) or (att.size and att.min() < 0):
         raise BucketoptError("`attention` must be one finite number >= 0 per row.",
@@ -260,10 +254,8 @@ def balance_steps(lengths, order, starts, world_size, capacity, *,
     >>> rows(order, starts)
     [[0, 2, 4], [1, 3, 5]]
     """
-    from ..cost.costmodel import _positive_int
-
     arr, capacity = _lengths(lengths, capacity)
-    g = _positive_int(world_size, "world_size")
+    g = check_positive_int(world_size, "world_size")
     order = np.asarray(order, dtype=np.int64)
     starts = np.asarray(starts, dtype=np.int64)
     _check_rows(arr, order, starts, capacity)

@@ -12,32 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import shown
-
-INT64_MAX = 2**63 - 1
+from ..validate import INT64_MAX, check_int, shown
 
 
 def _param(name: str):
     # the parameter an error is about, when the name is one (not "state epoch")
     return name if name.isidentifier() else None
-
-
-def _check_int(name, value, low):
-    """``value`` as an int >= ``low`` (an integral float is taken; bools and others refused)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.",
-                                 param=_param(name))
-    value = int(value)
-    if value < low:
-        raise BucketoptError(f"{name} must be an integer >= {low}; got {shown(value)}.",
-                             param=_param(name))
-    if value > INT64_MAX:  # seeds, epochs and positions are int64 in the plans and in states
-        raise BucketoptError(f"{name} must be at most 2**63 - 1; got {shown(value)}.",
-                             param=_param(name))
-    return value
 
 
 def _check_bool(name, value):
@@ -64,9 +44,9 @@ class RankedSampler:
     _epoch = 0
 
     def _init_ranks(self, *, seed, rank, world_size) -> None:
-        self.seed = _check_int("seed", seed, 0)
-        self.world_size = _check_int("world_size", world_size, 1)
-        self.rank = _check_int("rank", rank, 0)
+        self.seed = check_int(seed, "seed", low=0, high=INT64_MAX)
+        self.world_size = check_int(world_size, "world_size", low=1, high=INT64_MAX)
+        self.rank = check_int(rank, "rank", low=0, high=INT64_MAX)
         if self.rank >= self.world_size:
             raise BucketoptError(
                 f"rank must be in [0, world_size) = [0, {self.world_size}); got {self.rank}.",
@@ -80,7 +60,7 @@ class RankedSampler:
 
     def set_epoch(self, epoch) -> None:
         """Select the epoch to iterate (every rank the same, as with DistributedSampler)."""
-        epoch = _check_int("epoch", epoch, 0)
+        epoch = check_int(epoch, "epoch", low=0, high=INT64_MAX)
         if epoch != self._epoch:
             self._epoch = epoch
             self._new_epoch()

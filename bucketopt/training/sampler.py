@@ -24,10 +24,10 @@ import numpy as np
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries
-from ..validate import check_token_budget, shown
+from ..validate import INT64_MAX, check_int, check_token_budget, shown
 from ._sampler_plan import EpochPlan, build_plan, infeasible
 from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
-from .ranks import INT64_MAX, RankedSampler, _check_bool, _check_int  # noqa: F401
+from .ranks import RankedSampler, _check_bool
 
 __all__ = ["BucketBatchSampler", "EpochPlan", "TrackedLoader"]
 
@@ -181,7 +181,7 @@ class BucketBatchSampler(RankedSampler):
                                                                    memory)
         self.memory = memory
         self._init_ranks(seed=seed, rank=rank, world_size=world_size)
-        self.grad_accum = _check_int("grad_accum", grad_accum, 1)
+        self.grad_accum = check_int(grad_accum, "grad_accum", low=1, high=INT64_MAX)
         self.packing = packing
         from ..validate import check_sync
 
@@ -285,7 +285,7 @@ class BucketBatchSampler(RankedSampler):
     def mark_consumed(self, batches=1) -> None:
         """Report that the training loop received ``batches`` more batches of this epoch (for
         loops that count themselves; :meth:`track` does it for you)."""
-        batches = _check_int("batches", batches, 0)
+        batches = check_int(batches, "batches", low=0, high=INT64_MAX)
         if self._consumed + batches > self._handed:
             raise BucketoptError(
                 f"batches={batches} would bring the consumed count to "
@@ -313,7 +313,7 @@ class BucketBatchSampler(RankedSampler):
         """
         steps = self.plan().micro_steps
         if position is not None:
-            position = _check_int("position", position, 0)
+            position = check_int(position, "position", low=0, high=INT64_MAX)
             if position > steps:
                 raise BucketoptError(f"position must be <= {steps} (batches per rank in epoch "
                                      f"{self._epoch}); got {position}.", param="position")
@@ -359,8 +359,8 @@ class BucketBatchSampler(RankedSampler):
         if state["seed"] != self.seed:
             raise BucketoptError(f"state seed={shown(state['seed'])} does not match this sampler's "
                                  f"seed={self.seed}.", param="state")
-        epoch = _check_int("state epoch", state["epoch"], 0)
-        position = _check_int("state position", state["position"], 0)
+        epoch = check_int(state["epoch"], "state epoch", low=0, high=INT64_MAX)
+        position = check_int(state["position"], "state position", low=0, high=INT64_MAX)
         saved = self._chain(epoch, segments, saved_ws, saved_ga)
         if position > saved.micro_steps:
             raise BucketoptError(f"state position must be <= {saved.micro_steps} (batches per "
@@ -404,8 +404,8 @@ class BucketBatchSampler(RankedSampler):
                                  f"match its settings (this sampler "
                                  f"{shown(self._fingerprint)}): the state was edited or "
                                  "corrupted.", param="state")
-        saved_ws = _check_int("state world_size", state["world_size"], 1)
-        saved_ga = _check_int("state grad_accum", state["grad_accum"], 1)
+        saved_ws = check_int(state["world_size"], "state world_size", low=1, high=INT64_MAX)
+        saved_ga = check_int(state["grad_accum"], "state grad_accum", low=1, high=INT64_MAX)
         n = self.lengths.size
         if max(saved_ws, saved_ga) > max(n, self.world_size, self.grad_accum):
             raise BucketoptError(f"state world_size={saved_ws}, grad_accum={saved_ga}: more than "
@@ -420,9 +420,9 @@ class BucketBatchSampler(RankedSampler):
             if not isinstance(entry, (list, tuple)) or len(entry) != 3:
                 raise BucketoptError("state segments must hold [world_size, grad_accum, "
                                      f"position] entries; got {shown(entry)}.", param="state")
-            segment = (_check_int("state segment world_size", entry[0], 1),
-                       _check_int("state segment grad_accum", entry[1], 1),
-                       _check_int("state segment position", entry[2], 0))
+            segment = (check_int(entry[0], "state segment world_size", low=1, high=INT64_MAX),
+                       check_int(entry[1], "state segment grad_accum", low=1, high=INT64_MAX),
+                       check_int(entry[2], "state segment position", low=0, high=INT64_MAX))
             if max(segment[:2]) > max(n, self.world_size, self.grad_accum):
                 raise BucketoptError(f"state segment {list(segment)}: more ranks or micro-steps "
                                      f"than the {n:,} samples; the state was edited or corrupted.",
@@ -441,7 +441,7 @@ class BucketBatchSampler(RankedSampler):
 
         After an elastic resume, the resumed epoch's plan holds only the rest of that epoch.
         """
-        epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0)
+        epoch = self._epoch if epoch is None else check_int(epoch, "epoch", low=0, high=INT64_MAX)
         segments = self._segments if epoch == self._epoch else ()
         key = (epoch, segments)
         if self._cache is None or self._cache[0] != key:

@@ -32,7 +32,7 @@ import numpy as np
 from ..data.histogram import validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries
-from ..validate import check_token_budget, shown
+from ..validate import INT64_MAX, check_int, check_token_budget, shown
 from .epoch import Epoch
 
 STRATEGIES = ("sorted", "shuffle", "bucketed", "best-fit")
@@ -42,13 +42,11 @@ PACKINGS = ("fixed", "greedy")
 CHUNK = 1 << 20  # samples per call of the streaming greedy kernel
 
 
-def _check_int(value, name, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise BucketoptError(f"`{name}` must be an integer >= {low}; got {shown(value)}.",
-                             param=name)
-    if value > 2**63 - 1:  # seeds and epochs are int64 wherever they are stored
-        raise BucketoptError(f"`{name}` must be at most 2**63 - 1; got {shown(value)}.", param=name)
-    return int(value)
+def epoch_rng(seed, epoch) -> np.random.Generator:
+    """The generator of one epoch, ``np.random.default_rng((seed, epoch))``; ``seed`` and
+    ``epoch`` are int64 >= 0 (:func:`bucketopt.validate.check_int`)."""
+    return np.random.default_rng((check_int(seed, "seed", low=0, high=INT64_MAX),
+                                  check_int(epoch, "epoch", low=0, high=INT64_MAX)))
 
 
 def _check_plan(lengths, strategy, token_budget, seed, epoch, packing, own_sizes=False):
@@ -67,8 +65,7 @@ def _check_plan(lengths, strategy, token_budget, seed, epoch, packing, own_sizes
             f"token_budget={token_budget} is smaller than the longest sample ({longest}).",
             param="token_budget"
         )
-    seed = _check_int(seed, "seed", 0)
-    epoch = _check_int(epoch, "epoch", 0)
+    rng = epoch_rng(seed, epoch)
     if packing not in PACKINGS:
         raise BucketoptError(f"`packing` must be one of {', '.join(PACKINGS)}"
                              f"; got {shown(packing)}.", param="packing")
@@ -80,7 +77,7 @@ def _check_plan(lengths, strategy, token_budget, seed, epoch, packing, own_sizes
             f"`strategy` must be one of {', '.join(STRATEGIES)}; got {shown(strategy)}.",
             param="strategy"
         )
-    return token_budget, np.random.default_rng((seed, epoch))
+    return token_budget, rng
 
 
 def plan_arrays(lengths, strategy, *, token_budget, boundaries=None, seed=0, epoch=0,
@@ -263,7 +260,7 @@ def sorted_epoch(hist, token_budget, *, seed=0, epoch=0) -> Epoch:
     if token_budget is None:
         raise BucketoptError("`token_budget` is required: batches are built under it.",
                              param="token_budget")
-    rng = np.random.default_rng((_check_int(seed, "seed", 0), _check_int(epoch, "epoch", 0)))
+    rng = epoch_rng(seed, epoch)
     return _sorted_epoch(hist, token_budget, rng)
 
 
@@ -343,7 +340,8 @@ def _best_fit(lengths, token_budget, row_length, seed, epoch) -> Epoch:
     if token_budget is None:
         raise BucketoptError("`token_budget` is required: rows are packed under it.",
                              param="token_budget")
-    row_length = token_budget if row_length is None else _check_int(row_length, "row_length", 1)
+    row_length = token_budget if row_length is None else check_int(row_length, "row_length", low=1,
+                                                                    high=INT64_MAX)
     if row_length > token_budget:
         raise BucketoptError(
             f"row_length={row_length} exceeds token_budget={token_budget}.",
@@ -355,7 +353,7 @@ def _best_fit(lengths, token_budget, row_length, seed, epoch) -> Epoch:
             f"row_length={row_length} is smaller than the longest sample ({longest}).",
             param="row_length"
         )
-    rng = np.random.default_rng((_check_int(seed, "seed", 0), _check_int(epoch, "epoch", 0)))
+    rng = epoch_rng(seed, epoch)
     desc = np.sort(lengths)[::-1].copy()
     row_of = best_fit_decreasing(desc, row_length)
     n_rows = int(row_of.max()) + 1

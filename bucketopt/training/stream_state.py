@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import shown
+from ..validate import INT64_MAX, check_int, shown
 from .stream_sources import open_at, random_access, seekable
 
 _END = object()
@@ -151,8 +151,6 @@ def _reopen(batcher, indices, position):
 
 def check_state(batcher, state) -> dict:
     """The state, validated against the batcher (one clear error otherwise)."""
-    from .ranks import _check_int
-
     if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
         raise BucketoptError("state must be a dict saved by StreamBatcher.state_dict() "
                              f"(version {STATE_VERSION}).", param="state")
@@ -163,8 +161,8 @@ def check_state(batcher, state) -> dict:
                                  f"batcher has {key}={shown(mine)}: resume with the same {key}.",
                                  param="state")
     try:
-        epoch = _check_int("epoch", state["epoch"], 0)
-        position = _check_int("position", state["position"], 0)
+        epoch = check_int(state["epoch"], "epoch", low=0, high=INT64_MAX)
+        position = check_int(state["position"], "position", low=0, high=INT64_MAX)
         buffer = [[[int(i), int(n)] for i, n in bucket] for bucket in state["buffer"]]
         tail = None if state["tail"] is None else [
             [[[int(i), int(n)] for i, n in batch] for batch in step] for step in state["tail"]]

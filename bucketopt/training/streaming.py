@@ -40,8 +40,8 @@ import numpy as np
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries
-from ..validate import check_token_budget, shown
-from .ranks import RankedSampler, _check_bool, _check_int
+from ..validate import INT64_MAX, check_int, check_token_budget, shown
+from .ranks import RankedSampler, _check_bool
 from .stream_sources import check_source
 from .stream_state import Pass, StreamStats, check_state
 
@@ -281,7 +281,7 @@ class StreamBatcher(RankedSampler):
         self.minimum_buffer = int((self.world_size * self.batch_sizes - 1).sum() + 1)
         if buffer_size is None:
             buffer_size = max(10_000, 2 * self.minimum_buffer)
-        self.buffer_size = _check_int("buffer_size", buffer_size, 1)
+        self.buffer_size = check_int(buffer_size, "buffer_size", low=1, high=INT64_MAX)
         if self.buffer_size < self.minimum_buffer:
             raise BucketoptError(
                 f"buffer_size must be at least {self.minimum_buffer} (sum over buckets of "
