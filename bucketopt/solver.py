@@ -417,6 +417,10 @@ def sweep(lengths, ks, *, token_budget=None, pad=DEFAULT_PAD, objective=None, mi
         alone = dataclasses.replace(alone, overflow=run.overflow)  # run.hist is past overflow
         solutions = tuple(alone.solution(k) if k == k_rec else sol
                           for k, sol in zip(feasible, solutions))
+        note = run.objective.sweep_row_note()
+        if note is not None:  # a long sweep: its other rows stay on the grid
+            solutions = tuple(sol if k == k_rec else dataclasses.replace(
+                sol, warnings=(*sol.warnings, note)) for k, sol in zip(feasible, solutions))
     return Sweep(tuple(feasible), solutions, k_rec, tolerance, reason, criterion)
 
 
