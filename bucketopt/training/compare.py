@@ -431,7 +431,7 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
         if "edge_optimal" in rows:
             predicted["edge_optimal"] = evaluate(
                 hist, rows["edge_optimal"]["boundaries"], token_budget=token_budget, pad=pad,
-                profile=profile, world_size=cost_model.world_size, epochs=epochs)
+                profile=profile, world_size=cost_model.world_size, epochs=cost_model.epochs)
         for name, plan in predicted.items():
             if name in rows:
                 rows[name].update(plan_prediction(rows[name], plan))
