@@ -236,3 +236,19 @@ def test_the_plot_draws_every_bucketopt_row_blue_and_marks_the_recommended(data)
             assert bool(bar.get_hatch()) == row["recommended"], name
         labels = [t.get_text() for t in ax.texts]
         assert sum("(recommended)" in t for t in labels) == 1
+
+
+def test_a_batch_padding_sweep_gives_solves_rows_or_says_it_does_not(data):
+    from bucketopt.objectives.batch import EXACT_CANDIDATES, SWEEP_REFINED_ROWS
+
+    lengths, _ = data
+    assert np.unique(lengths).size > EXACT_CANDIDATES  # rows come from a candidate grid
+    kwargs = dict(token_budget=BUDGET, pad="batch")
+    swept = bucketopt.sweep(lengths, range(1, SWEEP_REFINED_ROWS + 1), **kwargs)
+    for k in (2, 5, 9, SWEEP_REFINED_ROWS):
+        assert swept[k].boundaries == bucketopt.solve(lengths, k, **kwargs).boundaries, k
+        assert not any("not refined" in w for w in swept[k].warnings)
+    longer = bucketopt.sweep(lengths, range(1, SWEEP_REFINED_ROWS + 2), **kwargs)
+    for k, sol in zip(longer.ks, longer.solutions):
+        noted = any("not refined" in w for w in sol.warnings)
+        assert noted == (k != longer.recommended_k), k

@@ -182,8 +182,20 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
             memory=None, memory_headroom=None, gpu_memory=None,
             **solver_kwargs) -> Comparison:
     """Padding of every strategy on ``lengths``: sorted, shuffle, bucketed with bucketopt's
-    boundaries (pad-optimal; the edge-optimal ones too when ``pad="batch"``), each rule of thumb
-    (bucketed), and best-fit-decreasing packing.
+    plan, each rule of thumb (bucketed), and padding-free packing.
+
+    The ``bucketed`` row is exactly the plan :func:`bucketopt.solve` returns for the same
+    lengths, ``k``, ``token_budget``, ``pad`` and ``solver_kwargs``, with the defaults every
+    entry shares (:mod:`bucketopt.validate`: ``pad="edge"``, the objective ``"time"`` with a
+    ``profile`` and ``"padding"`` without, ``sync_buckets=True``, fixed batch sizes): the same
+    boundaries, batch sizes and padding, and with a profile the same ``ktok_per_s``,
+    ``eta_days`` and intervals (solve's synced prediction; the simulated random-order figures
+    stay beside them as ``ktok_per_s_simulated``, ``eta_days_simulated``, ...). With a profile
+    and the time objective, ``bucketed-padding`` is the padding optimum under the same options;
+    with ``pad="batch"``, ``edge_optimal`` is the edge-padding optimum padded per batch. Every
+    row carries ``settings`` (:func:`row_settings`), ``bucketopt`` (one of bucketopt's own
+    plans) and ``recommended``; ``Comparison.recommended`` names the row
+    :func:`bucketopt.training.packed_rows.recommended_row` picks.
 
     ``diversity`` adds ``step_mix_gap`` and ``epoch_churn`` (:mod:`bucketopt.training.diversity`,
     over ``world_size`` ranks x ``grad_accum`` micro-steps) to the sorted, shuffle and bucketed
@@ -191,7 +203,9 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
     order (one bucket per micro-step on every rank), timed like the others.
 
     Bucketed strategies use fixed batch sizes B_k = floor(T / b_k), so their simulated padding
-    estimates the same quantity as the analytic one. ``solver_kwargs`` go to :func:`solve`.
+    estimates the same quantity as the analytic one. ``solver_kwargs`` (``objective``,
+    ``min_share``, ``max_share``, ``align``, ``min_fill``, ``max_length``, ``overflow``) go to
+    :func:`solve`.
 
     ``memory`` (with a ``profile``): two more rows, ``bucketed-memory`` (the time-optimal plan
     whose batch sizes come from the memory model) and ``bucketed-budget-fit`` (the best plan of

@@ -1,6 +1,7 @@
 """The padding-free rows of ``bucketopt compare``: ``packed``, ``packed-balanced`` and
-``packed-bucketed`` simulated and timed (:mod:`bucketopt.training.packed`), and the answer line
-naming the fastest strategy whose step mix is at least as diverse as the full shuffle.
+``packed-bucketed`` simulated and timed (:mod:`bucketopt.training.packed`), and the rule that
+recommends a row (:func:`recommended_row`: with a profile, the fastest strategy whose step mix
+is at least as diverse as the full shuffle).
 
 ``packed`` is greedy packing of a full shuffle, the baseline most trainers run (walk the
 shuffled documents, open a new row when the next one does not fit): its
