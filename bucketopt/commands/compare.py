@@ -211,11 +211,16 @@ def run(args) -> int:
         from ..show.plots import plot_comparison
 
         title = (f"k={comparison.k}, token budget {comparison.token_budget:,}, "
-                 f"pad={comparison.pad}; blue: bucketopt's plans; hatched: recommended")
+                 f"pad={comparison.pad}, objective={comparison.objective}")
         if comparison.timing:
             title += (f"; profile {comparison.timing['profile']}, "
                       f"{comparison.timing['world_size']} GPU(s), ETA for "
                       f"{comparison.timing['epochs']} epoch(s)")
+        title += ("\nblue: bucketopt's plans (bucketed: what `bucketopt solve` gives for "
+                  "these flags); grey: the others; hatched: recommended")
+        if comparison.timing:
+            title += ("\nKtok/s of bucketopt's bucketed plans: solve's prediction for the "
+                      "synced sampler; of the others: their simulated epochs")
         return plot_comparison(comparison.strategies, title=title)
 
     payload = comparison.to_dict()  # "recommended" and each row's "settings", "bucketopt"

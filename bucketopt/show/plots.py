@@ -458,6 +458,9 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
             bar.set_edgecolor("black")
             bar.set_linewidth(1.5)
     ax.set_yticks(y, [n.replace("_", " ") for n in names])
+    for tick, r in zip(ax.get_yticklabels(), rows):
+        if r.get("recommended"):
+            tick.set_fontweight("bold")
     if not ax.yaxis_inverted():  # first strategy on top (a shared y axis is inverted once)
         ax.invert_yaxis()
     for bar, r, p in zip(bars, rows, pads):
