@@ -155,7 +155,7 @@ def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budg
 
 
 def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, align, profile,
-         world_size, epochs, min_fill=0.0, sync_buckets=True, max_length=None,
+         world_size, epochs, min_fill=0.0, sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None,
          overflow="truncate", exact=False, memory=None, memory_headroom=None,
          gpu_memory=None) -> _Run:
     """Validate, then run the DP once up to max(ks); the optima for ``ks`` are read from it."""
