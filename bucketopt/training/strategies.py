@@ -80,7 +80,8 @@ class Context:
 
         kwargs = dict(token_budget=self.token_budget, pad=self.pad,
                       objective=self.objective if objective is None else objective,
-                      sync_buckets=DEFAULT_SYNC_BUCKETS, **self.solver_kwargs)
+                      sync_buckets=DEFAULT_SYNC_BUCKETS)
+        kwargs.update(self.solver_kwargs)  # the caller's solver options (a sync_buckets too)
         if self.cost_model is not None:
             kwargs.update(profile=self.profile, world_size=self.cost_model.world_size,
                           epochs=self.epochs)
