@@ -306,19 +306,22 @@ def time_objective(coef, token_budget):
 
 
 def story_check(profile):
-    """Intervals of ``bucketopt compare`` (k=6, 8 GPUs, 6 epochs) with ``profile``, on
-    seed_like(): do they contain the published figures?"""
+    """Intervals of ``bucketopt compare`` (k=6, 8 GPUs, 6 epochs, ``--pad batch --objective
+    padding``: the story's method) with ``profile``, on seed_like(): do they contain the
+    published figures? The story's batches ran in random order: the bucketed row's simulated
+    figures (its own Ktok/s is solve's, for the synced sampler)."""
     from bucketopt.training.compare import compare
 
     rows = compare(seed_like(), K, profile=profile.to_dict(), world_size=GPUS,
-                   epochs=EPOCHS).strategies
+                   epochs=EPOCHS, pad="batch", objective="padding").strategies
     out = {}
     for name, published in PUBLISHED.items():
-        low, high = rows[name]["ktok_per_s_interval"]
-        out[name] = {"ktok_per_s": rows[name]["ktok_per_s"], "interval": [low, high],
+        run = "_simulated" if "ktok_per_s_simulated" in rows[name] else ""
+        low, high = rows[name]["ktok_per_s_interval" + run]
+        out[name] = {"ktok_per_s": rows[name]["ktok_per_s" + run], "interval": [low, high],
                      "published": published, "contains": bool(low <= published <= high)}
-    low, high = rows["bucketed"]["eta_days_interval"]
-    out["eta_days"] = {"eta_days": rows["bucketed"]["eta_days"], "interval": [low, high],
+    low, high = rows["bucketed"]["eta_days_interval_simulated"]
+    out["eta_days"] = {"eta_days": rows["bucketed"]["eta_days_simulated"], "interval": [low, high],
                        "published": ETA_DAYS, "contains": bool(low <= ETA_DAYS <= high)}
     return out
 

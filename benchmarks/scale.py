@@ -104,7 +104,7 @@ def table(r: dict) -> str:
     c, b, e = r["compare"], r["batch_big"], r["batch_embedded"]
     e1, e2, w = r["edge_1m"], r["edge_131k"], r["warm_solve"]
     rows = [
-        (f"`compare -k 6`, {r['rows']:,} rows",
+        (f"`compare -k 6 --pad batch`, {r['rows']:,} rows",
          f"{c['compare_s']:.1f} s, {c['compare_rss_mb']:.0f} MB",
          f"inspect {c['inspect_s']:.2f} s, {c['inspect_rss_mb']:.0f} MB",
          f"{c['compare_vs_inspect']:.1f}x", "<= 20x, < 1 GB",

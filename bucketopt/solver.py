@@ -29,6 +29,8 @@ from .objectives import Objective, make_objective, registration
 from .objectives import names as objective_names
 from .solution import PADS, Solution, check_boundaries, make_solution, with_notes
 from .validate import (
+    DEFAULT_PAD,
+    DEFAULT_SYNC_BUCKETS,
     check_align,
     check_exact,
     check_k,
@@ -153,7 +155,7 @@ def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budg
 
 
 def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, align, profile,
-         world_size, epochs, min_fill=0.0, sync_buckets=True, max_length=None,
+         world_size, epochs, min_fill=0.0, sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None,
          overflow="truncate", exact=False, memory=None, memory_headroom=None,
          gpu_memory=None) -> _Run:
     """Validate, then run the DP once up to max(ks); the optima for ``ks`` are read from it."""
@@ -205,10 +207,10 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
                 memory)
 
 
-def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_share=0.0,
+def solve(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min_share=0.0,
           max_share=1.0, align=1, profile=None, world_size=1, epochs=1, min_fill=0.0,
-          sync_buckets=True, max_length=None, overflow="truncate", exact=False, memory=None,
-          memory_headroom=None, gpu_memory=None) -> Solution:
+          sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None, overflow="truncate", exact=False,
+          memory=None, memory_headroom=None, gpu_memory=None) -> Solution:
     """Optimal bucket boundaries over all sets of at most ``k`` buckets, with a proof.
 
     ``Solution.optimality`` says what is proven: ``exact`` (the value is the minimum over every
@@ -225,8 +227,10 @@ def solve(lengths, k, *, token_budget=None, pad="edge", objective=None, min_shar
     token_budget : int, optional
         Most padded tokens per micro-batch; gives batch sizes B_k = floor(T / b_k).
     pad : {"edge", "batch"}
-        Edge padding (every sample padded to its bucket's edge) or dynamic padding (each batch
-        padded to its longest member; the objective is the exact expectation).
+        Edge padding (every sample padded to its bucket's edge; the default) or dynamic padding
+        (each batch padded to its longest member; the objective is the exact expectation). The
+        defaults of ``pad``, ``objective`` and ``sync_buckets`` are the ones every command and
+        the sampler share (``bucketopt.validate.DEFAULT_PAD`` and its neighbours).
     objective : {"padding", "time"}, optional
         Minimise padded tokens or the expected epoch time under ``profile``. Default: time when
         a profile is given, padding otherwise.
@@ -391,9 +395,9 @@ def _gain_per_bucket(criterion, value, following, buckets):
     return (following - value) / value / buckets if value > 0 else math.inf
 
 
-def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_share=0.0,
+def sweep(lengths, ks, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min_share=0.0,
           max_share=1.0, align=1, profile=None, world_size=1, epochs=1, tolerance=0.01,
-          criterion=None, min_fill=0.0, sync_buckets=True, max_length=None,
+          criterion=None, min_fill=0.0, sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None,
           overflow="truncate", exact=False, memory=None, memory_headroom=None,
           gpu_memory=None) -> Sweep:
     """The optimum for every k in ``ks`` from a single DP run up to ``max(ks)``.
@@ -454,12 +458,17 @@ def sweep(lengths, ks, *, token_budget=None, pad="edge", objective=None, min_sha
         alone = dataclasses.replace(alone, overflow=run.overflow)  # run.hist is past overflow
         solutions = tuple(alone.solution(k) if k == k_rec else sol
                           for k, sol in zip(feasible, solutions))
+        note = run.objective.sweep_row_note()
+        if note is not None:  # a long sweep: its other rows stay on the grid
+            solutions = tuple(sol if k == k_rec else dataclasses.replace(
+                sol, warnings=(*sol.warnings, note)) for k, sol in zip(feasible, solutions))
     return Sweep(tuple(feasible), solutions, k_rec, tolerance, reason, criterion, too_short)
 
 
-def evaluate(lengths, boundaries, *, token_budget=None, pad="edge", profile=None, world_size=1,
-             epochs=1, sync_buckets=True, max_length=None, overflow="truncate", memory=None,
-             memory_headroom=None, gpu_memory=None) -> Solution:
+def evaluate(lengths, boundaries, *, token_budget=None, pad=DEFAULT_PAD, profile=None,
+             world_size=1, epochs=1, sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None,
+             overflow="truncate", memory=None, memory_headroom=None,
+             gpu_memory=None) -> Solution:
     """The same statistics as :func:`solve` for boundaries chosen elsewhere (e.g. a heuristic).
 
     ``memory``, ``memory_headroom``, ``gpu_memory``: batch sizes from a memory model, as in

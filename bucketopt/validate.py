@@ -8,6 +8,9 @@ rule and the value. :func:`shown` renders the offending value for the message wi
 building a huge string: a 5,000-digit integer, a 10-MB string or a list nested 100,000 deep come
 out as a few dozen characters.
 
+The one set of defaults of the planning entries (``DEFAULT_PAD``, ``DEFAULT_SYNC_BUCKETS``,
+``DEFAULT_PACKING``, :func:`default_objective`) lives here, beside their checks.
+
 The checks of the solver's and the samplers' settings live here too (:func:`check_k`,
 :func:`check_align`, :func:`check_shares`, :func:`check_min_fill`, :func:`check_objective`,
 :func:`check_exact`, :func:`check_sync`, :func:`check_token_budget` with
@@ -41,6 +44,24 @@ BUDGET_OVER_LONGEST = 64
 K_LIMIT = 2**62
 # Seeds, epochs, positions and ranks are int64 in the plans and in saved states.
 INT64_MAX = 2**63 - 1
+
+# The one set of defaults of every entry that plans batches: solve, sweep, evaluate, compare,
+# export and BucketBatchSampler (Python and the CLI read these, nothing restates them), so the
+# same flags give the same plan everywhere:
+# - pad: edge padding (every sample padded to its bucket's edge);
+# - objective: time with a hardware profile, padding without one (:func:`default_objective`);
+# - sync_buckets: True, the sampler's order (every rank takes the same bucket at each
+#   micro-step), which the time objective plans for and every Ktok/s prediction assumes;
+# - packing: "fixed", batches of B_k = floor(T / b_k) samples (or the memory model's sizes).
+DEFAULT_PAD = "edge"
+DEFAULT_SYNC_BUCKETS = True
+DEFAULT_PACKING = "fixed"
+
+
+def default_objective(profile) -> str:
+    """The objective when none is given: ``"time"`` with a profile, ``"padding"`` without."""
+    return "time" if profile is not None else "padding"
+
 
 # Integers beyond this many bits are shown by their size, not their digits (str() of an integer
 # over 4,300 digits raises ValueError, and long before that it fills the message).
@@ -247,7 +268,7 @@ def check_objective(objective, profile, names) -> str:
     (the registered objectives, :func:`bucketopt.objectives.names`: the registry sits above
     this module, so the caller passes them)."""
     if objective is None:
-        return "time" if profile is not None else "padding"
+        return default_objective(profile)
     if objective not in names:
         raise BucketoptError(
             f"`objective` must be one of {', '.join(names)}; got {shown(objective)}.",

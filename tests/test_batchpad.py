@@ -229,17 +229,26 @@ def test_bounded_grid_dp_keeps_the_last_layer(kind, shares):
                 assert backtrack(opt_b, k, groups.g) == chain
 
 
-def test_sweep_rows_from_one_grid_dp_and_the_recommended_k_as_solve():
+def test_sweep_rows_are_solves_and_a_long_sweep_reads_the_grid():
+    from bucketopt.objectives.batch import SWEEP_REFINED_ROWS
+
     xs, budget = _generated(0)
     sweep = bucketopt.sweep(xs, range(1, 13), token_budget=budget, pad="batch")
-    for k, row in zip(sweep.ks, sweep.solutions):
+    for k, row in zip(sweep.ks, sweep.solutions):  # at most 16 k: every row is solve()'s
         exact = bucketopt.solve(xs, k, token_budget=budget, pad="batch")
-        # every row is a feasible chain (never below the optimum), within 1% of it
+        assert row.boundaries == exact.boundaries, k
+        assert row.padded_tokens == pytest.approx(exact.padded_tokens, rel=1e-12)
+    longer = bucketopt.sweep(xs, range(1, SWEEP_REFINED_ROWS + 2), token_budget=budget,
+                             pad="batch")
+    for k, row in zip(longer.ks, longer.solutions):
+        exact = bucketopt.solve(xs, k, token_budget=budget, pad="batch")
+        # every grid row is a feasible chain (never below the optimum), within 1% of it up to
+        # k = 12 and 2% above (1.4% at k = 17 here)
         assert row.padded_tokens >= exact.padded_tokens * (1 - 1e-12)
-        assert row.padded_tokens <= exact.padded_tokens * 1.01
+        assert row.padded_tokens <= exact.padded_tokens * (1.01 if k <= 12 else 1.02), k
         again = bucketopt.evaluate(xs, row.boundaries, token_budget=budget, pad="batch")
         assert rel(again.padded_tokens, row.padded_tokens) < 1e-9
-        if k == sweep.recommended_k:
+        if k == longer.recommended_k:
             assert row.boundaries == exact.boundaries
 
 

@@ -133,7 +133,7 @@ def toy_strategy():
 
 def test_toy_strategy_through_compare(toy_strategy):
     c = bucketopt.compare(LENGTHS, 3, token_budget=4096, seed=2, profile="rtx-pro-6000-blackwell",
-                          world_size=2)
+                          world_size=2, pad="batch")
     row = c.strategies["one-bucket"]
     expected = bucketopt.simulate(LENGTHS, "bucketed", boundaries=[int(LENGTHS.max())],
                                   token_budget=4096, seed=2, epoch=0, packing="fixed",
@@ -158,7 +158,7 @@ def test_toy_strategy_through_the_cli(toy_strategy, tmp_path, capsys):
 def test_compare_rows_come_from_the_registry():
     from bucketopt.training.strategies import strategies
 
-    c = bucketopt.compare(LENGTHS, 3, token_budget=4096, rules=(), diversity=False)
+    c = bucketopt.compare(LENGTHS, 3, token_budget=4096, rules=(), diversity=False, pad="batch")
     registered = [s.name for s in strategies()]
     assert "one-bucket" not in c.strategies
     assert [n for n in c.strategies if n in registered] == ["sorted", "shuffle", "bucketed",

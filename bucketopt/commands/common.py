@@ -30,8 +30,13 @@ def add_solver_args(parser, *, k_required: bool = True) -> None:
                             help="maximum number of buckets")
     parser.add_argument("--token-budget", type=_int, metavar="T",
                         help="most padded tokens per micro-batch (gives batch sizes)")
-    parser.add_argument("--pad", choices=("edge", "batch"), default="edge",
-                        help="edge: pad to the bucket edge; batch: pad to each batch's longest")
+    from ..validate import DEFAULT_PAD
+
+    # one set of defaults for every command (bucketopt.validate): pad edge; objective time with
+    # --profile, else padding; the sampler's synced ranks; fixed batch sizes
+    parser.add_argument("--pad", choices=("edge", "batch"), default=DEFAULT_PAD,
+                        help="edge: pad to the bucket edge; batch: pad to each batch's longest "
+                             f"(default {DEFAULT_PAD})")
     from ..objectives import names as objective_names
 
     parser.add_argument("--objective", choices=objective_names(), default=None,

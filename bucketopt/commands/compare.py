@@ -21,8 +21,7 @@ def add_parser(sub) -> None:
                     "the rules of thumb) and packed batches: analytic where it exists, and "
                     "simulated epochs.")
     add_lens_args(p)
-    add_solver_args(p)
-    p.set_defaults(pad="batch")
+    add_solver_args(p)  # the defaults every command shares (bucketopt.validate)
     p.add_argument("--seed", type=_int, default=0, metavar="S", help="seed of the simulations")
     p.add_argument("--simulations", type=_int, default=1, metavar="N",
                    help="simulated epochs per strategy (default 1)")
@@ -42,7 +41,8 @@ def comparison_kwargs(args) -> dict:
     """The compare() keyword arguments given on the command line."""
     return dict(token_budget=args.token_budget, pad=args.pad, seed=args.seed,
                 simulations=args.simulations, min_share=args.min_share,
-                max_share=args.max_share, align=args.align, profile=args.profile,
+                max_share=args.max_share, align=args.align, min_fill=args.min_fill,
+                profile=args.profile,
                 world_size=args.gpus, epochs=args.epochs, objective=args.objective,
                 grad_accum=args.grad_accum, diversity=args.diversity, sampler=args.sampler,
                 max_length=args.max_length, overflow=args.overflow,
@@ -59,7 +59,8 @@ def _pct(x) -> str:
 def comparison_table(comparison) -> str:
     from ..show.report import rate_header, table
 
-    headers = ["strategy", "boundaries", "padding (analytic)", "padding (simulated)", "batches"]
+    headers = ["strategy", "assumes", "boundaries", "padding (analytic)", "padding (simulated)",
+               "batches"]
     timed = bool(comparison.timing)
     if timed:
         headers += [rate_header(comparison.timing.get("world_size")), "ETA (days)", "wait"]
@@ -69,7 +70,10 @@ def comparison_table(comparison) -> str:
     rows = []
     for name, row in comparison.strategies.items():
         edges = "-" if row["boundaries"] is None else ",".join(map(str, row["boundaries"]))
-        rows.append([name, edges, _pct(row["padding_fraction_analytic"]),
+        mark = ("=> " if row.get("recommended") else "   ") + name + (
+            " +" if row.get("bucketopt") else "")
+        rows.append([mark, assumes(row.get("settings")), edges,
+                     _pct(row["padding_fraction_analytic"]),
                      _pct(row["padding_fraction_simulated"]), f"{row['batches']:,.0f}"])
         if timed:
             rate, eta = row.get("ktok_per_s"), row.get("eta_days")
@@ -79,12 +83,20 @@ def comparison_table(comparison) -> str:
             gap = row.get("step_mix_gap")
             rows[-1] += ["-" if gap is None else f"{gap:.3f}", _pct(row.get("epoch_churn"))]
     head = (f"k={comparison.k}, token budget {comparison.token_budget:,}, pad={comparison.pad}, "
-            f"{comparison.simulations} simulated epoch(s) per strategy (seed {comparison.seed})")
+            f"objective={getattr(comparison, 'objective', 'padding')}, "
+            f"{comparison.simulations} simulated epoch(s) per strategy (seed {comparison.seed})"
+            "\n+: bucketopt's plans (bucketed: the plan `bucketopt solve` gives for these "
+            "flags); =>: the recommended strategy; assumes: padding/objective/rank order/"
+            "batch sizes (synced: every rank the same bucket each micro-step, as the sampler "
+            "runs; random: batches of all buckets in random order; fixed: floor(T / edge) "
+            "samples; greedy: filled up to T)")
     if timed:
         t = comparison.timing
         head += (f"\nprofile {t['profile']}, {t['world_size']} GPU(s), ETA for {t['epochs']} "
                  "epoch(s); each step waits for the slowest rank (wait: the share of GPU time "
-                 "spent waiting for it)")
+                 "spent waiting for it, simulated); Ktok/s and ETA of bucketopt's bucketed "
+                 "plans: solve's prediction (synced ranks), of the other rows: their simulated "
+                 "epochs")
     if getattr(comparison, "simulation_line", ""):  # which figures are simulated, on what
         head += "\n" + comparison.simulation_line
     if diverse:
@@ -92,7 +104,7 @@ def comparison_table(comparison) -> str:
         head += (f"\nstep mix gap: optimizer steps of {row['diversity_ranks']} rank(s) x "
                  f"{row['grad_accum']} micro-step(s) (--gpus, --grad-accum); epoch churn: "
                  "batches of epoch 1 repeating one of epoch 0")
-    out = head + "\n" + table(headers, rows, align="llrrr" + "rrr" * timed + "rr" * diverse)
+    out = head + "\n" + table(headers, rows, align="lllrrr" + "rrr" * timed + "rr" * diverse)
     out += packed_table(comparison.strategies, comparison.token_budget)
     mem = getattr(comparison, "memory", None)
     if mem:
@@ -104,13 +116,41 @@ def comparison_table(comparison) -> str:
                 f"{mem['budget_fit_token_budget']:,}, the best of "
                 f"{len(mem['budgets_searched'])} budgets whose every batch fits): "
                 f"x{mem['ratio']:.3f} ({mem['note']})")
-    best = fastest_diverse_name(comparison)
-    if best is not None:
-        row = comparison.strategies[best]
-        out += (f"\nfastest with a step mix at least as diverse as the full shuffle: {best} "
-                f"({row['ktok_per_s']:.1f} Ktok/s, step mix gap {row['step_mix_gap']:.3f} <= "
-                f"{comparison.strategies['shuffle']['step_mix_gap']:.3f})")
+    out += "\n" + recommendation_line(comparison)
     return out
+
+
+def assumes(settings) -> str:
+    """A row's settings in a few characters: pad/objective/rank order/batch sizes."""
+    if not settings:
+        return "-"
+    order = {True: "synced", False: "random", "step": "step", None: "-"}[
+        settings.get("sync_buckets")]
+    parts = [settings.get("pad") or "no pad", settings.get("objective") or "-", order,
+             settings.get("packing") or "-"]
+    return "/".join(parts)
+
+
+def recommendation_line(comparison) -> str:
+    """The recommended row and the rule that chose it
+    (:func:`bucketopt.training.packed_rows.recommended_row`)."""
+    rows = comparison.strategies
+    best = getattr(comparison, "recommended", None)
+    if best is None:
+        return "recommended: none (no row qualifies)"
+    row, shuffle = rows[best], rows.get("shuffle", {}).get("step_mix_gap")
+    if shuffle is None:
+        what = ("the fastest" if comparison.timing else "the least padding") + \
+            " of every row but sorted (--no-diversity: no step mix figures)"
+    elif comparison.timing:
+        what = (f"the fastest with a step mix at least as diverse as the full shuffle "
+                f"({row['ktok_per_s']:.1f} Ktok/s, step mix gap {row['step_mix_gap']:.3f} <= "
+                f"{shuffle:.3f})")
+    else:
+        what = (f"the least padding with a step mix at least as diverse as the full shuffle "
+                f"({row['padding_fraction'] * 100:.2f}%, step mix gap "
+                f"{row['step_mix_gap']:.3f} <= {shuffle:.3f})")
+    return f"recommended: {best}, {what}"
 
 
 def packed_table(strategies, token_budget) -> str:
@@ -171,15 +211,20 @@ def run(args) -> int:
         from ..show.plots import plot_comparison
 
         title = (f"k={comparison.k}, token budget {comparison.token_budget:,}, "
-                 f"pad={comparison.pad}; blue: bucketopt's boundaries")
+                 f"pad={comparison.pad}, objective={comparison.objective}")
         if comparison.timing:
             title += (f"; profile {comparison.timing['profile']}, "
                       f"{comparison.timing['world_size']} GPU(s), ETA for "
                       f"{comparison.timing['epochs']} epoch(s)")
+        title += ("\nblue: bucketopt's plans (bucketed: what `bucketopt solve` gives for "
+                  "these flags); grey: the others; hatched: recommended")
+        if comparison.timing:
+            title += ("\nKtok/s of bucketopt's bucketed plans: solve's prediction for the "
+                      "synced sampler; of the others: their simulated epochs")
         return plot_comparison(comparison.strategies, title=title,
                                world_size=(comparison.timing or {}).get("world_size"))
 
-    payload = comparison.to_dict()
+    payload = comparison.to_dict()  # "recommended" and each row's "settings", "bucketopt"
     if comparison.timing:
         payload["fastest_diverse"] = fastest_diverse_name(comparison)
     return finish(args, source, payload, lambda: comparison_table(comparison),

@@ -80,6 +80,12 @@ class Objective:
         ``solve()`` gives for its k; when not, the driver solves the recommended k alone."""
         return True
 
+    def sweep_row_note(self) -> str | None:
+        """None when every row of the last sweep has the boundaries ``solve()`` gives for its
+        k (the certificate aside); else the warning its other rows carry (the recommended k is
+        solved alone)."""
+        return None
+
     def seed_chains(self, kmax: int, ks) -> dict:
         """k -> group ends of a good cover from a faster related problem, if any: the certified
         DP (certified.certified_layers) places cells at its boundaries."""

@@ -31,6 +31,11 @@ EXACT_CANDIDATES = 256
 # GRID_RATIO in length, both sides of every batch-size jump up to THRESHOLD_BATCH; refinement
 # windows span REFINE_RADIUS grid steps either side of each boundary.
 GRID_COUNT_STEP = 1 / 32
+# A sweep over at most this many k refines every row as solve() refines its k, so each row has
+# solve()'s boundaries (on the embedded example k = 1..16 took 4.6-5.6 s with its certificates
+# where the unrefined rows took 3.4-3.8 s); a longer sweep reads its rows from one finer grid DP
+# unrefined (k = 1..64 refined took 46 s), and says so in their warnings.
+SWEEP_REFINED_ROWS = 16
 GRID_RATIO = 1.06
 THRESHOLD_BATCH = 32
 REFINE_RADIUS = 4
@@ -197,6 +202,13 @@ class BatchPadding(Objective):
                     return False
         return True
 
+    def sweep_row_note(self) -> str | None:
+        if getattr(self, "rows_refined", True):
+            return None
+        return (f"a row of a sweep over more than {SWEEP_REFINED_ROWS} k values: read from the "
+                "grid DP, not refined; solve() for this k gives the refined plan (a sweep of at "
+                f"most {SWEEP_REFINED_ROWS} k refines every row)")
+
     def sweep_rows_are_solves(self, kmax, ks):
         sweep = _is_sweep(kmax, ks)
         on_grid = self.candidates_rule == "auto" and self.groups.g > EXACT_CANDIDATES
@@ -238,14 +250,17 @@ class BatchPadding(Objective):
 
     def grid_layers(self, kmax, ks=None):
         refine_ks = None if ks is None else set(layers_asked(kmax, ks))
-        # A sweep (several k): one DP over a grid sized for kmax gives every layer; only the
-        # recommended k is then refined, by solve() (see sweep_rows_are_solves).
-        sweep = _is_sweep(kmax, ks)
+        # A sweep (several k) of at most SWEEP_REFINED_ROWS values refines every row on solve()'s
+        # grid, so each row is the plan solve() gives for its k (one answer for the same flags);
+        # a longer one runs one DP over a grid sized for kmax and refines none. The recommended k
+        # is then solved alone, for solve()'s certificate (see sweep_rows_are_solves).
+        self.rows_refined = not (_is_sweep(kmax, ks) and len(refine_ks) > SWEEP_REFINED_ROWS)
+        if not self.rows_refined:
+            refine_ks = set()
         return batch_layers(self.groups, kmax, token_budget=self.token_budget,
                             sizes=self.batch_sizes(self.groups.edges),
                             win_lo=self.win_lo, win_hi=self.win_hi,
-                            candidates=self.candidates_rule,
-                            refine_ks=set() if sweep else refine_ks,
+                            candidates=self.candidates_rule, refine_ks=refine_ks,
                             min_fill=self.min_fill)
 
     def cost(self, edges) -> float:

@@ -90,9 +90,10 @@ CONFIG_BYTES = 1 << 20
 
 
 def sampler_kwargs(config) -> dict:
-    """``boundaries`` and ``token_budget`` (or, for a plan solved with a memory model and no
-    budget, ``batch_sizes``) from a sampler JSON (dict or path), ready for
-    ``BucketBatchSampler(lengths, **sampler_kwargs(cfg))``."""
+    """``boundaries`` and ``token_budget`` (and ``batch_sizes`` when the plan's differ from
+    floor(T / b): a plan solved with a memory model) from a sampler JSON (dict or path), ready
+    for ``BucketBatchSampler(lengths, **sampler_kwargs(cfg))``: the sampler's batch sizes are
+    the plan's."""
     if isinstance(config, (str, Path)):
         from ..data.guards import read_json, short
 
@@ -117,7 +118,16 @@ def sampler_kwargs(config) -> dict:
         raise BucketoptError(
             f"sampler config: `token_budget` must be an integer >= 1; got {str(budget)[:40]}.",
             param="token_budget")
-    return {"boundaries": tuple(edges), "token_budget": budget}
+    out = {"boundaries": tuple(edges), "token_budget": budget}
+    if isinstance(sizes, list) and sizes != [budget // b for b in edges]:
+        # a plan solved with a memory model and a budget: its own sizes, within the budget (the
+        # sampler then batches exactly as the plan says, never floor(T / b))
+        if len(sizes) != len(edges) or not all(
+                isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in sizes):
+            raise BucketoptError("sampler config: `batch_sizes` must hold one integer >= 1 per "
+                                 f"boundary; got {str(sizes)[:80]}.", param="batch_sizes")
+        out["batch_sizes"] = tuple(sizes)
+    return out
 
 
 def installed_lhotse_version() -> str | None:

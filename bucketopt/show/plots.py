@@ -425,8 +425,9 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
         The GPUs the predicted Ktok/s is the total over, named on the axis (default: a row's
         ``world_size``, as compare's packed rows carry).
 
-    Bars of bucketopt's own boundaries (``bucketed``, ``edge_optimal``, the ``sampler`` row, or
-    a name with "optimal") are blue, the others grey.
+    Bars of bucketopt's own plans (rows whose ``bucketopt`` is true, as ``compare`` marks them;
+    rows without that key: ``bucketed``, the ``sampler`` row or a name with "optimal") are blue,
+    the others grey; the row whose ``recommended`` is true is hatched, edged and labelled.
 
     Returns
     -------
@@ -451,11 +452,18 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
     else:
         values = pads
     y = np.arange(len(names))
-    ours = ("bucketed", "bucketed:sampler")
-    colors = [OPTIMAL_COLOR if (n == "bucketed" or "optimal" in n or r.get("kind") in ours)
-              else "#8c8c8c" for n, r in zip(names, rows)]
+    colors = [OPTIMAL_COLOR if is_bucketopt_row(n, r) else "#8c8c8c"
+              for n, r in zip(names, rows)]
     bars = ax.barh(y, values, color=colors, alpha=0.9)
+    for bar, r in zip(bars, rows):
+        if r.get("recommended"):
+            bar.set_hatch("//")
+            bar.set_edgecolor("black")
+            bar.set_linewidth(1.5)
     ax.set_yticks(y, [n.replace("_", " ") for n in names])
+    for tick, r in zip(ax.get_yticklabels(), rows):
+        if r.get("recommended"):
+            tick.set_fontweight("bold")
     if not ax.yaxis_inverted():  # first strategy on top (a shared y axis is inverted once)
         ax.invert_yaxis()
     for bar, r, p in zip(bars, rows, pads):
@@ -470,6 +478,8 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
                     label += f", ETA {float(r['eta_days']):.2f} d"
         else:
             label = f"{p:.1f}%"
+        if r.get("recommended"):
+            label += "  (recommended)"
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, "  " + label,
                 va="center", fontsize=9)
     top = max(values)
@@ -488,9 +498,20 @@ def plot_strategies(strategies: dict, *, metric=None, ax=None, title=None,
     return ax
 
 
+def is_bucketopt_row(name, row) -> bool:
+    """Whether a ``compare`` row is one of bucketopt's own plans (drawn blue): its ``bucketopt``
+    flag, or for rows without one, ``bucketed``, the ``sampler`` row or a name with
+    "optimal"."""
+    if "bucketopt" in row:
+        return bool(row["bucketopt"])
+    return name == "bucketed" or "optimal" in name or row.get("kind") in ("bucketed",
+                                                                          "bucketed:sampler")
+
+
 def plot_comparison(strategies: dict, *, title=None, world_size=None):
     """``bucketopt compare`` as one figure: padding per strategy, and predicted Ktok/s beside it
-    when the strategies have throughput figures.
+    when the strategies have throughput figures. bucketopt's plans are blue, the others grey,
+    the recommended row hatched (:func:`plot_strategies`).
 
     Returns
     -------

@@ -16,7 +16,7 @@ import numpy as np
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
 from ..heuristics import RULES
-from ..validate import check_k, check_token_budget
+from ..validate import DEFAULT_PAD, DEFAULT_SYNC_BUCKETS, check_k, check_token_budget
 from .rows import strategy_row
 
 MAX_SIMULATIONS = 1000
@@ -45,6 +45,10 @@ class Comparison:
     simulation: dict = field(default_factory=dict)
     # with a memory model: the model, the budgets searched and the two plans' Ktok/s side by side
     memory: dict | None = None
+    # the bucketed row's objective (time with a profile, padding without: bucketopt.validate)
+    objective: str = "padding"
+    # the recommended row (bucketopt.training.packed_rows.recommended_row)
+    recommended: str | None = None
 
     def batches(self, name: str, epoch: int = 0) -> list:
         """The batches (dataset indices, training order) row ``name`` timed in ``epoch``.
@@ -72,6 +76,7 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {"k": self.k, "token_budget": self.token_budget, "pad": self.pad,
+                "objective": self.objective, "recommended": self.recommended,
                 "simulations": self.simulations, "seed": self.seed, **self.timing,
                 **({} if self.overflow is None else {"overflow": self.overflow}),
                 **({} if not self.simulation else {"simulation": self.simulation}),
@@ -129,7 +134,7 @@ class _Stages:
 BUDGETS_SEARCHED = 24
 
 
-def budget_plan(hist, k, memory, *, profile, pad="batch", world_size=None, epochs=1,
+def budget_plan(hist, k, memory, *, profile, pad=DEFAULT_PAD, world_size=None, epochs=1,
                 budgets=BUDGETS_SEARCHED, **solver_kwargs):
     """The best single-token-budget plan whose every batch fits the memory model.
 
@@ -168,14 +173,26 @@ def budget_plan(hist, k, memory, *, profile, pad="batch", world_size=None, epoch
     return best, tried
 
 
-def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1, rules=RULES,
+def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulations=1, rules=RULES,
             profile=None, world_size=None, epochs=1, grad_accum=1, diversity=True,
             sampler=False, simulated_samples=SIMULATED_SAMPLES, progress=False,
             memory=None, memory_headroom=None, gpu_memory=None,
             **solver_kwargs) -> Comparison:
     """Padding of every strategy on ``lengths``: sorted, shuffle, bucketed with bucketopt's
-    boundaries (pad-optimal; the edge-optimal ones too when ``pad="batch"``), each rule of thumb
-    (bucketed), and best-fit-decreasing packing.
+    plan, each rule of thumb (bucketed), and padding-free packing.
+
+    The ``bucketed`` row is exactly the plan :func:`bucketopt.solve` returns for the same
+    lengths, ``k``, ``token_budget``, ``pad`` and ``solver_kwargs``, with the defaults every
+    entry shares (:mod:`bucketopt.validate`: ``pad="edge"``, the objective ``"time"`` with a
+    ``profile`` and ``"padding"`` without, ``sync_buckets=True``, fixed batch sizes): the same
+    boundaries, batch sizes and padding, and with a profile the same ``ktok_per_s``,
+    ``eta_days`` and intervals (solve's synced prediction; the simulated random-order figures
+    stay beside them as ``ktok_per_s_simulated``, ``eta_days_simulated``, ...). With a profile
+    and the time objective, ``bucketed-padding`` is the padding optimum under the same options;
+    with ``pad="batch"``, ``edge_optimal`` is the edge-padding optimum padded per batch. Every
+    row carries ``settings`` (:func:`row_settings`), ``bucketopt`` (one of bucketopt's own
+    plans) and ``recommended``; ``Comparison.recommended`` names the row
+    :func:`bucketopt.training.packed_rows.recommended_row` picks.
 
     ``diversity`` adds ``step_mix_gap`` and ``epoch_churn`` (:mod:`bucketopt.training.diversity`,
     over ``world_size`` ranks x ``grad_accum`` micro-steps) to the sorted, shuffle and bucketed
@@ -183,7 +200,9 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     order (one bucket per micro-step on every rank), timed like the others.
 
     Bucketed strategies use fixed batch sizes B_k = floor(T / b_k), so their simulated padding
-    estimates the same quantity as the analytic one. ``solver_kwargs`` go to :func:`solve`.
+    estimates the same quantity as the analytic one. ``solver_kwargs`` (``objective``,
+    ``min_share``, ``max_share``, ``align``, ``min_fill``, ``max_length``, ``overflow``) go to
+    :func:`solve`.
 
     ``memory`` (with a ``profile``): two more rows, ``bucketed-memory`` (the time-optimal plan
     whose batch sizes come from the memory model) and ``bucketed-budget-fit`` (the best plan of
@@ -250,9 +269,13 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
             profile, world_size, token_budget, hist,
             budget_needed=memory is None and gpu_memory is None)
         cost_model = cost_model.with_epochs(epochs)
-        if solver_kwargs.get("objective") == "time":
-            solver_kwargs.update(profile=profile, world_size=cost_model.world_size)
-    elif solver_kwargs.get("objective") == "time":
+    # the bucketed row's objective by the one rule (bucketopt.validate): time with a profile
+    from ..objectives import names as objective_names
+    from ..validate import check_objective
+
+    objective = check_objective(solver_kwargs.pop("objective", None), profile,
+                                objective_names())
+    if objective == "time" and cost_model is None:
         raise BucketoptError('objective="time" needs a profile (--profile).', param=None)
     mem = None
     if memory is not None or gpu_memory is not None:
@@ -263,7 +286,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
             raise BucketoptError("compare with a memory model needs a profile (--profile): its "
                                  "rows are ranked by predicted Ktok/s.")
         memory_kwargs = {key: value for key, value in solver_kwargs.items()
-                         if key not in ("objective", "min_fill", "profile", "world_size")}
+                         if key not in ("min_fill", "profile", "world_size")}
         fit_plan, tried = budget_plan(hist, k, mem, profile=profile, pad=pad,
                                       world_size=cost_model.world_size, epochs=epochs,
                                       **memory_kwargs)
@@ -304,7 +327,8 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
 
     ranks = cost_model.world_size if cost_model is not None else (world_size or 1)
     context = Context(hist, sim_lengths, k, token_budget, pad, seed, simulations, cost_model,
-                      profile, solver_kwargs, tuple(rules), ranks, grad_accum, bool(sampler))
+                      profile, solver_kwargs, tuple(rules), ranks, grad_accum, bool(sampler),
+                      objective=objective, epochs=epochs)
     rows, epochs, scales = context.rows, {}, {}
 
     def add(name, kind, eps, boundaries=None, analytic=None, extra=None):
@@ -351,8 +375,9 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
                         + 2 * (cost_model is not None))
     for row in bucket_sets:
         stages(row.name)
-        analytic = analytics[row.name] = evaluate(hist, row.boundaries,
-                                                  token_budget=token_budget, pad=pad)
+        # solve's own plan where the row is one (the same statistics evaluate() gives)
+        analytic = analytics[row.name] = context.plans.get(row.name) or evaluate(
+            hist, row.boundaries, token_budget=token_budget, pad=pad)
         eps = context.simulate("bucketed", boundaries=row.boundaries, packing="fixed", pad=pad)
         add(row.name, row.kind, eps, row.boundaries, analytic, extra=row.extra)
     simulated("after")
@@ -361,10 +386,16 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
 
         edges = rows["bucketed"]["boundaries"]
         stages("diversity")
-        for name, fields in row_diversity(
-                sim_lengths, edges, token_budget=token_budget, world_size=ranks,
-                grad_accum=grad_accum, seed=seed,
-                dataset=hist if subsampled else None).items():
+        # bucketopt's plans train in the sampler's order (synced ranks): their step mix is that
+        # order's; "bucketed" is the sampler row's very plan
+        synced = {name: rows[name]["boundaries"] for name in ("bucketed-padding",)
+                  if name in rows}
+        measured = row_diversity(
+            sim_lengths, edges, token_budget=token_budget, world_size=ranks,
+            grad_accum=grad_accum, seed=seed, dataset=hist if subsampled else None,
+            synced=synced)
+        measured["bucketed"] = measured["sampler"]
+        for name, fields in measured.items():
             if name in rows:
                 rows[name].update(fields, diversity_ranks=ranks, grad_accum=grad_accum)
     stages("packed")
@@ -404,6 +435,27 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         if row.get("eta_days_interval") is not None:
             row["eta_days_interval"] = [v * factor for v in row["eta_days_interval"]]
     stages.close()
+    if cost_model is not None:  # bucketopt's plans: the Ktok/s and ETA solve predicts for them
+        predicted = dict(context.plans)
+        if mem is not None:
+            predicted.update({"bucketed-memory": memory_plan, "bucketed-budget-fit": fit_plan})
+        if "edge_optimal" in rows:
+            predicted["edge_optimal"] = evaluate(
+                hist, rows["edge_optimal"]["boundaries"], token_budget=token_budget, pad=pad,
+                profile=profile, world_size=cost_model.world_size, epochs=cost_model.epochs)
+        for name, plan in predicted.items():
+            if name in rows:
+                rows[name].update(plan_prediction(rows[name], plan))
+    for name, row in rows.items():
+        row["settings"] = row_settings(name, row, pad=pad, objective=objective, ranks=ranks,
+                                       sync_buckets=solver_kwargs.get("sync_buckets",
+                                                                      DEFAULT_SYNC_BUCKETS))
+        row["bucketopt"] = row["settings"]["source"] == "bucketopt"
+    from .packed_rows import recommended_row
+
+    recommended = recommended_row(rows)
+    for name, row in rows.items():
+        row["recommended"] = name == recommended
     simulation = {
         "samples": n, "simulated_samples": int(sim_lengths.size), "subsampled": subsampled,
         "from_histogram": ["padding_fraction_analytic", "padded_tokens_analytic",
@@ -423,7 +475,67 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
             "note": "analytic Ktok/s of the synced time model (the simulated rows above run "
                     "the batches in random order)"}
     return Comparison(k, token_budget, pad, simulations, seed, rows, epochs, timing, lengths,
-                      overflow_report, simulation, memory_report)
+                      overflow_report, simulation, memory_report, objective, recommended)
+
+
+# Timed figures of a simulated row that a plan's prediction replaces (kept as NAME_simulated).
+_SIMULATED_TIMING = ("ktok_per_s", "eta_days", "wait_fraction", "ktok_per_s_interval",
+                     "eta_days_interval")
+
+
+def plan_prediction(row, plan) -> dict:
+    """The figures a row of bucketopt's plan shows: ``ktok_per_s``, ``eta_days`` and their
+    intervals exactly as :func:`bucketopt.solve` predicts them for ``plan`` (the synced analytic
+    model: the order the sampler trains in), the simulated ones (random batch order) kept beside
+    them as ``ktok_per_s_simulated``, ``eta_days_simulated``, ``wait_fraction_simulated`` and
+    ``..._interval_simulated``; ``wait_fraction`` is None (the simulation's waits are those of
+    the random order)."""
+    out = {f"{key}_simulated": row[key] for key in _SIMULATED_TIMING if key in row}
+    out.update(ktok_per_s=plan.ktok_per_s, eta_days=plan.eta_days, wait_fraction=None,
+               ktok_per_s_interval=plan.extra.get("ktok_per_s_interval"),
+               eta_days_interval=plan.extra.get("eta_days_interval"),
+               prediction="solve (synced analytic)")
+    return out
+
+
+# Where a row's plan comes from, by kind: bucketopt (solve, its sampler, its packing levels),
+# a rule of thumb, or a baseline; registered strategies are "registered".
+_BASELINES = ("sorted", "shuffle")
+
+
+def row_settings(name, row, *, pad, objective, ranks, sync_buckets=DEFAULT_SYNC_BUCKETS) -> dict:
+    """The settings row ``name`` assumes: ``pad`` (how its batches are padded; None for
+    padding-free rows), ``objective`` (what its boundaries minimise; None where nothing was
+    optimised), ``sync_buckets`` (True: every rank takes the same bucket at each micro-step, the
+    sampler's order; False: the batches of all buckets in random order, each rank its own; None
+    without buckets), ``packing`` ("fixed": B_k = floor(T / b_k) samples; "greedy": batches
+    filled up to the token budget; a packed row's strategy), ``world_size`` and ``source``
+    ("bucketopt", "rule of thumb", "baseline" or "registered")."""
+    from ..heuristics import RULES
+
+    kind = row.get("kind", "")
+    settings = {"pad": pad, "objective": None, "sync_buckets": False, "packing": "fixed",
+                "world_size": int(row.get("world_size", ranks)), "source": "registered"}
+    if kind in _BASELINES:
+        settings.update(pad="batch", sync_buckets=None, packing="greedy", source="baseline")
+    elif kind == "packed":
+        ours = row.get("packing") != "packed"  # balanced ranks or levels: bucketopt's plans
+        settings.update(pad=None, sync_buckets=None, packing=row.get("packing", name),
+                        objective="time" if ours else None,
+                        source="bucketopt" if ours else "baseline")
+    elif kind in ("bucketed", "bucketed:sampler"):
+        settings.update(objective=objective, sync_buckets=sync_buckets, source="bucketopt")
+    elif kind == "bucketed-padding":
+        settings.update(objective="padding", sync_buckets=sync_buckets, source="bucketopt")
+    elif kind == "bucketed:edge_optimal":
+        settings.update(objective="padding", solved_pad="edge", sync_buckets=sync_buckets,
+                        source="bucketopt")
+    elif kind in ("bucketed-memory", "bucketed-budget-fit"):
+        settings.update(objective="time", sync_buckets=sync_buckets, source="bucketopt",
+                        batch_sizes="memory" if kind == "bucketed-memory" else "token budget")
+    elif kind.startswith("bucketed:") and kind.split(":", 1)[1] in RULES:
+        settings.update(source="rule of thumb")
+    return settings
 
 
 def _positive(value, name):

@@ -192,7 +192,7 @@ def compare_diversity(lengths, boundaries, *, token_budget, world_size=8, grad_a
 
 
 def row_diversity(lengths, boundaries, *, token_budget, world_size=1, grad_accum=1,
-                         seed=0, dataset=None) -> dict[str, dict]:
+                         seed=0, dataset=None, synced=None) -> dict[str, dict]:
     """Step mix gap and epoch churn for the rows of :func:`bucketopt.training.compare.compare`.
 
     "sorted", "shuffle" and "bucketed" are measured on the very batches their rows simulate
@@ -205,6 +205,10 @@ def row_diversity(lengths, boundaries, *, token_budget, world_size=1, grad_accum
     ``dataset``: the :class:`~bucketopt.Histogram` of the whole dataset when ``lengths`` is a
     uniform subsample of it; the decile cuts, the dataset's mix and "sorted" then come from the
     whole dataset, "shuffle", "bucketed" and "sampler" from the subsample.
+
+    ``synced``: name -> boundaries of more rows measured as "sampler" is, on the
+    :class:`~bucketopt.BucketBatchSampler`'s order with its defaults (every rank the same bucket
+    at each micro-step): the order a plan of bucketopt's trains in.
     """
     from ..data.histogram import Histogram
     from .simulate import plan_arrays
@@ -216,12 +220,13 @@ def row_diversity(lengths, boundaries, *, token_budget, world_size=1, grad_accum
     unit = world_size * grad_accum
     out = {"sorted": {"step_mix_gap": _sorted_gap(hist, cuts, shares, token_budget, seed, unit),
                       "epoch_churn": 1.0}}
-    for name in ("shuffle", "bucketed", "sampler"):
+    synced = {"sampler": boundaries, **(synced or {})}
+    for name in ("shuffle", "bucketed", *synced):
         epochs = []
-        if name == "sampler":
-            sampler = _sampler(lengths, boundaries, token_budget, seed, world_size, grad_accum)
+        if name in synced:
+            sampler = _sampler(lengths, synced[name], token_budget, seed, world_size, grad_accum)
         for epoch in (0, 1):
-            if name == "sampler":
+            if name in synced:
                 plan = sampler.plan(epoch)
                 order, sizes = plan.indices_from(0), plan.sizes
             else:

@@ -1,6 +1,7 @@
 """The padding-free rows of ``bucketopt compare``: ``packed``, ``packed-balanced`` and
-``packed-bucketed`` simulated and timed (:mod:`bucketopt.training.packed`), and the answer line
-naming the fastest strategy whose step mix is at least as diverse as the full shuffle.
+``packed-bucketed`` simulated and timed (:mod:`bucketopt.training.packed`), and the rule that
+recommends a row (:func:`recommended_row`: with a profile, the fastest strategy whose step mix
+is at least as diverse as the full shuffle).
 
 ``packed`` is greedy packing of a full shuffle, the baseline most trainers run (walk the
 shuffled documents, open a new row when the next one does not fit): its
@@ -113,6 +114,39 @@ def packing_fields(row, epochs, token_budget, world_size) -> dict:
             "rows_lower_bound": -(-int(row["real_tokens"]) // int(token_budget)),
             "attention_balance": float(np.mean([attention_balance(e.attention, world_size)
                                                 for e in epochs]))}
+
+
+def recommended_row(rows) -> str | None:
+    """The row ``bucketopt compare`` recommends, by one rule (its table, its JSON and its plot
+    read this):
+
+    - with Ktok/s figures (a profile): :func:`fastest_diverse`, the fastest row whose step mix
+      is at least as diverse as the full shuffle's;
+    - without them: the row with the least padding among those whose step mix gap is at most
+      the shuffle's;
+    - without step mix figures (``diversity=False``): the fastest row (with a profile), else
+      the one with the least padding, among every row but ``sorted`` (whose batches never
+      change from one epoch to the next).
+
+    Ties go to the earlier row. None when no row qualifies.
+    """
+    timed = any(row.get("ktok_per_s") is not None for row in rows.values())
+    shuffle = rows.get("shuffle", {}).get("step_mix_gap")
+    if shuffle is not None:
+        if timed:
+            return fastest_diverse(rows)
+        pool = {name: row for name, row in rows.items()
+                if row.get("step_mix_gap") is not None
+                and row["step_mix_gap"] <= shuffle + 1e-12}
+    else:
+        pool = {name: row for name, row in rows.items() if name != "sorted"}
+    best, score = None, None
+    for name, row in pool.items():
+        value = (-row["ktok_per_s"] if row.get("ktok_per_s") is not None else None) if timed \
+            else row.get("padding_fraction")
+        if value is not None and (score is None or value < score):
+            best, score = name, value
+    return best
 
 
 def fastest_diverse(rows) -> str | None:

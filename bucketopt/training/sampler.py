@@ -24,7 +24,14 @@ import numpy as np
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries
-from ..validate import INT64_MAX, check_int, check_token_budget, shown
+from ..validate import (
+    DEFAULT_PACKING,
+    DEFAULT_SYNC_BUCKETS,
+    INT64_MAX,
+    check_int,
+    check_token_budget,
+    shown,
+)
 from ._sampler_plan import EpochPlan, build_plan, infeasible
 from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
 from .ranks import RankedSampler, _check_bool
@@ -132,9 +139,9 @@ class BucketBatchSampler(RankedSampler):
     """
 
     def __init__(self, lengths, boundaries, *, token_budget=None, seed=0, rank=0, world_size=1,
-                 grad_accum=1, packing="fixed", sync_buckets=True, drop_last=False,
-                 max_length=None, overflow="truncate", batch_sizes=None, memory=None,
-                 memory_headroom=None, gpu_memory=None):
+                 grad_accum=1, packing=DEFAULT_PACKING, sync_buckets=DEFAULT_SYNC_BUCKETS,
+                 drop_last=False, max_length=None, overflow="truncate", batch_sizes=None,
+                 memory=None, memory_headroom=None, gpu_memory=None):
         if isinstance(lengths, Histogram):
             raise BucketoptError("lengths must hold one length per sample in dataset order; got "
                                  "a Histogram, which has no sample order.", param="lengths")

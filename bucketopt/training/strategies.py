@@ -6,8 +6,11 @@ order of registration:
 
 - ``"simulated"``: rows from their own simulated epochs, first (``sorted``, ``shuffle``);
 - ``"bucketed"``: boundaries, each evaluated analytically and simulated as bucketed batches
-  (``bucketed``, ``bucketed-time``, ``edge_optimal``, the rules of thumb); their solves run
-  together, under one progress step;
+  (``bucketed``, ``bucketed-padding``, ``edge_optimal``, the rules of thumb); their solves run
+  together, under one progress step. ``bucketed`` is exactly the plan :func:`bucketopt.solve`
+  returns for the same data, k and options (:meth:`Context.plan`: the one set of defaults of
+  :mod:`bucketopt.validate`); with a profile and the time objective, ``bucketed-padding`` is
+  the padding optimum under the same options;
 - ``"after"``: rows from their own epochs that may read the rows before them (``sampler``);
 
 then the packed rows and the timing, which ``compare`` adds to every row. Adding a strategy is
@@ -62,6 +65,29 @@ class Context:
     grad_accum: int
     sampler: bool
     rows: dict = field(default_factory=dict)
+    objective: str = "padding"  # the objective of the bucketed row (solve's default rule)
+    epochs: int = 1  # the ETA's epochs (with a profile)
+    plans: dict = field(default_factory=dict)  # row name -> the Solution solve() returned
+
+    def plan(self, name: str, objective: str | None = None, **options):
+        """The Solution :func:`bucketopt.solve` returns for this comparison's data, k, token
+        budget, padding and solver options (``objective``: the comparison's by default), with the
+        sampler's synced ranks (``DEFAULT_SYNC_BUCKETS``) and, with a profile, its world size
+        and epochs: the very call ``bucketopt solve`` makes for the same flags. Kept in
+        :attr:`plans` under ``name`` (its row then carries the plan's Ktok/s and ETA)."""
+        from ..solver import solve
+        from ..validate import DEFAULT_SYNC_BUCKETS
+
+        kwargs = dict(token_budget=self.token_budget, pad=self.pad,
+                      objective=self.objective if objective is None else objective,
+                      sync_buckets=DEFAULT_SYNC_BUCKETS)
+        kwargs.update(self.solver_kwargs)  # the caller's solver options (a sync_buckets too)
+        if self.cost_model is not None:
+            kwargs.update(profile=self.profile, world_size=self.cost_model.world_size,
+                          epochs=self.epochs)
+        kwargs.update(options)
+        sol = self.plans[name] = solve(self.hist, self.k, **kwargs)
+        return sol
 
     def simulate(self, strategy: str, **kw) -> list:
         """``simulations`` epochs of ``bucketopt.simulate`` on the simulated samples."""
@@ -113,23 +139,13 @@ def _shuffle(c):
 
 
 def _bucketed(c):
-    from ..solver import solve
-
-    return [Row("bucketed", "bucketed", boundaries=solve(
-        c.hist, c.k, token_budget=c.token_budget, pad=c.pad, **c.solver_kwargs).boundaries)]
+    return [Row("bucketed", "bucketed", boundaries=c.plan("bucketed").boundaries)]
 
 
-def _bucketed_time(c):
-    # the time-optimal boundaries beside the padding optimum; compare's simulated epochs run
-    # the batches in random order, so the time DP plans for that order too
-    from ..solver import solve
-
-    time_kwargs = {key: value for key, value in c.solver_kwargs.items()
-                   if key not in ("objective", "min_fill", "profile", "world_size")}
-    return [Row("bucketed-time", "bucketed-time", boundaries=solve(
-        c.hist, c.k, token_budget=c.token_budget, pad=c.pad, objective="time",
-        profile=c.profile, world_size=c.cost_model.world_size, sync_buckets=False,
-        **time_kwargs).boundaries)]
+def _bucketed_padding(c):
+    # the padding optimum beside the time-optimal plan, under the same options
+    return [Row("bucketed-padding", "bucketed-padding",
+                boundaries=c.plan("bucketed-padding", "padding").boundaries)]
 
 
 def _edge_optimal(c):
@@ -160,9 +176,8 @@ def _sampler(c):
 register_strategy("sorted", "simulated", _sorted, stage="sorted (from the histogram)")
 register_strategy("shuffle", "simulated", _shuffle)
 register_strategy("bucketed", "bucketed", _bucketed)
-register_strategy("bucketed-time", "bucketed", _bucketed_time,
-                  applies=lambda c: c.cost_model is not None
-                  and c.solver_kwargs.get("objective") != "time")
+register_strategy("bucketed-padding", "bucketed", _bucketed_padding,
+                  applies=lambda c: c.objective != "padding")
 register_strategy("edge_optimal", "bucketed", _edge_optimal, applies=lambda c: c.pad == "batch")
 register_strategy("rules", "bucketed", _rules)
 register_strategy("sampler", "after", _sampler, applies=lambda c: c.sampler)
