@@ -206,6 +206,26 @@ def _subparser(parser, command):
     return None
 
 
+def _given(parser, command, argv) -> frozenset:
+    """The dests the command line set explicitly (not by a default): ``argv`` parsed again
+    with every default of the subcommand suppressed."""
+    sub = _subparser(parser, command)
+    if sub is None:
+        return frozenset()
+    saved = [(action, action.default) for action in sub._actions]
+    saved_defaults = dict(sub._defaults)
+    try:
+        for action, _ in saved:
+            action.default = argparse.SUPPRESS
+        sub._defaults.clear()
+        namespace, _ = parser.parse_known_args(argv)
+    finally:
+        for action, default in saved:
+            action.default = default
+        sub._defaults.update(saved_defaults)
+    return frozenset(vars(namespace)) - {"command"}
+
+
 def _interrupted(signum, frame):
     # Ctrl-C: one line and exit 130 at once, wherever Python is. Raising KeyboardInterrupt is
     # not enough: numba compiles through ctypes callbacks, which print the exception as a
@@ -239,6 +259,7 @@ def main(argv=None) -> int:
                                  f"(bucketopt COMMAND --help); {usage}")
         from .commands.common import check_args, spool_stdin_lens
 
+        args.given = _given(parser, args.command, argv)
         check_args(args)
         spooled = spool_stdin_lens(args)  # --lens -: standard input, kept in a temporary file
         STAGES["enabled"] = not getattr(args, "quiet", False)

@@ -48,6 +48,7 @@ import hashlib
 import json
 import math
 import os
+import re
 
 import numpy as np
 
@@ -203,10 +204,17 @@ def solution_plan(solution) -> dict:
     return validate_plan(plan, "the plan")
 
 
+_SCALAR = r"(?:-?[0-9][0-9.eE+-]*|null|true|false)"
+_FLAT_LIST = re.compile(rf"\[\s*({_SCALAR}(?:,\s*{_SCALAR})*)\s*\]")
+
+
 def plan_text(plan) -> str:
-    """The plan as the JSON text :func:`write_plan` writes (validated first)."""
+    """The plan as the JSON text :func:`write_plan` writes (validated first): indented, each
+    list of numbers on one line."""
     plan = validate_plan(plan, "the plan")
-    return json.dumps(plan, indent=2, allow_nan=False) + "\n"
+    text = json.dumps(plan, indent=2, allow_nan=False)
+    return _FLAT_LIST.sub(lambda m: "[" + ", ".join(
+        part.strip() for part in m.group(1).split(",")) + "]", text) + "\n"
 
 
 def write_plan(plan, path) -> str:

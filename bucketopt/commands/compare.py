@@ -3,14 +3,18 @@ side by side on one dataset."""
 
 from __future__ import annotations
 
+from ..errors import BucketoptError
 from .common import (
     _int,
     add_lens_args,
     add_output_args,
+    add_plan_input,
+    add_plan_output,
     add_solver_args,
     check_plot_path,
     finish,
     read_lengths,
+    write_plan_output,
 )
 
 
@@ -21,8 +25,15 @@ def add_parser(sub) -> None:
                     "the rules of thumb) and packed batches: analytic where it exists, and "
                     "simulated epochs.")
     add_lens_args(p)
-    add_solver_args(p)
+    p.add_argument("-k", type=_int, metavar="K", help="maximum number of buckets (required "
+                                                      "without --plan)")
+    add_solver_args(p, k_required=False)
     p.set_defaults(pad="batch")
+    add_plan_input(p, "score this plan: its boundaries are the bucketed row")
+    add_plan_output(p, "the plan of the row named by --strategy")
+    p.add_argument("--strategy", metavar="NAME",
+                   help="with -o: the row whose plan to write: bucketed, bucketed-time (with "
+                        "--profile) or a rule of thumb (" + ", ".join(_rules()) + ")")
     p.add_argument("--seed", type=_int, default=0, metavar="S", help="seed of the simulations")
     p.add_argument("--simulations", type=_int, default=1, metavar="N",
                    help="simulated epochs per strategy (default 1)")
@@ -36,6 +47,73 @@ def add_parser(sub) -> None:
                    help="add BucketBatchSampler's real batch order (one bucket per micro-step)")
     add_output_args(p)
     p.set_defaults(run=run)
+
+
+def _rules():
+    from ..heuristics import RULES
+
+    return RULES
+
+
+def plan_strategies(args) -> tuple:
+    """The rows whose plan ``--strategy NAME -o`` writes."""
+    names = ["bucketed"]
+    if args.profile is not None and args.objective != "time":
+        names.append("bucketed-time")
+    return (*names, *_rules())
+
+
+def check_plan_args(args) -> None:
+    """--plan, -o and --strategy: one clear line for a combination that cannot work."""
+    if args.plan is None and args.k is None:
+        raise BucketoptError("compare needs -k K (the most buckets) or --plan PLAN.json.")
+    if args.strategy is not None and args.output is None:
+        raise BucketoptError(f"--strategy {args.strategy} names the row whose plan -o writes; "
+                             "give -o PLAN.json too.")
+    if args.output is None:
+        return
+    if args.plan is not None:
+        raise BucketoptError("-o writes the plan of a row solved from the flags; with --plan "
+                             "the bucketed row is that plan already (drop -o or --plan).")
+    names = plan_strategies(args)
+    if args.strategy is None:
+        raise BucketoptError("-o writes the plan of one row: name it with --strategy NAME (one "
+                             f"of {', '.join(names)}).")
+    if args.strategy not in names:
+        raise BucketoptError(f"--strategy {args.strategy!r:.60}: a plan can be written for "
+                             f"{', '.join(names)}" + (
+                                 "" if args.profile is not None else
+                                 " (bucketed-time needs --profile)") + ".")
+
+
+def row_solution(args, lengths, comparison, name):
+    """The Solution behind row ``name`` of ``comparison``, scored as ``solve`` scores it (the
+    profile, GPUs and epochs of the comparison): the solve that row ran for bucketopt's rows,
+    evaluate() of the row's boundaries for a rule of thumb."""
+    import dataclasses
+
+    from ..solver import evaluate, solve
+
+    row = comparison.strategies[name]
+    common = dict(token_budget=comparison.token_budget, pad=comparison.pad,
+                  max_length=args.max_length, overflow=args.overflow)
+    if comparison.timing:
+        common.update(profile=args.profile, world_size=comparison.timing["world_size"],
+                      epochs=comparison.timing["epochs"])
+    shape = dict(min_share=args.min_share, max_share=args.max_share, align=args.align)
+    sol = None
+    if name == "bucketed":
+        sol = solve(lengths, comparison.k, objective=args.objective or "padding",
+                    min_fill=args.min_fill, **shape, **common)
+    elif name == "bucketed-time":  # compare plans the random batch order for it
+        sol = solve(lengths, comparison.k, objective="time", sync_buckets=False, **shape,
+                    **common)
+    if sol is None or list(sol.boundaries) != list(row["boundaries"]):
+        sync = name != "bucketed-time"
+        sol = evaluate(lengths, row["boundaries"], sync_buckets=sync, **common)
+        if name == "bucketed-time":
+            sol = dataclasses.replace(sol, objective="time")
+    return sol
 
 
 def comparison_kwargs(args) -> dict:
@@ -85,6 +163,15 @@ def comparison_table(comparison) -> str:
         head += (f"\nprofile {t['profile']}, {t['world_size']} GPU(s), ETA for {t['epochs']} "
                  "epoch(s); each step waits for the slowest rank (wait: the share of GPU time "
                  "spent waiting for it)")
+    planned = comparison.strategies.get("bucketed", {}).get("plan")
+    if planned:  # compare --plan: the plan's own figures, as it was scored
+        rate = planned.get("ktok_per_s")
+        sizes = planned["batch_sizes"]
+        head += ("\nbucketed: the plan's boundaries; as planned (batch sizes "
+                 f"{'-' if sizes is None else ','.join(map(str, sizes))}, "
+                 f"sync_buckets={planned['sync_buckets']}, {planned['world_size']} GPU(s)): "
+                 f"padding {_pct(planned['padding_fraction'])}"
+                 + ("" if rate is None else f", {rate:.1f} Ktok/s"))
     if getattr(comparison, "simulation_line", ""):  # which figures are simulated, on what
         head += "\n" + comparison.simulation_line
     if diverse:
@@ -153,9 +240,12 @@ def _beyond_simulation(args) -> bool:
 
 
 def run(args) -> int:
-    from ..errors import BucketoptError
     from ..training.compare import compare
 
+    check_plan_args(args)
+    plan = args.plan_data
+    if plan is not None:
+        return run_plan(args, plan)
     if args.token_budget is None and args.profile is None:
         raise BucketoptError("compare needs --token-budget T (or a --profile, whose calibrated "
                              "budget is the default): batches are built under it.")
@@ -166,7 +256,27 @@ def run(args) -> int:
     # beyond compare's simulated_samples only the histogram is needed: read it, streaming
     lengths, source = read_lengths(args, per_sample=not _beyond_simulation(args))
     comparison = compare(lengths, args.k, **comparison_kwargs(args))
+    if args.output is not None:
+        write_plan_output(args, row_solution(args, lengths, comparison, args.strategy))
+    return _finish(args, source, comparison)
 
+
+def run_plan(args, plan) -> int:
+    """compare --plan: the plan's settings replace the solver flags (given beside it, they are
+    refused at the entry); its boundaries are the bucketed row."""
+    from ..training.compare import compare
+
+    check_plot_path(args)
+    lengths, source = read_lengths(args, per_sample=not _beyond_simulation(args))
+    kwargs = dict(seed=args.seed, simulations=args.simulations, grad_accum=args.grad_accum,
+                  diversity=args.diversity, sampler=args.sampler,
+                  progress=False if getattr(args, "quiet", False) else None)
+    comparison = compare(lengths, None, plan=plan,
+                         allow_other_lengths=args.allow_other_lengths, **kwargs)
+    return _finish(args, source, comparison)
+
+
+def _finish(args, source, comparison) -> int:
     def figure():
         from ..show.plots import plot_comparison
 

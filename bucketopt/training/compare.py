@@ -174,8 +174,8 @@ def budget_plan(hist, k, memory, *, profile, pad="batch", world_size=None, epoch
 def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1, rules=RULES,
             profile=None, world_size=None, epochs=1, grad_accum=1, diversity=True,
             sampler=False, simulated_samples=SIMULATED_SAMPLES, progress=False,
-            memory=None, memory_headroom=None, gpu_memory=None,
-            **solver_kwargs) -> Comparison:
+            memory=None, memory_headroom=None, gpu_memory=None, plan=None,
+            allow_other_lengths=False, **solver_kwargs) -> Comparison:
     """Padding of every strategy on ``lengths``: sorted, shuffle, bucketed with bucketopt's
     boundaries (pad-optimal; the edge-optimal ones too when ``pad="batch"``), each rule of thumb
     (bucketed), and best-fit-decreasing packing.
@@ -205,6 +205,14 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     samples are simulated in length order. ``progress``: a progress line on stderr (None: when
     stderr is a terminal).
 
+    ``plan`` (a dict from ``Solution.to_plan()`` or a plan path; :mod:`bucketopt.plan`): the
+    "bucketed" row takes the plan's boundaries, and its ``plan`` field holds the plan's batch
+    sizes, padding and Ktok/s re-scored on ``lengths`` exactly as the plan was scored. The
+    plan's settings replace ``token_budget``, ``pad``, ``profile``, ``world_size``, ``epochs``,
+    ``memory``, ``objective``, ``max_length``, ``overflow`` and the constraints (values passed
+    for them are overridden); ``k`` may be None (the plan's). Lengths whose fingerprint differs
+    from the plan's are refused unless ``allow_other_lengths=True``.
+
     Examples
     --------
     >>> import numpy as np
@@ -217,6 +225,23 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     from ..data.histogram import Histogram
     from ..solver import evaluate, solve
 
+    plan_solution = None
+    if plan is not None:  # its settings replace the arguments
+        from ..plan import evaluate_plan, load_plan
+
+        plan = load_plan(plan)
+        plan_solution = evaluate_plan(plan, lengths, allow_other_lengths=allow_other_lengths)
+        cons = plan["constraints"] or {}
+        token_budget, pad = plan["token_budget"], plan["pad"]
+        profile, epochs = plan["profile"], plan["epochs"]
+        world_size = plan["world_size"]
+        memory, memory_headroom, gpu_memory = plan["memory"], None, None
+        solver_kwargs.update(objective=plan["objective"], max_length=plan["max_length"],
+                             overflow=plan["overflow"] or "truncate",
+                             **{key: cons[key] for key in ("min_share", "max_share", "align",
+                                                           "min_fill") if key in cons})
+        if k is None:
+            k = cons.get("k", len(plan["boundaries"]))
     k = check_k(k)
     if simulated_samples is not None:
         simulated_samples = _positive(simulated_samples, "simulated_samples")
@@ -307,7 +332,8 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
 
     ranks = cost_model.world_size if cost_model is not None else (world_size or 1)
     context = Context(hist, sim_lengths, k, token_budget, pad, seed, simulations, cost_model,
-                      profile, solver_kwargs, tuple(rules), ranks, grad_accum, bool(sampler))
+                      profile, solver_kwargs, tuple(rules), ranks, grad_accum, bool(sampler),
+                      plan=plan, plan_solution=plan_solution)
     rows, epochs, scales = context.rows, {}, {}
 
     def add(name, kind, eps, boundaries=None, analytic=None, extra=None):

@@ -62,6 +62,10 @@ class Context:
     grad_accum: int
     sampler: bool
     rows: dict = field(default_factory=dict)
+    # a plan (bucketopt.plan) whose boundaries are the "bucketed" row, with its own figures
+    # re-scored on these lengths as the plan was scored (Solution), or None
+    plan: dict | None = None
+    plan_solution: object = None
 
     def simulate(self, strategy: str, **kw) -> list:
         """``simulations`` epochs of ``bucketopt.simulate`` on the simulated samples."""
@@ -115,8 +119,25 @@ def _shuffle(c):
 def _bucketed(c):
     from ..solver import solve
 
+    if c.plan is not None:
+        return [Row("bucketed", "bucketed", boundaries=tuple(c.plan["boundaries"]),
+                    extra={"plan": _plan_fields(c.plan, c.plan_solution)})]
     return [Row("bucketed", "bucketed", boundaries=solve(
         c.hist, c.k, token_budget=c.token_budget, pad=c.pad, **c.solver_kwargs).boundaries)]
+
+
+def _plan_fields(plan, sol) -> dict:
+    """The plan's settings and its figures re-scored on these lengths, as it was scored (its
+    batch sizes, the sampler's bucket order ``sync_buckets``, its world size)."""
+    out = {"batch_sizes": None if sol.batch_sizes is None else list(sol.batch_sizes),
+           "token_budget": sol.token_budget, "pad": plan["pad"],
+           "objective": plan["objective"], "sync_buckets": plan["sync_buckets"],
+           "world_size": plan["world_size"], "padding_fraction": sol.padding_fraction,
+           "padded_tokens": sol.padded_tokens, "real_tokens": sol.real_tokens}
+    if sol.ktok_per_s is not None:
+        out.update(ktok_per_s=sol.ktok_per_s, ktok_per_s_interval=list(sol.ktok_per_s_interval),
+                   eta_days=sol.eta_days, eta_days_interval=list(sol.eta_days_interval))
+    return out
 
 
 def _bucketed_time(c):
