@@ -457,8 +457,8 @@ def validate_plan(data, where: str = "plan") -> dict:
             c.fail("predictions.real_tokens", f"must equal fingerprint.real_tokens "
                                               f"({fp['real_tokens']:,})", pred["real_tokens"])
     out["fingerprint"] = fp
-    version_text = data.get("bucketopt_version")
-    if version_text is not None:
+    if "bucketopt_version" in data:  # which bucketopt wrote it (informative)
+        version_text = data["bucketopt_version"]
         if not isinstance(version_text, str) or len(version_text) > 40:
             c.fail("bucketopt_version", "must be a version string", version_text)
         out["bucketopt_version"] = version_text
