@@ -149,9 +149,21 @@ def _guessed(message: str, flags) -> str:
 
 
 def _flags(parser, command) -> set:
+    """The option strings of ``command``, less a long option whose name is a parameter another
+    option sets (sweep's ``--k``, the k of the plan it writes, beside ``-k``, the range)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            return {o for a in action.choices[command]._actions for o in a.option_strings}
+            actions = action.choices[command]._actions
+            dests = {a.dest for a in actions}
+            out = set()
+            for a in actions:
+                for option in a.option_strings:
+                    name = option.lstrip("-").replace("-", "_")
+                    claimed = set(PARAM_DESTS.get(name, (name,)))
+                    if option.startswith("--") and a.dest not in claimed and claimed & dests:
+                        continue
+                    out.add(option)
+            return out
     return set()
 
 
