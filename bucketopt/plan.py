@@ -101,12 +101,20 @@ def lengths_fingerprint(lengths) -> dict:
     return histogram_fingerprint(as_histogram(lengths))
 
 
+# Up to this many distinct lengths the fingerprint is computed at once (well under a
+# millisecond per 10**4); beyond, when first asked for (only a plan needs it).
+EAGER_DISTINCT = 1 << 16
+
+
 class LazyFingerprint:
-    """The fingerprint of a histogram, computed when first asked for (hashing 10**7 distinct
-    lengths costs a few tenths of a second: only a plan needs it). Shared, never copied."""
+    """The fingerprint of a histogram: computed at once for a small one, else when first asked
+    for (hashing 10**7 distinct lengths costs a few tenths of a second, and the histogram is
+    held until then). Shared, never copied."""
 
     def __init__(self, hist):
         self._hist, self._value = hist, None
+        if hist.values.size <= EAGER_DISTINCT:
+            self()
 
     def __call__(self) -> dict:
         if self._value is None:
