@@ -505,3 +505,20 @@ def test_the_cli_refuses_a_bad_plan_in_one_line(tmp_path, lens_file, capsys):
         assert code == 2 and out == "" and err.count("\n") == 1 and "field `pad`" in err
     code, _, err = run(["solve", "--lens", lens_file, "-k", "3", "-o", lens_file], capsys)
     assert code == 2 and "destroy the input" in err
+
+
+def test_compare_scores_a_memory_plan_as_planned():
+    from bucketopt.training.compare import compare
+
+    memory = {"m0": 1e9, "m1": 2e4, "m2": 2.0, "capacity": 8e9}
+    sol = bucketopt.solve(LENGTHS, 3, pad="batch", memory=memory, profile=PROFILE,
+                          world_size=2)
+    plan = sol.to_plan()
+    comparison = compare(LENGTHS, None, plan=plan, diversity=False, memory=memory)
+    row = comparison.strategies["bucketed"]
+    assert list(row["boundaries"]) == list(sol.boundaries)
+    assert row["plan"]["batch_sizes"] == list(sol.batch_sizes)
+    assert row["plan"]["ktok_per_s"] == pytest.approx(sol.ktok_per_s, rel=1e-12)
+    assert comparison.token_budget == max(b * e for b, e in zip(sol.batch_sizes,
+                                                                sol.boundaries))
+    assert comparison.memory is None and comparison.k == 3

@@ -209,9 +209,11 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
     "bucketed" row takes the plan's boundaries, and its ``plan`` field holds the plan's batch
     sizes, padding and Ktok/s re-scored on ``lengths`` exactly as the plan was scored. The
     plan's settings replace ``token_budget``, ``pad``, ``profile``, ``world_size``, ``epochs``,
-    ``memory``, ``objective``, ``max_length``, ``overflow`` and the constraints (values passed
-    for them are overridden); ``k`` may be None (the plan's). Lengths whose fingerprint differs
-    from the plan's are refused unless ``allow_other_lengths=True``.
+    ``objective``, ``max_length``, ``overflow`` and the constraints (values passed for them
+    are overridden; ``memory`` is ignored: the plan's memory rule is in its row's figures, and
+    the other rows run under its largest batch's tokens when it has no token budget); ``k``
+    may be None (the plan's). Lengths whose fingerprint differs from the plan's are refused
+    unless ``allow_other_lengths=True``.
 
     Examples
     --------
@@ -233,9 +235,12 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
         plan_solution = evaluate_plan(plan, lengths, allow_other_lengths=allow_other_lengths)
         cons = plan["constraints"] or {}
         token_budget, pad = plan["token_budget"], plan["pad"]
+        if token_budget is None:  # batch sizes from a memory model: its largest batch's tokens
+            token_budget = max(b * e for b, e in zip(plan["batch_sizes"], plan["boundaries"]))
         profile, epochs = plan["profile"], plan["epochs"]
         world_size = plan["world_size"]
-        memory, memory_headroom, gpu_memory = plan["memory"], None, None
+        # the plan's memory rule is in its row's figures; no budget search beside it
+        memory = memory_headroom = gpu_memory = None
         solver_kwargs.update(objective=plan["objective"], max_length=plan["max_length"],
                              overflow=plan["overflow"] or "truncate",
                              **{key: cons[key] for key in ("min_share", "max_share", "align",
