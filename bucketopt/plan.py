@@ -22,11 +22,14 @@ A plan (``format`` "bucketopt-plan", ``version`` 1, ``kind`` "1d") holds:
 - ``optimality`` ({exact, lower_bound, gap}, or null for evaluated boundaries);
 - ``fingerprint`` of the lengths it was made from, before any ``max_length`` policy:
   ``samples``, ``real_tokens`` and ``histogram_sha256`` (SHA-256 of the distinct lengths then
-  their counts, each as little-endian int64 bytes).
+  their counts, each as little-endian int64 bytes);
+- ``bucketopt_version`` (which bucketopt wrote it) and ``checksum``: ``"sha256:"`` + the
+  SHA-256 of the other fields as canonical JSON, so that an edited or corrupted plan is refused.
 
 Reading validates every field (type, range, and the relations between fields: batch sizes
 follow the token budget / memory rule, counts add up to the fingerprint, intervals hold their
-point); anything else is one :class:`BucketoptError` line naming the field. A plan used with
+point), then the checksum; anything else is one :class:`BucketoptError` line naming the
+field. A plan used with
 lengths whose fingerprint differs is refused (:func:`check_lengths`) unless
 ``allow_other_lengths=True`` (CLI ``--allow-other-lengths``) accepts it knowingly, e.g. for a
 later shard of the same data.
@@ -65,7 +68,7 @@ _PACKINGS = ("fixed", "greedy", "varlen", "varlen-balanced")
 _KEYS = ("format", "version", "kind", "boundaries", "batch_sizes", "token_budget", "memory",
          "pad", "objective", "sync_buckets", "packing", "world_size", "epochs", "profile",
          "constraints", "max_length", "overflow", "predictions", "optimality", "fingerprint",
-         "bucketopt_version")
+         "bucketopt_version", "checksum")
 _PREDICTION_KEYS = ("counts", "real_tokens", "padded_tokens", "padding_fraction", "ktok_per_s",
                     "ktok_per_s_interval", "eta_days", "eta_days_interval")
 _CONSTRAINT_KEYS = ("k", "align", "min_share", "max_share", "min_fill")
@@ -209,7 +212,16 @@ def solution_plan(solution) -> dict:
         "fingerprint": solution.fingerprint,
         "bucketopt_version": __version__,
     }
+    plan["checksum"] = plan_checksum(plan)
     return validate_plan(plan, "the plan")
+
+
+def plan_checksum(plan: dict) -> str:
+    """``"sha256:"`` + the SHA-256 of the plan's other fields as canonical JSON (sorted keys,
+    no spaces): a plan edited by hand or corrupted no longer matches it."""
+    body = {key: value for key, value in plan.items() if key != "checksum"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 _SCALAR = r"(?:-?[0-9][0-9.eE+-]*|null|true|false)"
@@ -470,6 +482,14 @@ def validate_plan(data, where: str = "plan") -> dict:
         if not isinstance(version_text, str) or len(version_text) > 40:
             c.fail("bucketopt_version", "must be a version string", version_text)
         out["bucketopt_version"] = version_text
+    checksum = data["checksum"]
+    if checksum != plan_checksum(out):
+        if not isinstance(checksum, str) or not checksum.startswith("sha256:"):
+            c.fail("checksum", 'must be "sha256:" and 64 hex digits', checksum)
+        c.fail("checksum", "does not match the plan's content: the plan was edited or "
+                           "corrupted (write a new one with solve -o or Solution.to_plan(); "
+                           "settings to change at use are arguments of from_plan)", show=False)
+    out["checksum"] = checksum
     return out
 
 

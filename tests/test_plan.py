@@ -169,7 +169,7 @@ def test_to_dict_is_unchanged_by_the_plan_settings():
 
 
 # ------------------------------------------------------------------------ solve -> compare
-@pytest.mark.parametrize("pad,gpus,profile", [SETTINGS[1], SETTINGS[2]])
+@pytest.mark.parametrize("pad,gpus,profile", SETTINGS)
 def test_solve_writes_the_plan_compare_reads(tmp_path, lens_file, capsys, pad, gpus, profile):
     path = tmp_path / "plan.json"
     flags = solve_flags(pad, gpus, profile)
@@ -436,28 +436,50 @@ def test_a_tampered_plan_is_refused_with_one_line_naming_the_field(path, value):
         # the field named is the one changed, or one it must agree with
         assert named.split(".")[0] in (field_name(path).split(".")[0], "predictions",
                                        "batch_sizes", "boundaries", "profile", "overflow",
-                                       "token_budget", "pad", "packing")
-    else:  # accepted: then it was a valid plan as it stands, taken as it is
-        assert checked == tampered
+                                       "token_budget", "pad", "packing", "checksum")
+    else:  # accepted: only a mutation that changed nothing
+        assert checked == tampered == PLAN
 
 
-@pytest.mark.parametrize("path,value", [
-    (("boundaries",), [4000, 2000, 8192]), (("boundaries", 0), -5), (("boundaries", 1), 1.5),
-    (("batch_sizes", 0), 10**6), (("token_budget",), "16384"), (("pad",), "none"),
-    (("objective",), "speed"), (("sync_buckets",), 1), (("packing",), "magic"),
-    (("world_size",), 0), (("epochs",), True), (("profile", "beta"), math.inf),
-    (("profile", "alpha"), -1.0), (("predictions", "padding_fraction"), 0.5),
-    (("predictions", "ktok_per_s"), 1e6), (("predictions", "counts", 0), 1),
-    (("predictions", "real_tokens"), 1), (("fingerprint", "histogram_sha256"), "abc"),
-    (("fingerprint", "samples"), 2**70), (("optimality", "exact"), "yes"),
-    (("kind",), "2d"), (("format",), "bucketopt"), (("version",), 2),
-    (("memory",), {"m0": 1}), (("max_length",), 100), (("constraints", "k"), 1),
+@pytest.mark.parametrize("path,value,named", [
+    (("boundaries",), [4000, 2000, 8192], "boundaries"), (("boundaries", 0), -5, "boundaries[0]"),
+    (("boundaries", 1), 1.5, "boundaries[1]"), (("batch_sizes", 0), 10**6, "batch_sizes"),
+    (("token_budget",), "16384", "token_budget"), (("pad",), "none", "pad"),
+    (("objective",), "speed", "objective"), (("sync_buckets",), 1, "sync_buckets"),
+    (("packing",), "magic", "packing"), (("world_size",), 0, "world_size"),
+    (("epochs",), True, "epochs"), (("profile", "beta"), math.inf, "profile.beta"),
+    (("profile", "alpha"), -1.0, "profile.alpha"),
+    (("predictions", "padding_fraction"), 0.5, "predictions.padding_fraction"),
+    (("predictions", "ktok_per_s"), 1e6, "predictions.ktok_per_s_interval"),
+    (("predictions", "counts", 0), 1, "predictions.counts"),
+    (("predictions", "real_tokens"), 1, "predictions.padding_fraction"),
+    (("fingerprint", "histogram_sha256"), "abc", "fingerprint.histogram_sha256"),
+    (("fingerprint", "samples"), 2**70, "fingerprint.samples"),
+    (("optimality", "exact"), "yes", "optimality.exact"), (("kind",), "2d", "kind"),
+    (("format",), "bucketopt", "format"), (("version",), 2, "version"),
+    (("memory",), {"m0": 1}, "memory.m1"), (("max_length",), 100, "overflow"),
+    (("constraints", "k"), 1, "constraints.k"), (("checksum",), "md5:0", "checksum"),
+    # consistent edits: every field valid, the checksum no longer the content's
+    (("world_size",), 4, "checksum"), (("epochs",), 6, "checksum"),
+    (("profile", "name"), "other", "checksum"), (("optimality", "lower_bound"), 1.0, "checksum"),
 ])
-def test_each_tampered_field_is_named(path, value):
+def test_each_tampered_field_is_named(path, value, named):
     with pytest.raises(BucketoptError) as err:
         validate_plan(mutate(PLAN, path, value), "p.json")
     message = str(err.value)
-    assert "\n" not in message and message.startswith("p.json: field `")
+    assert "\n" not in message and message.startswith(f"p.json: field `{named}` ")
+
+
+def test_an_edited_plan_is_refused_by_its_checksum():
+    edited = mutate(PLAN, ("boundaries", 0), PLAN["boundaries"][0] + 1)
+    assert PLAN["token_budget"] // edited["boundaries"][0] == edited["batch_sizes"][0]
+    with pytest.raises(BucketoptError, match="field `checksum` does not match the plan's "
+                                             "content: the plan was edited or corrupted"):
+        load_plan(edited)
+    from bucketopt.plan import plan_checksum
+
+    edited["checksum"] = plan_checksum(edited)  # re-sealed: a plan bucketopt reads as given
+    assert load_plan(edited) == edited
 
 
 def test_unknown_fields_and_missing_fields_are_refused():
