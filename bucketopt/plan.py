@@ -494,8 +494,7 @@ def validate_plan(data, where: str = "plan") -> dict:
 
 
 def _profile(c, value):
-    profile = c.dict(value, "profile", _PROFILE_KEYS, null=True,
-                     required=("name", "alpha", "beta", "gamma"))
+    profile = c.dict(value, "profile", _PROFILE_KEYS, null=True)
     if profile is None:
         return None
     name = profile["name"]
@@ -506,7 +505,7 @@ def _profile(c, value):
         out[key] = c.num(profile[key], f"profile.{key}", 0.0, 1e6)
     if out["alpha"] == out["beta"] == out["gamma"] == 0:
         c.fail("profile", "has alpha, beta and gamma all 0", show=False)
-    unc = profile.get("uncertainty")
+    unc = profile["uncertainty"]
     if unc is not None:
         from .cost.costmodel import parse_uncertainty
 
