@@ -24,6 +24,10 @@ _LAZY = {
 
 
 def __getattr__(name):
+    if name == "plan":  # the module of the plan file (bucketopt.plan.read_plan, ...)
+        import importlib
+
+        return importlib.import_module(".plan", __name__)
     if name in _LAZY:
         import importlib
 

@@ -149,9 +149,21 @@ def _guessed(message: str, flags) -> str:
 
 
 def _flags(parser, command) -> set:
+    """The option strings of ``command``, less a long option whose name is a parameter another
+    option sets (sweep's ``--k``, the k of the plan it writes, beside ``-k``, the range)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            return {o for a in action.choices[command]._actions for o in a.option_strings}
+            actions = action.choices[command]._actions
+            dests = {a.dest for a in actions}
+            out = set()
+            for a in actions:
+                for option in a.option_strings:
+                    name = option.lstrip("-").replace("-", "_")
+                    claimed = set(PARAM_DESTS.get(name, (name,)))
+                    if option.startswith("--") and a.dest not in claimed and claimed & dests:
+                        continue
+                    out.add(option)
+            return out
     return set()
 
 
@@ -206,6 +218,26 @@ def _subparser(parser, command):
     return None
 
 
+def _given(parser, command, argv) -> frozenset:
+    """The dests the command line set explicitly (not by a default): ``argv`` parsed again
+    with every default of the subcommand suppressed."""
+    sub = _subparser(parser, command)
+    if sub is None:
+        return frozenset()
+    saved = [(action, action.default) for action in sub._actions]
+    saved_defaults = dict(sub._defaults)
+    try:
+        for action, _ in saved:
+            action.default = argparse.SUPPRESS
+        sub._defaults.clear()
+        namespace, _ = parser.parse_known_args(argv)
+    finally:
+        for action, default in saved:
+            action.default = default
+        sub._defaults.update(saved_defaults)
+    return frozenset(vars(namespace)) - {"command"}
+
+
 def _interrupted(signum, frame):
     # Ctrl-C: one line and exit 130 at once, wherever Python is. Raising KeyboardInterrupt is
     # not enough: numba compiles through ctypes callbacks, which print the exception as a
@@ -252,6 +284,7 @@ def main(argv=None) -> int:
                                  f"(bucketopt COMMAND --help); {usage}")
         from .commands.common import SpoolGuard, check_args, spool_stdin_lens
 
+        args.given = _given(parser, args.command, argv)
         check_args(args)
         if getattr(args, "lens", None) == "-":  # SIGTERM / SIGHUP remove the copy too
             guard = SpoolGuard()

@@ -48,6 +48,36 @@ class Solution:
     # function that computes one (a bound that costs a DP pass is computed when first asked
     # for); None for boundaries chosen elsewhere (evaluate). Read it as ``optimality``.
     certificate: object = field(default=None, compare=False, repr=False)
+    # What a plan needs beyond the figures (solve, sweep and evaluate fill it): the lengths'
+    # ``fingerprint`` (a dict, or a function computing it when first asked for), and the
+    # ``sync_buckets``, ``world_size``, ``epochs``, ``profile`` (inline coefficients),
+    # ``max_length`` and ``overflow`` it was made with. Not part of ``to_dict``.
+    settings: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def fingerprint(self) -> dict | None:
+        """``{"samples", "real_tokens", "histogram_sha256"}`` of the lengths this solution was
+        made from (before any ``max_length`` policy); None when it was built by hand."""
+        fp = self.settings.get("fingerprint")
+        if fp is None:
+            return None
+        return dict(fp()) if callable(fp) else dict(fp)
+
+    def to_plan(self) -> dict:
+        """The plan, one JSON-ready dict (:mod:`bucketopt.plan`): boundaries, batch sizes,
+        token budget and memory rule, pad, objective, sync, packing, world size, profile,
+        predictions with intervals, optimality and the lengths' fingerprint.
+
+        Examples
+        --------
+        >>> import bucketopt
+        >>> plan = bucketopt.solve([3, 4, 10, 11, 12], k=2, token_budget=24).to_plan()
+        >>> plan["boundaries"], plan["batch_sizes"], plan["pad"], plan["packing"]
+        ([4, 12], [6, 2], 'edge', 'fixed')
+        """
+        from .plan import solution_plan
+
+        return solution_plan(self)
 
     @property
     def optimality(self) -> dict | None:
@@ -116,6 +146,7 @@ class Solution:
         out["warnings"] = list(self.warnings)
         extra = out.pop("extra")
         del out["certificate"]
+        del out["settings"]
         if self.certificate is not None:
             out["optimality"] = self.optimality
         for key in ("ktok_per_s", "eta_days"):

@@ -83,6 +83,7 @@ class _Run:
     overflow: dict | None = None
     sync_buckets: bool | str = True
     memory: object = None
+    settings: dict = dataclasses.field(default_factory=dict)  # Solution.settings (a plan's)
 
     @property
     def groups(self):
@@ -127,7 +128,7 @@ class _Run:
             from .cost.intervals import annotate
 
             sol = annotate(sol, self.hist, self.cost_model, sync_buckets=self.sync_buckets)
-        return with_notes(sol, self.overflow)
+        return dataclasses.replace(with_notes(sol, self.overflow), settings=self.settings)
 
 
 def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budget, min_share,
@@ -174,7 +175,8 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
     check = registration(objective, pad).check
     if check is not None:  # the objective's own preconditions on the options
         check(pad=pad, min_fill=min_fill, sync_buckets=sync_buckets)
-    hist, overflow_report = apply_overflow(as_histogram(lengths), max_length, overflow)
+    source = as_histogram(lengths)
+    hist, overflow_report = apply_overflow(source, max_length, overflow)
     token_budget = check_token_budget(token_budget, hist)
     cost_model = None
     if objective == "time" or profile is not None:
@@ -183,6 +185,9 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
         cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist,
                                                       budget_needed=memory is None)
         cost_model = cost_model.with_epochs(epochs)
+    settings = plan_settings(source, cost_model, sync_buckets=sync_buckets,
+                             world_size=world_size, epochs=epochs, max_length=max_length,
+                             overflow=overflow)
     if pad == "batch" and token_budget is None and memory is None:
         raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
                              'size comes from it).', param=None)
@@ -204,7 +209,34 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
                                      min_share=min_share, max_share=max_share)
     meta = dict(align=align, min_share=min_share, max_share=max_share, min_fill=min_fill)
     return _Run(hist, obj, kmax_eff, opt, best, meta, cost_model, overflow_report, sync_buckets,
-                memory)
+                memory, settings)
+
+
+def plan_settings(source, cost_model, *, sync_buckets, world_size, epochs, max_length,
+                  overflow) -> dict:
+    """What ``Solution.settings`` holds for a plan (:meth:`Solution.to_plan`): the fingerprint
+    of ``source`` (the histogram of the lengths as given, before ``max_length``; computed when
+    first asked for) and the settings the solution was made and scored with."""
+    from .plan import LazyFingerprint
+
+    def whole(value):
+        ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+        return int(value) if ok else 1
+
+    profile = None
+    if cost_model is not None:
+        unc = cost_model.uncertainty
+        profile = {"name": str(cost_model.name)[:200] or "custom", "alpha": cost_model.alpha,
+                   "beta": cost_model.beta, "gamma": cost_model.gamma,
+                   "uncertainty": None if not unc else {
+                       "coverage": float(unc["coverage"]),
+                       "coefficient_sets": [[float(v) for v in row]
+                                            for row in unc["coefficient_sets"]]}}
+    return {"fingerprint": LazyFingerprint(source), "sync_buckets": sync_buckets,
+            "world_size": cost_model.world_size if cost_model is not None else whole(world_size),
+            "epochs": cost_model.epochs if cost_model is not None else whole(epochs),
+            "profile": profile, "max_length": None if max_length is None else int(max_length),
+            "overflow": overflow if max_length is not None else None}
 
 
 def solve(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min_share=0.0,
@@ -455,7 +487,8 @@ def sweep(lengths, ks, *, token_budget=None, pad=DEFAULT_PAD, objective=None, mi
                      min_share=min_share, max_share=max_share, align=align, profile=profile,
                      world_size=world_size, epochs=epochs, min_fill=min_fill,
                      sync_buckets=sync_buckets, memory=run.memory)
-        alone = dataclasses.replace(alone, overflow=run.overflow)  # run.hist is past overflow
+        # run.hist is past overflow: the report and the lengths' fingerprint are run's
+        alone = dataclasses.replace(alone, overflow=run.overflow, settings=run.settings)
         solutions = tuple(alone.solution(k) if k == k_rec else sol
                           for k, sol in zip(feasible, solutions))
         note = run.objective.sweep_row_note()
@@ -487,7 +520,8 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad=DEFAULT_PAD, profile
         raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.",
                              param="pad")
     memory = load_memory(memory, gpu_memory=gpu_memory, headroom=memory_headroom)
-    hist, overflow_report = apply_overflow(as_histogram(lengths), max_length, overflow)
+    source = as_histogram(lengths)
+    hist, overflow_report = apply_overflow(source, max_length, overflow)
     edges = check_boundaries(boundaries, hist)
     token_budget = check_token_budget(token_budget, hist)
     cost_model = None
@@ -496,9 +530,13 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad=DEFAULT_PAD, profile
 
         cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist,
                                                       budget_needed=memory is None)
+        cost_model = cost_model.with_epochs(epochs)
     sol = make_solution(hist, edges, token_budget=token_budget, pad=pad, memory=memory)
     if cost_model is not None:
         from .cost.intervals import annotate
 
-        sol = annotate(sol, hist, cost_model.with_epochs(epochs), sync_buckets=sync_buckets)
-    return with_notes(sol, overflow_report)
+        sol = annotate(sol, hist, cost_model, sync_buckets=sync_buckets)
+    settings = plan_settings(source, cost_model, sync_buckets=sync_buckets,
+                             world_size=world_size, epochs=epochs, max_length=max_length,
+                             overflow=overflow)
+    return dataclasses.replace(with_notes(sol, overflow_report), settings=settings)

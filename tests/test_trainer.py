@@ -173,3 +173,45 @@ def test_resume_without_the_state_file_and_a_state_that_disagrees(full_run, tmp_
     with pytest.raises(BucketoptError, match="saved at global step 6, its trainer_state.json is "
                                              "at step 3: the files come from different"):
         job.trainer(tmp_path / "e").train(resume_from_checkpoint=str(edited))
+
+
+def test_a_plan_trains_the_batches_it_describes(tmp_path):
+    import bucketopt
+    from bucketopt import BucketBatchSampler
+    from bucketopt.integrations.transformers import BucketedTrainer
+    from bucketopt.plan import write_plan
+
+    lengths = job.sample_lengths()
+    sol = bucketopt.solve(lengths, 3, token_budget=job.TOKEN_BUDGET, pad="batch")
+    path = write_plan(sol, tmp_path / "plan.json")
+    trained = []
+
+    class Recording(BucketedTrainer):
+        def compute_loss(self, model, inputs, *a, **k):
+            trained.append(inputs.pop("idx").tolist())
+            return super().compute_loss(model, inputs, *a, **k)
+
+    from transformers import TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4,
+                             num_train_epochs=1, gradient_accumulation_steps=job.GRAD_ACCUM,
+                             save_strategy="no", logging_strategy="no", report_to=[], seed=7,
+                             remove_unused_columns=False, use_cpu=True, disable_tqdm=True)
+    trainer = Recording(model=job.tiny_model(), args=args, train_dataset=job.dataset(),
+                        data_collator=job.pad_collate, plan=path)
+    trainer.train()
+    by_hand = BucketBatchSampler(lengths, sol.boundaries, batch_sizes=sol.batch_sizes,
+                                 token_budget=job.TOKEN_BUDGET, seed=7,
+                                 grad_accum=job.GRAD_ACCUM)
+    assert trained == list(by_hand)  # the plan's batches, in the sampler's order
+    with pytest.raises(BucketoptError, match="not both"):
+        BucketedTrainer(model=job.tiny_model(), plan=path, token_budget=100)
+    with pytest.raises(BucketoptError, match="differs from the plan"):
+        BucketedTrainer(model=job.tiny_model(), plan=path, packing="varlen")
+    other = Recording(model=job.tiny_model(), args=args, train_dataset=job.dataset(n=95),
+                      data_collator=job.pad_collate, plan=path)
+    with pytest.raises(BucketoptError, match="other lengths"):
+        other.bucket_sampler  # noqa: B018
+    accepted = Recording(model=job.tiny_model(), args=args, train_dataset=job.dataset(n=95),
+                         data_collator=job.pad_collate, plan=path, allow_other_lengths=True)
+    assert list(accepted.bucket_sampler.edges) == list(sol.boundaries)

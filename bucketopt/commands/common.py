@@ -78,6 +78,65 @@ def add_output_args(parser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
+def add_plan_output(parser, what: str) -> None:
+    """``-o/--output PLAN.json``: write the plan (Solution.to_plan()) too."""
+    parser.add_argument("--output", "-o", metavar="PLAN.json",
+                        help=f"also write {what} as a plan file (JSON: boundaries, batch sizes, "
+                             "settings, predictions, the lengths' fingerprint), read by compare "
+                             "--plan, export --plan and BucketBatchSampler.from_plan")
+
+
+def add_plan_input(parser, what: str) -> None:
+    """``--plan PLAN.json`` and ``--allow-other-lengths``."""
+    parser.add_argument("--plan", metavar="PLAN.json",
+                        help=f"{what} (written by solve -o); its settings replace the solver "
+                             "flags, which are refused beside it")
+    parser.add_argument("--allow-other-lengths", action="store_true",
+                        help="use --plan with lengths whose fingerprint differs from the plan's "
+                             "(e.g. a later shard of the same data)")
+
+
+# The flags a plan sets: given beside --plan they are refused (the plan carries them).
+PLAN_FLAGS = {"k": "-k", "token_budget": "--token-budget", "pad": "--pad",
+              "objective": "--objective", "min_fill": "--min-fill",
+              "max_length": "--max-length", "overflow": "--overflow",
+              "min_share": "--min-share", "max_share": "--max-share", "align": "--align",
+              "profile": "--profile", "gpus": "--gpus", "epochs": "--epochs",
+              "memory": "--memory", "gpu_memory": "--gpu-memory",
+              "memory_headroom": "--memory-headroom", "exact": "--exact",
+              "boundaries": "--boundaries"}
+
+
+def check_plan_flags(args) -> None:
+    """--plan carries the solver settings: any of them given too is one clear error."""
+    given = getattr(args, "given", frozenset())
+    clash = [flag for dest, flag in PLAN_FLAGS.items() if dest in given]
+    if clash:
+        raise BucketoptError(f"--plan sets the solver settings; drop {', '.join(clash)} (or "
+                             "drop --plan and give the flags).")
+
+
+def read_plan_arg(args):
+    """The validated plan of --plan (None without it)."""
+    if getattr(args, "plan", None) is None:
+        if getattr(args, "allow_other_lengths", False):
+            raise BucketoptError("--allow-other-lengths applies to --plan only.")
+        return None
+    from ..plan import read_plan
+
+    return read_plan(args.plan)
+
+
+def write_plan_output(args, solution) -> None:
+    """-o/--output: the plan of ``solution``, written atomically; a note on stderr."""
+    if getattr(args, "output", None) is None:
+        return
+    from ..plan import write_plan
+
+    write_plan(solution.to_plan(), args.output)
+    note(args, f"wrote {args.output}")
+
+
 def _int(text: str) -> int:
     try:
         if len(text.strip()) > 30:  # int() of a 5,000-digit flag value is no integer anyone means
@@ -139,7 +198,7 @@ def check_args(args) -> None:
         bad(f"the environment variable NUMBA_NUM_THREADS is {threads}: it must be a whole number "
             ">= 1 (1 keeps the certified DP on one CPU), or unset.")
     for flag, attr in (("--lens", "lens"), ("PATH", "path"), ("--measurements", "measurements"),
-                       ("--output", "output"), ("--plot", "plot"),
+                       ("--output", "output"), ("--plot", "plot"), ("--plan", "plan"),
                        ("--column", "column")):  # given, yet empty
         value = getattr(args, attr, None)
         if value is not None and not str(value).strip():
@@ -204,6 +263,9 @@ def check_args(args) -> None:
         if value is not None and path_kind(value, flag) == "dir":
             bad(f"{flag} {short(value)} is a directory; give a file path.")
     _check_outputs_not_inputs(args, outputs)
+    if getattr(args, "plan", None) is not None:  # read and validated at the entry
+        check_plan_flags(args)
+    args.plan_data = read_plan_arg(args)
 
 
 def _check_outputs_not_inputs(args, outputs) -> None:
@@ -212,7 +274,8 @@ def _check_outputs_not_inputs(args, outputs) -> None:
 
     inputs = [(f, getattr(args, a, None)) for f, a in (("--lens", "lens"),
                                                       ("--profile", "profile"),
-                                                      ("--memory", "memory"))]
+                                                      ("--memory", "memory"),
+                                                      ("--plan", "plan"))]
     if args.command == "calibrate":
         inputs.append(("--measurements", args.measurements))
     written = []

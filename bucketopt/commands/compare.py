@@ -3,14 +3,18 @@ side by side on one dataset."""
 
 from __future__ import annotations
 
+from ..errors import BucketoptError
 from .common import (
     _int,
     add_lens_args,
     add_output_args,
+    add_plan_input,
+    add_plan_output,
     add_solver_args,
     check_plot_path,
     finish,
     read_lengths,
+    write_plan_output,
 )
 
 
@@ -21,7 +25,14 @@ def add_parser(sub) -> None:
                     "the rules of thumb) and packed batches: analytic where it exists, and "
                     "simulated epochs.")
     add_lens_args(p)
-    add_solver_args(p)  # the defaults every command shares (bucketopt.validate)
+    p.add_argument("-k", type=_int, metavar="K", help="maximum number of buckets (required "
+                                                      "without --plan)")
+    add_solver_args(p, k_required=False)  # the defaults every command shares (bucketopt.validate)
+    add_plan_input(p, "score this plan: its boundaries are the bucketed row")
+    add_plan_output(p, "the plan of the row named by --strategy")
+    p.add_argument("--strategy", metavar="NAME",
+                   help="with -o: the row whose plan to write: bucketed, bucketed-padding (with "
+                        "--profile) or a rule of thumb (" + ", ".join(_rules()) + ")")
     p.add_argument("--seed", type=_int, default=0, metavar="S", help="seed of the simulations")
     p.add_argument("--simulations", type=_int, default=1, metavar="N",
                    help="simulated epochs per strategy (default 1)")
@@ -35,6 +46,59 @@ def add_parser(sub) -> None:
                    help="add BucketBatchSampler's real batch order (one bucket per micro-step)")
     add_output_args(p)
     p.set_defaults(run=run)
+
+
+def _rules():
+    from ..heuristics import RULES
+
+    return RULES
+
+
+def plan_strategies(args) -> tuple:
+    """The rows whose plan ``--strategy NAME -o`` writes."""
+    names = ["bucketed"]
+    if args.profile is not None and args.objective != "padding":
+        names.append("bucketed-padding")
+    return (*names, *_rules())
+
+
+def check_plan_args(args) -> None:
+    """--plan, -o and --strategy: one clear line for a combination that cannot work."""
+    if args.plan is None and args.k is None:
+        raise BucketoptError("compare needs -k K (the most buckets) or --plan PLAN.json.")
+    if args.strategy is not None and args.output is None:
+        raise BucketoptError(f"--strategy {args.strategy} names the row whose plan -o writes; "
+                             "give -o PLAN.json too.")
+    if args.output is None:
+        return
+    if args.plan is not None:
+        raise BucketoptError("-o writes the plan of a row solved from the flags; with --plan "
+                             "the bucketed row is that plan already (drop -o or --plan).")
+    names = plan_strategies(args)
+    if args.strategy is None:
+        raise BucketoptError("-o writes the plan of one row: name it with --strategy NAME (one "
+                             f"of {', '.join(names)}).")
+    if args.strategy not in names:
+        raise BucketoptError(f"--strategy {args.strategy!r:.60}: a plan can be written for "
+                             f"{', '.join(names)}" + (
+                                 "" if args.profile is not None else
+                                 " (bucketed-padding needs --profile)") + ".")
+
+
+def row_solution(args, lengths, comparison, name):
+    """The Solution behind row ``name`` of ``comparison``: the very one ``solve`` returned for
+    bucketopt's rows (compare solved it), evaluate() of the row's boundaries, scored as ``solve``
+    scores them (the comparison's profile, GPUs and epochs), for a rule of thumb."""
+    from ..solver import evaluate
+
+    if name in comparison.solutions:
+        return comparison.solutions[name]
+    common = dict(token_budget=comparison.token_budget, pad=comparison.pad,
+                  max_length=args.max_length, overflow=args.overflow)
+    if comparison.timing:
+        common.update(profile=args.profile, world_size=comparison.timing["world_size"],
+                      epochs=comparison.timing["epochs"])
+    return evaluate(lengths, comparison.strategies[name]["boundaries"], **common)
 
 
 def comparison_kwargs(args) -> dict:
@@ -97,6 +161,15 @@ def comparison_table(comparison) -> str:
                  "spent waiting for it, simulated); Ktok/s and ETA of bucketopt's bucketed "
                  "plans: solve's prediction (synced ranks), of the other rows: their simulated "
                  "epochs")
+    planned = comparison.strategies.get("bucketed", {}).get("plan")
+    if planned:  # compare --plan: the plan's own figures, as it was scored
+        rate = planned.get("ktok_per_s")
+        sizes = planned["batch_sizes"]
+        head += ("\nbucketed: the plan's boundaries; as planned (batch sizes "
+                 f"{'-' if sizes is None else ','.join(map(str, sizes))}, "
+                 f"sync_buckets={planned['sync_buckets']}, {planned['world_size']} GPU(s)): "
+                 f"padding {_pct(planned['padding_fraction'])}"
+                 + ("" if rate is None else f", {rate:.1f} Ktok/s"))
     if getattr(comparison, "simulation_line", ""):  # which figures are simulated, on what
         head += "\n" + comparison.simulation_line
     if diverse:
@@ -193,9 +266,12 @@ def _beyond_simulation(args) -> bool:
 
 
 def run(args) -> int:
-    from ..errors import BucketoptError
     from ..training.compare import compare
 
+    check_plan_args(args)
+    plan = args.plan_data
+    if plan is not None:
+        return run_plan(args, plan)
     if args.token_budget is None and args.profile is None:
         raise BucketoptError("compare needs --token-budget T (or a --profile, whose calibrated "
                              "budget is the default): batches are built under it.")
@@ -206,7 +282,27 @@ def run(args) -> int:
     # beyond compare's simulated_samples only the histogram is needed: read it, streaming
     lengths, source = read_lengths(args, per_sample=not _beyond_simulation(args))
     comparison = compare(lengths, args.k, **comparison_kwargs(args))
+    if args.output is not None:
+        write_plan_output(args, row_solution(args, lengths, comparison, args.strategy))
+    return _finish(args, source, comparison)
 
+
+def run_plan(args, plan) -> int:
+    """compare --plan: the plan's settings replace the solver flags (given beside it, they are
+    refused at the entry); its boundaries are the bucketed row."""
+    from ..training.compare import compare
+
+    check_plot_path(args)
+    lengths, source = read_lengths(args, per_sample=not _beyond_simulation(args))
+    kwargs = dict(seed=args.seed, simulations=args.simulations, grad_accum=args.grad_accum,
+                  diversity=args.diversity, sampler=args.sampler,
+                  progress=False if getattr(args, "quiet", False) else None)
+    comparison = compare(lengths, None, plan=plan,
+                         allow_other_lengths=args.allow_other_lengths, **kwargs)
+    return _finish(args, source, comparison)
+
+
+def _finish(args, source, comparison) -> int:
     def figure():
         from ..show.plots import plot_comparison
 

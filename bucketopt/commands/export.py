@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..errors import BucketoptError
-from .common import _int, add_lens_args, add_solver_args, note, read_lengths
+from .common import _int, add_lens_args, add_plan_input, add_solver_args, note, read_lengths
 
 
 def add_parser(sub) -> None:
@@ -19,6 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument("--boundaries", metavar="B1,B2,...",
                    help="export these inclusive upper edges instead of solving")
     add_solver_args(p, k_required=False)
+    add_plan_input(p, "export this plan's boundaries and batch sizes (no solve; with --lens, "
+                      "the lengths' fingerprint is checked against it)")
     p.add_argument("--format", "-f", dest="fmt", required=True,
                    choices=("sampler", "lhotse", "nemo", "tf"),
                    help="sampler: bucketopt's BucketBatchSampler; lhotse: DynamicBucketingSampler "
@@ -44,13 +46,12 @@ def parse_boundaries(text: str) -> list[int]:
 
 
 def run(args) -> int:
-    from ..show.export import export
     from ..solver import evaluate, solve
     from .solve import solver_kwargs
 
-    if (args.k is None) == (args.boundaries is None):
-        raise BucketoptError("give exactly one of -k K (solve) or --boundaries B1,B2,... (export "
-                             "given edges).")
+    if args.plan is None and (args.k is None) == (args.boundaries is None):
+        raise BucketoptError("give exactly one of -k K (solve), --boundaries B1,B2,... (export "
+                             "given edges) or --plan PLAN.json.")
     if args.pad_to_bucket_boundary and args.fmt != "tf":
         raise BucketoptError("--pad-to-bucket-boundary applies to --format tf only.")
     if args.lhotse_version is not None and args.fmt not in ("lhotse", "nemo"):
@@ -66,6 +67,17 @@ def run(args) -> int:
                 raise BucketoptError("--lhotse-version must be a version like 1.33.0; got "
                                      f"{args.lhotse_version!r}.") from None
         options["lhotse_version"] = args.lhotse_version
+    if args.plan is not None:  # no solve: the plan's boundaries and batch sizes
+        from ..plan import check_lengths, solution_from_plan
+
+        if args.lens is not None:  # the lengths are checked against the plan's fingerprint
+            lengths, _source = read_lengths(args)
+            check_lengths(args.plan_data, lengths,
+                          allow_other_lengths=args.allow_other_lengths)
+        elif args.column is not None:
+            raise BucketoptError("--column needs --lens.")
+        solution = solution_from_plan(args.plan_data)
+        return _write(args, solution, options)
     lengths, _source = read_lengths(args)
     kwargs = solver_kwargs(args)
     if args.boundaries is not None:
@@ -77,6 +89,12 @@ def run(args) -> int:
         solution = evaluate(lengths, parse_boundaries(args.boundaries), **kwargs)
     else:
         solution = solve(lengths, args.k, **kwargs)
+    return _write(args, solution, options)
+
+
+def _write(args, solution, options) -> int:
+    from ..show.export import export
+
     text = json.dumps(export(solution, args.fmt, **options), indent=2) + "\n"
     if args.fmt in ("lhotse", "nemo"):
         from ..show.export import lhotse_target

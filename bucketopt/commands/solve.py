@@ -5,11 +5,13 @@ from __future__ import annotations
 from .common import (
     add_lens_args,
     add_output_args,
+    add_plan_output,
     add_solver_args,
     check_plot_path,
     finish,
     note,
     read_lengths,
+    write_plan_output,
 )
 
 
@@ -21,6 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("--plot", metavar="FILE",
                    help="write the length histogram with the edges and batch sizes to FILE "
                         "(.png, .svg or .pdf)")
+    add_plan_output(p, "the solution")
     add_output_args(p)
     p.set_defaults(run=run)
 
@@ -50,6 +53,7 @@ def run(args) -> int:
     solution = solve(lengths, args.k, **solver_kwargs(args))
     for warning in solution.warnings:
         note(args, "note: " + warning)
+    write_plan_output(args, solution)
 
     def figure():
         from ..show.plots import plot_histogram

@@ -6,14 +6,17 @@ import re
 
 from ..errors import BucketoptError
 from .common import (
+    _count,
     _float,
     add_lens_args,
     add_output_args,
+    add_plan_output,
     add_solver_args,
     check_plot_path,
     finish,
     note,
     read_lengths,
+    write_plan_output,
 )
 
 
@@ -32,6 +35,9 @@ def add_parser(sub) -> None:
                         "gained, relative, with --profile (0.01 = 1%%); default 0.01")
     p.add_argument("--plot", metavar="FILE", help="write padding (and Ktok/s) vs K to FILE "
                                                   "(.png, .svg or .pdf)")
+    add_plan_output(p, "the solution of one k (--k K; default: the recommended k)")
+    p.add_argument("--k", dest="plan_k", type=_count, metavar="K",
+                   help="with -o: write the plan of this k (one of the swept ks)")
     add_output_args(p)
     p.set_defaults(run=run)
 
@@ -103,11 +109,24 @@ def run(args) -> int:
     from .solve import solver_kwargs
 
     ks = parse_k_range(args.k_range)
+    if args.plan_k is not None:
+        if args.output is None:
+            raise BucketoptError(f"--k {args.plan_k} picks the k whose plan -o writes; give "
+                                 "-o PLAN.json too.")
+        if args.plan_k not in ks:
+            raise BucketoptError(f"--k {args.plan_k} is not one of the swept ks (-k "
+                                 f"{args.k_range}: {ks[0]} to {ks[-1]}).")
     check_plot_path(args)
     lengths, source = read_lengths(args)
     result = sweep(lengths, ks, tolerance=args.tolerance, **solver_kwargs(args))
     if result.range_too_short:
         note(args, f"note: the range is too short to recommend a k. {result.reason}")
+    if args.output is not None:
+        k = result.recommended_k if args.plan_k is None else args.plan_k
+        if k not in result.ks:
+            raise BucketoptError(f"--k {k}: the constraints leave no feasible solution with at "
+                                 f"most {k} buckets (feasible: {', '.join(map(str, result.ks))}).")
+        write_plan_output(args, result[k])
 
     def figure():
         from ..show.plots import plot_sweep

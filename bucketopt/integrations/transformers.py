@@ -136,11 +136,47 @@ def _build_mixin():
         length_column : str, optional
             The column to read ``lengths`` from.
         sync_buckets, drop_last : as :class:`~bucketopt.BucketBatchSampler`.
+        plan : dict or path, optional
+            A plan (``Solution.to_plan()``, ``bucketopt solve -o plan.json``): its boundaries,
+            batch sizes, token budget, ``packing``, ``sync_buckets`` and ``max_length`` /
+            ``overflow`` replace ``boundaries`` and ``token_budget`` (give one or the other;
+            ``packing`` and ``sync_buckets`` given too must agree with it), as
+            :meth:`BucketBatchSampler.from_plan` builds the sampler. The training lengths must
+            have the plan's fingerprint, unless ``allow_other_lengths=True``. The world size is
+            the Trainer's (``TrainingArguments``), whatever the plan was scored at.
         """
 
         def __init__(self, *args, boundaries=None, token_budget=None, lengths=None,
-                     length_column=None, packing="fixed", sync_buckets=True, drop_last=False,
-                     **kwargs):
+                     length_column=None, packing=None, sync_buckets=None, drop_last=False,
+                     plan=None, allow_other_lengths=False, **kwargs):
+            self._bucket_plan = None
+            if plan is not None:
+                from ..plan import load_plan
+
+                if boundaries is not None or token_budget is not None:
+                    raise BucketoptError("give plan= or boundaries= and token_budget=, not both "
+                                         "(the plan holds the boundaries, batch sizes and token "
+                                         "budget).", param="plan")
+                plan = load_plan(plan)
+                for name, given in (("packing", packing), ("sync_buckets", sync_buckets)):
+                    if given is not None and given != plan[name]:
+                        raise BucketoptError(
+                            f"{name}={given!r} differs from the plan's {name}="
+                            f"{plan[name]!r}; drop it (the plan sets it) or solve another "
+                            "plan.", param=name)
+                if not isinstance(allow_other_lengths, bool):
+                    raise BucketoptError("allow_other_lengths must be True or False; got "
+                                         f"{allow_other_lengths!r:.60}.",
+                                         param="allow_other_lengths")
+                self._bucket_plan = plan
+                boundaries, packing = plan["boundaries"], plan["packing"]
+                sync_buckets = plan["sync_buckets"]
+                token_budget = plan["token_budget"]
+                if token_budget is None:  # batch sizes from a memory model: their largest batch
+                    token_budget = max(b * e for b, e in zip(plan["batch_sizes"], boundaries))
+            self._bucket_allow_other = allow_other_lengths
+            packing = "fixed" if packing is None else packing
+            sync_buckets = True if sync_buckets is None else sync_buckets
             if packing not in PACKINGS:
                 raise BucketoptError(f"packing must be one of {PACKINGS}; got {packing!r}.",
                                      param="packing")
@@ -163,7 +199,7 @@ def _build_mixin():
             # cheap checks before the model and data are touched (the rest when the sampler is
             # built from the dataset's lengths)
             token_budget = check_token_budget(token_budget)
-            if boundaries is not None:
+            if boundaries is not None and self._bucket_plan is None:
                 edges = validate_lengths(boundaries, name="boundaries", param="boundaries")
                 if not varlen:
                     batch_sizes_for(edges, token_budget)
@@ -240,6 +276,14 @@ def _build_mixin():
                               "over its own tokens, so a step's loss is a mean of per-rank means "
                               "(set it True for the mean over all the step's tokens).",
                               stacklevel=3)
+            if self._bucket_plan is not None:
+                return BucketBatchSampler.from_plan(
+                    self._bucket_plan, lengths, seed=seed,
+                    rank=args.process_index if args.world_size > 1 else 0,
+                    world_size=max(1, args.world_size),
+                    grad_accum=args.gradient_accumulation_steps,
+                    drop_last=options["drop_last"],
+                    allow_other_lengths=self._bucket_allow_other)
             return BucketBatchSampler(
                 lengths, options["boundaries"], token_budget=options["token_budget"], seed=seed,
                 rank=args.process_index if args.world_size > 1 else 0,
@@ -278,7 +322,8 @@ def _build_mixin():
             if sampler is not None:
                 varlen = sampler.packing in VARLEN
                 for batch in batches:
-                    _check_batch(batch, sampler.token_budget, sampler.packing if varlen else None)
+                    _check_batch(batch, self._bucket_options["token_budget"],
+                                 sampler.packing if varlen else None)
                     if varlen and self._takes_use_cache():
                         # a key/value cache (most configs make one, even in training) makes
                         # transformers skip the per-document mask: the documents would attend to

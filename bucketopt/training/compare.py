@@ -49,6 +49,8 @@ class Comparison:
     objective: str = "padding"
     # the recommended row (bucketopt.training.packed_rows.recommended_row)
     recommended: str | None = None
+    # row name -> the Solution solve() returned for bucketopt's solved rows (their plans)
+    solutions: dict = field(default_factory=dict, repr=False, compare=False)
 
     def batches(self, name: str, epoch: int = 0) -> list:
         """The batches (dataset indices, training order) row ``name`` timed in ``epoch``.
@@ -176,8 +178,8 @@ def budget_plan(hist, k, memory, *, profile, pad=DEFAULT_PAD, world_size=None, e
 def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulations=1, rules=RULES,
             profile=None, world_size=None, epochs=1, grad_accum=1, diversity=True,
             sampler=False, simulated_samples=SIMULATED_SAMPLES, progress=False,
-            memory=None, memory_headroom=None, gpu_memory=None,
-            **solver_kwargs) -> Comparison:
+            memory=None, memory_headroom=None, gpu_memory=None, plan=None,
+            allow_other_lengths=False, **solver_kwargs) -> Comparison:
     """Padding of every strategy on ``lengths``: sorted, shuffle, bucketed with bucketopt's
     plan, each rule of thumb (bucketed), and padding-free packing.
 
@@ -221,6 +223,16 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
     samples are simulated in length order. ``progress``: a progress line on stderr (None: when
     stderr is a terminal).
 
+    ``plan`` (a dict from ``Solution.to_plan()`` or a plan path; :mod:`bucketopt.plan`): the
+    "bucketed" row takes the plan's boundaries, and its ``plan`` field holds the plan's batch
+    sizes, padding and Ktok/s re-scored on ``lengths`` exactly as the plan was scored. The
+    plan's settings replace ``token_budget``, ``pad``, ``profile``, ``world_size``, ``epochs``,
+    ``objective``, ``max_length``, ``overflow`` and the constraints (values passed for them
+    are overridden; ``memory`` is ignored: the plan's memory rule is in its row's figures, and
+    the other rows run under its largest batch's tokens when it has no token budget); ``k``
+    may be None (the plan's). Lengths whose fingerprint differs from the plan's are refused
+    unless ``allow_other_lengths=True``.
+
     Examples
     --------
     >>> import numpy as np
@@ -233,6 +245,26 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
     from ..data.histogram import Histogram
     from ..solver import evaluate, solve
 
+    plan_solution = None
+    if plan is not None:  # its settings replace the arguments
+        from ..plan import evaluate_plan, load_plan
+
+        plan = load_plan(plan)
+        plan_solution = evaluate_plan(plan, lengths, allow_other_lengths=allow_other_lengths)
+        cons = plan["constraints"] or {}
+        token_budget, pad = plan["token_budget"], plan["pad"]
+        if token_budget is None:  # batch sizes from a memory model: its largest batch's tokens
+            token_budget = max(b * e for b, e in zip(plan["batch_sizes"], plan["boundaries"]))
+        profile, epochs = plan["profile"], plan["epochs"]
+        world_size = plan["world_size"]
+        # the plan's memory rule is in its row's figures; no budget search beside it
+        memory = memory_headroom = gpu_memory = None
+        solver_kwargs.update(objective=plan["objective"], max_length=plan["max_length"],
+                             overflow=plan["overflow"] or "truncate",
+                             **{key: cons[key] for key in ("min_share", "max_share", "align",
+                                                           "min_fill") if key in cons})
+        if k is None:
+            k = cons.get("k", len(plan["boundaries"]))
     k = check_k(k)
     if simulated_samples is not None:
         simulated_samples = _positive(simulated_samples, "simulated_samples")
@@ -328,7 +360,8 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
     ranks = cost_model.world_size if cost_model is not None else (world_size or 1)
     context = Context(hist, sim_lengths, k, token_budget, pad, seed, simulations, cost_model,
                       profile, solver_kwargs, tuple(rules), ranks, grad_accum, bool(sampler),
-                      objective=objective, epochs=epochs)
+                      objective=objective, epochs=epochs, given_plan=plan,
+                      plan_solution=plan_solution)
     rows, epochs, scales = context.rows, {}, {}
 
     def add(name, kind, eps, boundaries=None, analytic=None, extra=None):
@@ -474,8 +507,12 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
             "ratio": memory_plan.ktok_per_s / fit_plan.ktok_per_s,
             "note": "analytic Ktok/s of the synced time model (the simulated rows above run "
                     "the batches in random order)"}
+    solutions = dict(context.plans)
+    if mem is not None:
+        solutions.update({"bucketed-memory": memory_plan, "bucketed-budget-fit": fit_plan})
     return Comparison(k, token_budget, pad, simulations, seed, rows, epochs, timing, lengths,
-                      overflow_report, simulation, memory_report, objective, recommended)
+                      overflow_report, simulation, memory_report, objective, recommended,
+                      solutions)
 
 
 # Timed figures of a simulated row that a plan's prediction replaces (kept as NAME_simulated).

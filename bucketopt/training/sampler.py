@@ -229,6 +229,46 @@ class BucketBatchSampler(RankedSampler):
         self._cache: tuple | None = None
         self._check_epoch_fits(self.plan(0))  # fail now when the configuration cannot train
 
+    @classmethod
+    def from_plan(cls, plan, lengths, *, rank=0, world_size=None, seed=0,
+                  allow_other_lengths=False, **overrides) -> BucketBatchSampler:
+        """The sampler a plan describes (:mod:`bucketopt.plan`): its boundaries, batch sizes,
+        token budget, ``sync_buckets``, ``packing``, ``max_length`` and ``overflow``.
+
+        ``plan``: a dict (``Solution.to_plan()``) or the path of a plan JSON. ``lengths``: one
+        length per sample, in dataset order; their fingerprint (count, tokens, histogram hash)
+        must be the plan's, unless ``allow_other_lengths=True`` (e.g. a later shard of the same
+        data). ``world_size`` defaults to the plan's. ``overrides``: any other keyword of the
+        constructor (``grad_accum``, ``drop_last``, ...) or a plan setting to replace.
+
+        Examples
+        --------
+        >>> import bucketopt
+        >>> lengths = [5, 3, 9, 4, 8, 2]
+        >>> plan = bucketopt.solve(lengths, 2, token_budget=18).to_plan()
+        >>> sampler = BucketBatchSampler.from_plan(plan, lengths)
+        >>> sorted(i for batch in sampler for i in batch)
+        [0, 1, 2, 3, 4, 5]
+        """
+        from ..plan import check_lengths, load_plan
+
+        plan = load_plan(plan)
+        if isinstance(lengths, Histogram):
+            raise BucketoptError("lengths must hold one length per sample in dataset order; "
+                                 "got a Histogram, which has no sample order.", param="lengths")
+        lengths = validate_lengths(lengths)
+        check_lengths(plan, lengths, allow_other_lengths=allow_other_lengths)
+        kwargs = dict(token_budget=plan["token_budget"], packing=plan["packing"],
+                      sync_buckets=plan["sync_buckets"], max_length=plan["max_length"],
+                      overflow=plan["overflow"] or "truncate",
+                      batch_sizes=plan["batch_sizes"] if plan["packing"] == "fixed" else None)
+        kwargs.update(overrides)
+        if "memory" in overrides and "batch_sizes" not in overrides:
+            kwargs["batch_sizes"] = None  # the memory model given sets them
+        return cls(lengths, kwargs.pop("boundaries", plan["boundaries"]), seed=seed, rank=rank,
+                   world_size=plan["world_size"] if world_size is None else world_size,
+                   **kwargs)
+
     def _check_epoch_fits(self, plan: EpochPlan) -> None:
         if plan.n_batches == 0:
             raise BucketoptError(

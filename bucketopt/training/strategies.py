@@ -88,6 +88,10 @@ class Context:
         kwargs.update(options)
         sol = self.plans[name] = solve(self.hist, self.k, **kwargs)
         return sol
+    # a plan (bucketopt.plan) whose boundaries are the "bucketed" row, with its own figures
+    # re-scored on these lengths as the plan was scored (Solution), or None
+    given_plan: dict | None = None
+    plan_solution: object = None
 
     def simulate(self, strategy: str, **kw) -> list:
         """``simulations`` epochs of ``bucketopt.simulate`` on the simulated samples."""
@@ -139,7 +143,25 @@ def _shuffle(c):
 
 
 def _bucketed(c):
+    if c.given_plan is not None:  # compare --plan: the row is the plan, scored as planned
+        c.plans["bucketed"] = c.plan_solution
+        return [Row("bucketed", "bucketed", boundaries=tuple(c.given_plan["boundaries"]),
+                    extra={"plan": _plan_fields(c.given_plan, c.plan_solution)})]
     return [Row("bucketed", "bucketed", boundaries=c.plan("bucketed").boundaries)]
+
+
+def _plan_fields(plan, sol) -> dict:
+    """The plan's settings and its figures re-scored on these lengths, as it was scored (its
+    batch sizes, the sampler's bucket order ``sync_buckets``, its world size)."""
+    out = {"batch_sizes": None if sol.batch_sizes is None else list(sol.batch_sizes),
+           "token_budget": sol.token_budget, "pad": plan["pad"],
+           "objective": plan["objective"], "sync_buckets": plan["sync_buckets"],
+           "world_size": plan["world_size"], "padding_fraction": sol.padding_fraction,
+           "padded_tokens": sol.padded_tokens, "real_tokens": sol.real_tokens}
+    if sol.ktok_per_s is not None:
+        out.update(ktok_per_s=sol.ktok_per_s, ktok_per_s_interval=list(sol.ktok_per_s_interval),
+                   eta_days=sol.eta_days, eta_days_interval=list(sol.eta_days_interval))
+    return out
 
 
 def _bucketed_padding(c):

@@ -243,6 +243,9 @@ class StreamBatcher(RankedSampler):
     seed, rank, world_size : int
     drop_last : bool
         Drop the leftover batches that do not fill a micro-step instead of splitting batches.
+    batch_sizes : list of int, optional
+        One batch size per bucket instead of ``floor(token_budget / b_k)`` (e.g. a plan's, from
+        a memory model); each must fit the token budget.
 
     Iterating yields lists of items (this rank's batches); :attr:`stats` describes the pass.
     :meth:`state_dict` / :meth:`load_state_dict` resume a pass mid-epoch, at any world size
@@ -264,14 +267,20 @@ class StreamBatcher(RankedSampler):
     """
 
     def __init__(self, stream, boundaries, *, token_budget, length=len, buffer_size=None,
-                 seed=0, rank=0, world_size=1, drop_last=False):
+                 seed=0, rank=0, world_size=1, drop_last=False, batch_sizes=None):
         self.token_budget = check_token_budget(token_budget)
         if self.token_budget is None:
             raise BucketoptError("token_budget is required: batches are built under it.",
                                  param="token_budget")
         edges = validate_lengths(boundaries, name="boundaries", param="boundaries")
         self.edges = check_boundaries(edges, Histogram.from_lengths(edges[-1:]))
-        self.batch_sizes = batch_sizes_for(self.edges, self.token_budget)
+        if batch_sizes is None:
+            self.batch_sizes = batch_sizes_for(self.edges, self.token_budget)
+        else:
+            from .sampler import _check_batch_sizes
+
+            batch_sizes_for(self.edges, self.token_budget)  # every edge within the budget
+            self.batch_sizes = _check_batch_sizes(batch_sizes, self.edges, self.token_budget)
         self._init_ranks(seed=seed, rank=rank, world_size=world_size)
         self.drop_last = _check_bool("drop_last", drop_last)
         if not callable(length):
@@ -291,6 +300,53 @@ class StreamBatcher(RankedSampler):
         self.stats = StreamStats()
         self._pass = None  # the pass under way (or the last one): what state_dict() saves
         self._resume = None  # a loaded state, for the next pass of its epoch
+
+    @classmethod
+    def from_plan(cls, plan, stream, *, length=len, lengths=None, rank=0, world_size=None,
+                  seed=0, allow_other_lengths=False, **overrides) -> StreamBatcher:
+        """The batcher a plan describes (:mod:`bucketopt.plan`): its boundaries, batch sizes
+        and token budget (a plan whose batch sizes came from a memory model alone runs under
+        the largest batch's tokens, ``max(B_k x b_k)``); ``world_size`` defaults to the plan's.
+
+        What is checked: a stream holds its lengths only as it runs, so the plan's fingerprint
+        is checked before the pass only when ``lengths`` (every length of the stream, in any
+        order) is given, as :meth:`BucketBatchSampler.from_plan` does; otherwise an item longer
+        than the plan's last boundary stops the pass with an error, as always. The batcher
+        releases one bucket per micro-step (the plan's ``sync_buckets`` does not apply) and
+        applies no ``max_length`` policy: truncate the stream as the plan says. A plan with
+        packed rows (``packing`` other than "fixed" or "greedy") is refused. ``overrides``:
+        ``buffer_size``, ``drop_last``, or a plan setting to replace.
+
+        Examples
+        --------
+        >>> import bucketopt
+        >>> lengths = [1 + i % 4 for i in range(40)]
+        >>> plan = bucketopt.solve(lengths, 2, token_budget=8).to_plan()
+        >>> batcher = StreamBatcher.from_plan(plan, list(range(40)), length=lambda i: 1 + i % 4,
+        ...                                   lengths=lengths, buffer_size=10)
+        >>> sorted(i for batch in batcher for i in batch) == list(range(40))
+        True
+        """
+        from ..plan import check_lengths, load_plan
+
+        plan = load_plan(plan)
+        if plan["packing"] not in ("fixed", "greedy"):
+            raise BucketoptError(f"StreamBatcher batches padded micro-batches; the plan packs "
+                                 f"rows (packing={shown(plan['packing'])}): use "
+                                 "BucketBatchSampler.from_plan.", param="plan")
+        if lengths is not None:
+            check_lengths(plan, lengths, allow_other_lengths=allow_other_lengths)
+        budget = plan["token_budget"]
+        if budget is None:  # batch sizes from a memory model alone
+            budget = max(b * e for b, e in zip(plan["batch_sizes"], plan["boundaries"]))
+        kwargs = dict(token_budget=budget, batch_sizes=plan["batch_sizes"])
+        kwargs.update(overrides)
+        if "token_budget" in overrides and "batch_sizes" not in overrides:
+            kwargs["batch_sizes"] = None  # the budget given sets them
+        return cls(stream, kwargs.pop("boundaries", plan["boundaries"]), length=length,
+                   seed=seed, rank=rank,
+                   world_size=plan["world_size"] if world_size is None else world_size,
+                   **kwargs)
 
     def __iter__(self):
         for step in self.micro_steps():
