@@ -799,6 +799,94 @@ def output_cases() -> list[Case]:
     return cases
 
 
+def link(target: str):
+    def make(path):
+        os.symlink(target, path)
+    return make
+
+
+def input_output_cases() -> list[Case]:
+    """Outputs that name a file the command reads (or would read next time), of every kind:
+    refused, and every input left whole; and outputs beside the inputs that the next read does
+    not take: written."""
+    files = {
+        "lens.npy": npy(np.array(GOOD * 50)),
+        "shards": folder(**{"a.npy": npy(np.array(GOOD * 20)),
+                            "b.npy": npy(np.array(GOOD * 30))}),
+        "texts": folder(**{"a.svg": text("5\n7\n9\n"), "b.txt": text("12\n30\n")}),
+        "globbed": folder(**{"a.npy": npy(np.array(GOOD)), "b.npy": npy(np.array(GOOD))}),
+        "hf": hf_dir(_pa_table(GOOD, lists=True)),
+        "mem.json": text(json.dumps({"m0": 1e9, "m1": 1e4, "m2": 0, "capacity": 8e10})),
+        "p.json": text(_profile_text()),
+        "model.py": text("def make():\n    raise SystemExit('never built')\n"),
+        "cfg.json": text(json.dumps({"model_type": "gpt2", "n_layer": 1})),
+        "m.csv": text("batch_size,padded_len,seconds\n1,512,0.01\n2,512,0.02\n"),
+        "link-a.npy": link("shards/a.npy"),
+        "link-mem.json": link("mem.json"),
+        "link-m.csv": link("m.csv"),
+        "link-shards": link("shards"),
+    }
+    export = ["export", "-k", "2", "--format", "sampler", "-q"]
+    probe = ["probe", "--token-budget", "64", "--max-length", "8", "-q"]
+    refused = [  # (name, argv, the input it names, or None for a file not there yet)
+        ("export -o a shard of --lens FOLDER", [*export, "--lens", "shards", "-o",
+                                                "shards/a.npy"], "shards/a.npy"),
+        ("export -o a new file in --lens FOLDER", [*export, "--lens", "shards", "-o",
+                                                   "shards/new.json"], None),
+        ("export -o a shard through a linked folder", [*export, "--lens", "shards", "-o",
+                                                       "link-shards/b.npy"], "shards/b.npy"),
+        ("export -o a link to a shard", [*export, "--lens", "shards", "-o", "link-a.npy"],
+         "shards/a.npy"),
+        ("export -o a match of --lens GLOB", [*export, "--lens", "globbed/*.npy", "-o",
+                                              "globbed/a.npy"], "globbed/a.npy"),
+        ("export -o a new match of --lens GLOB", [*export, "--lens", "globbed/*.npy", "-o",
+                                                  "globbed/c.npy"], None),
+        ("export -o a hf shard", [*export, "--lens", "hf", "-o",
+                                  "hf/data-00000-of-00001.arrow"], "hf/data-00000-of-00001.arrow"),
+        ("export -o hf state.json", [*export, "--lens", "hf", "-o", "hf/state.json"],
+         "hf/state.json"),
+        ("export -o hf dataset_info.json", [*export, "--lens", "hf", "-o",
+                                            "hf/dataset_info.json"], "hf/dataset_info.json"),
+        ("solve --plot a text shard", ["solve", "-k", "2", "--lens", "texts", "--plot",
+                                       "texts/a.svg", "-q"], "texts/a.svg"),
+        ("solve --plot a new file in --lens FOLDER", ["solve", "-k", "2", "--lens", "texts",
+                                                      "--plot", "texts/new.png", "-q"], None),
+        ("sweep --plot a new match of --lens GLOB", ["sweep", "-k", "1:2", "--lens",
+                                                     "globbed/*", "--plot", "globbed/x.pdf",
+                                                     "-q"], None),
+        ("export -o --memory", [*export, "--memory", "mem.json", "-o", "mem.json"],
+         "mem.json"),
+        ("export -o a link to --memory", [*export, "--memory", "mem.json", "-o",
+                                          "link-mem.json"], "mem.json"),
+        ("compare --plot --profile", ["compare", "-k", "2", "--token-budget", "4096",
+                                      "--profile", "p.json", "--plot", "p.json", "-q"],
+         "p.json"),
+        ("probe -o the --model module", [*probe, "--model", "model.py:make", "-o", "model.py"],
+         "model.py"),
+        ("probe --measurements the --model module", [*probe, "--model", "model.py:make",
+                                                     "--measurements", "model.py"], "model.py"),
+        ("probe -o the dotted --model module", [*probe, "--model", "model:make", "-o",
+                                                "model.py"], "model.py"),
+        ("probe -o the --model hf: config", [*probe, "--model", "hf:cfg.json", "-o",
+                                             "cfg.json"], "cfg.json"),
+        ("calibrate -o a link to --measurements", ["calibrate", "--measurements", "m.csv",
+                                                   "-o", "link-m.csv", "-q"], "m.csv"),
+    ]
+    cases = [Case(name, "outputs: naming an input", "error", argv=argv, files=files,
+                  output=keep) for name, argv, keep in refused]
+    written = [
+        ("export -o a _-named file in --lens FOLDER", [*export, "--lens", "shards", "-o",
+                                                       "shards/_plan.json"]),
+        ("export -o a non-match beside --lens GLOB", [*export, "--lens", "globbed/*.npy",
+                                                      "-o", "globbed/plan.json"]),
+        ("export -o a new file beside a hf dataset", [*export, "--lens", "hf", "-o",
+                                                      "hf/plan.json"]),
+    ]
+    cases += [Case(name, "outputs: naming an input", "ok", argv=argv, files=files)
+              for name, argv in written]
+    return cases
+
+
 def special_cases() -> list[Case]:
     cases = []
     for flag, argv in (("--lens", ["solve", "-k", "2", "--lens", "p"]),
@@ -861,7 +949,7 @@ def special_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     cases = (file_cases() + flag_cases() + profile_cases() + state_cases() + api_cases()
-             + output_cases() + special_cases())
+             + output_cases() + input_output_cases() + special_cases())
     seen = set()
     for case in cases:  # names are unique: a table row is one case
         while case.name in seen:

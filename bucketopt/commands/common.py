@@ -138,6 +138,14 @@ def check_args(args) -> None:
         if value is not None and not str(value).strip():
             bad(f"{flag} is empty: give a "
                 f"{'column name' if flag == '--column' else 'file path'}.")
+    outputs = output_flags(args)
+    for flag, attr in outputs:
+        value = getattr(args, attr, None)
+        if value is not None and path_kind(value, flag) == "dir":
+            bad(f"{flag} {short(value)} is a directory; give a file path.")
+        if value is not None and str(value).endswith(("/", os.sep)):
+            bad(f"{flag} {short(value)} ends in {os.sep}: it names a folder; give a file path.")
+    _check_outputs_not_inputs(args, outputs)  # before any input is read
     k = getattr(args, "k", None)
     if isinstance(k, int) and k < 1:
         bad(f"-k must be an integer >= 1; got {k}.")
@@ -189,31 +197,74 @@ def check_args(args) -> None:
         if kind not in (None, "file"):
             bad(f"{flag} {short(value)} "
                 f"{'does not exist' if kind == 'missing' else 'is not a regular file'}.")
-    outputs = [("--output", "output"), ("--plot", "plot")]
-    if args.command == "probe":  # probe writes its measurements
-        outputs.append(("--measurements", "measurements"))
-    for flag, attr in outputs:
-        value = getattr(args, attr, None)
-        if value is not None and path_kind(value, flag) == "dir":
-            bad(f"{flag} {short(value)} is a directory; give a file path.")
-    _check_outputs_not_inputs(args, outputs)
+
+
+# Every flag whose value names a file (or a list of files) some command reads, as (flag, the
+# parser's dest). A command reads those of them it has, but for the ones it writes (probe writes
+# --measurements, calibrate reads it); a new input flag is one more entry here.
+INPUT_FLAGS = (("--lens", "lens"), ("--profile", "profile"), ("--memory", "memory"),
+               ("--measurements", "measurements"), ("--model", "model"), ("--plan", "plan"))
+# Every flag whose value names a file some command writes; a command writes those it has.
+OUTPUT_FLAGS = (("--output", "output"), ("--plot", "plot"))
+# Input flags that name what a command writes instead.
+WRITES_INSTEAD = {"probe": ("--measurements",)}
+
+
+def output_flags(args) -> list[tuple[str, str]]:
+    """(flag, dest) of the files ``args.command`` writes."""
+    out = [(f, a) for f, a in OUTPUT_FLAGS if hasattr(args, a)]
+    written = WRITES_INSTEAD.get(getattr(args, "command", None), ())
+    return out + [(f, a) for f, a in INPUT_FLAGS if f in written and hasattr(args, a)]
+
+
+def input_flags(args) -> list[tuple[str, str]]:
+    """(flag, dest) of the files ``args.command`` reads."""
+    written = WRITES_INSTEAD.get(getattr(args, "command", None), ())
+    return [(f, a) for f, a in INPUT_FLAGS if f not in written and hasattr(args, a)]
+
+
+def input_files(flag: str, value) -> list:
+    """The files an input flag's value makes the command read, links unresolved: a --lens
+    source's files (as its reader lists them), a --model's module or config file, a shipped
+    profile's file for a --profile or --memory name, else the path (or paths) given."""
+    if value is None:
+        return []
+    if flag == "--lens":
+        from ..data.io import source_files
+
+        return [value, *source_files(value)] if str(value) != "-" else []
+    if flag == "--model":
+        from ..cost.probe import model_files
+
+        return model_files(value)
+    if flag in ("--profile", "--memory") and isinstance(value, str):
+        from ..cost.costmodel import _profiles_dir, available_profiles
+
+        if value in available_profiles():
+            return [_profiles_dir() / f"{value}.json"]
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return [value]
+    return list(value)
 
 
 def _check_outputs_not_inputs(args, outputs) -> None:
-    """An output path naming an input (or another output) would destroy what is read."""
-    from ..data.output import check_not_input, same_file
+    """An output path naming an input (or another output) would destroy what is read; one inside
+    a --lens folder (or matching its glob) would be read as a shard next time."""
+    from ..data.output import check_not_input, check_not_read_next, same_file
 
-    inputs = [(f, getattr(args, a, None)) for f, a in (("--lens", "lens"),
-                                                      ("--profile", "profile"),
-                                                      ("--memory", "memory"))]
-    if args.command == "calibrate":
-        inputs.append(("--measurements", args.measurements))
+    inputs = [(f, getattr(args, a, None)) for f, a in input_flags(args)]
+    files = None
     written = []
     for flag, attr in outputs:
         value = getattr(args, attr, None)
         if value is None:
             continue
-        check_not_input(value, flag, inputs)
+        if files is None:  # listed once, and only when something is written
+            files = [(f, input_files(f, v)) for f, v in inputs if v is not None]
+        check_not_input(value, flag, files)
+        for in_flag, source in inputs:
+            if in_flag == "--lens":
+                check_not_read_next(value, flag, in_flag, source)
         for other, path in written:
             if same_file(value, path) or str(value) == str(path):
                 raise BucketoptError(f"{flag} and {other} name the same file {short(str(value))}; "

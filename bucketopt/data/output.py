@@ -101,7 +101,8 @@ def write_text(path, text: str, *, what: str = "output") -> str:
 
 
 def same_file(a, b) -> bool:
-    """Whether two paths name the same file (the same inode, or the same resolved path)."""
+    """Whether two paths name the same file: the same device and inode (links followed), or,
+    where one does not exist, the same path once links are resolved."""
     try:
         return os.path.samefile(a, b)
     except (OSError, ValueError, TypeError):
@@ -111,12 +112,44 @@ def same_file(a, b) -> bool:
             return False
 
 
+def _paths(value):
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return [value]
+    return list(value)
+
+
 def check_not_input(output, output_flag: str, inputs) -> None:
-    """Refuse an output path that names one of ``inputs`` (pairs of flag and path)."""
+    """Refuse an output path that names one of ``inputs``: pairs of a flag and the path, or the
+    list of paths, it reads (``-``, standard input, is no file)."""
     if output is None:
         return
     for flag, value in inputs:
-        if value is not None and str(value) != "-" and same_file(output, value):
+        for path in _paths(value):
+            if str(path) == "-" or not same_file(output, path):
+                continue
+            given = os.path.abspath(os.fspath(output)) == os.path.abspath(os.fspath(path))
+            which = "the file" if given else f"{short(os.fspath(path))}, a file"
             raise BucketoptError(
-                f"{output_flag} {short(str(output))} is the file {flag} reads: writing it would "
-                "destroy the input; choose another output path.")
+                f"{output_flag} {short(os.fspath(output))} is {which} {flag} reads: writing it "
+                "would destroy the input; choose another output path.")
+
+
+def check_not_read_next(output, output_flag: str, flag: str, source) -> None:
+    """Refuse an output that the next read of ``source`` (a folder or a glob of shards) would
+    take as one of its files, though it is none yet."""
+    if output is None or source is None or str(source) == "-":
+        return
+    from .io import reads_new_file
+
+    where = reads_new_file(source, output)
+    if where is None:
+        return
+    folder = os.fspath(source)
+    if where == "folder":
+        place = f"is inside the {flag} folder {short(folder.rstrip(os.sep) + os.sep)}"
+    else:
+        place = f"matches the {flag} glob {short(folder)}"
+    raise BucketoptError(f"{output_flag} {short(os.fspath(output))} {place}: the next read "
+                         "would take it as a shard; write it elsewhere.")
