@@ -38,7 +38,8 @@ class Case:
     output: str | None = None  # must be whole (old content) or absent after a failure
     nopriv: bool = False  # run without the root capabilities that bypass permissions
     check: object = None  # (stdout text) -> bool, for "ok"
-    interrupt: float | None = None  # SIGINT after this many seconds: expect exit 130
+    interrupt: float | None = None  # the signal after this many seconds: expect exit 130/143
+    signal: str = "SIGINT"  # the signal sent after ``interrupt`` seconds
     chmod: dict = field(default_factory=dict)  # name -> mode, applied after files
 
 
@@ -887,6 +888,51 @@ def input_output_cases() -> list[Case]:
     return cases
 
 
+# A run whose write is ended by a signal once its content is out, before the rename (the
+# hook sends the signal to the process itself): exit 130 / 143, one line, the target old.
+_SIGNAL_IN_WRITE = """\
+import os, signal, time
+import bucketopt.data.output as output
+if {named}:
+    output._anonymous_file = lambda folder: None
+keep = output._keep_mode
+def hook(target, fd):
+    keep(target, fd)
+    os.kill(os.getpid(), signal.{signal})
+    time.sleep(30)
+output._keep_mode = hook
+from bucketopt.cli import main
+sys.exit(main({argv!r}))
+"""
+
+
+def signal_write_cases() -> list[Case]:
+    files = {"lens.npy": npy(np.random.default_rng(0).integers(1, 4000, 20_000))}
+    writers = {
+        "solve --plot png": (["solve", "-k", "4", "--plot", "x.png"], "x.png"),
+        "sweep --plot pdf": (["sweep", "-k", "1:6", "--plot", "x.pdf"], "x.pdf"),
+        "compare --plot svg": (["compare", "-k", "2", "--token-budget", "4096", "--plot",
+                                "x.svg", "--no-diversity"], "x.svg"),
+        "export -o": (["export", "-k", "4", "--format", "sampler", "-o", "out.json"],
+                      "out.json"),
+    }
+    cases = []
+    for name, (argv, out) in writers.items():
+        argv = [*argv, "--lens", "lens.npy", "-q"]
+        for sig in ("SIGINT", "SIGTERM"):
+            for named in (False, True):
+                code = _SIGNAL_IN_WRITE.format(named=named, signal=sig, argv=argv)
+                cases.append(Case(f"{name}: {sig} in the write"
+                                  + (" (named temporary)" if named else ""),
+                                  "outputs: signal during a write", "interrupt", code=code,
+                                  files=files, output=out, signal=sig))
+            for delay in (0.5, 1.5, 3.0):
+                cases.append(Case(f"{name}: {sig} after {delay} s",
+                                  "outputs: signal during a write", "interrupt", argv=argv,
+                                  files=files, output=out, interrupt=delay, signal=sig))
+    return cases
+
+
 def special_cases() -> list[Case]:
     cases = []
     for flag, argv in (("--lens", ["solve", "-k", "2", "--lens", "p"]),
@@ -949,7 +995,8 @@ def special_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     cases = (file_cases() + flag_cases() + profile_cases() + state_cases() + api_cases()
-             + output_cases() + input_output_cases() + special_cases())
+             + output_cases() + input_output_cases() + signal_write_cases()
+             + special_cases())
     seen = set()
     for case in cases:  # names are unique: a table row is one case
         while case.name in seen:

@@ -12,9 +12,11 @@ import importlib
 import os
 import re
 import sys
+import threading
 
 from . import __version__
 from .data.guards import short
+from .data.output import remove_temporaries  # imported here: an ending may come mid-import
 from .errors import BucketoptError
 
 # name -> module in bucketopt.commands; each module has add_parser(subparsers) and run(args).
@@ -206,26 +208,93 @@ def _subparser(parser, command):
     return None
 
 
-def _interrupted(signum, frame):
-    # Ctrl-C: one line and exit 130 at once, wherever Python is. Raising KeyboardInterrupt is
-    # not enough: numba compiles through ctypes callbacks, which print the exception as a
-    # traceback and carry on ("Exception ignored on calling ctypes callback function").
+# The exit code and line of each signal the command line ends on: 128 + the signal's number.
+_ENDINGS = {"SIGINT": (130, "interrupted"), "SIGTERM": (143, "terminated")}
+# Taken by the first ending; never released (the process ends).
+_ENDING = threading.Lock()
+
+
+def _end(signum) -> None:
+    """End the command on a signal: the temporary files of the writes in progress removed (the
+    targets keep their old content), one line, exit 130 (SIGINT) or 143 (SIGTERM) at once.
+    os._exit, as raising KeyboardInterrupt is not enough: numba compiles through ctypes
+    callbacks, which print the exception as a traceback and carry on ("Exception ignored on
+    calling ctypes callback function"); and it runs no finally block, hence the removal first."""
+    import signal
+
+    if not _ENDING.acquire(blocking=False):  # the handler and the thread both came: one ends
+        return
+    code, word = _ENDINGS.get(signal.Signals(signum).name, (128 + signum, "stopped"))
     try:
-        sys.stderr.write("bucketopt: interrupted\n")
-        sys.stderr.flush()
+        try:
+            remove_temporaries()
+        finally:
+            os.write(2, f"bucketopt: {word}\n".encode())  # no lock a busy thread could hold
     finally:
-        os._exit(130)
+        os._exit(code)
+
+
+def _interrupted(signum, frame):
+    _end(signum)
+
+
+class _SignalEndings:
+    """While a command runs: SIGINT and SIGTERM end it through :func:`_end`, from the Python
+    handler, and from a thread the signal wakes (``signal.set_wakeup_fd``), as the handler runs
+    only when the main thread returns to the interpreter, which a long compiled kernel delays.
+    Main thread only; :meth:`close` puts back what was there."""
+
+    def __init__(self):
+        import signal
+        import socket
+        import threading
+
+        self.previous, self.old_wakeup, self.thread, self.sockets = {}, None, None, None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for name in _ENDINGS:
+            number = getattr(signal, name)
+            self.previous[number] = signal.signal(number, _interrupted)
+        try:
+            reader, writer = socket.socketpair()
+            writer.setblocking(False)
+            self.old_wakeup = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        except (OSError, ValueError):  # no wakeup fd here: the Python handler alone
+            return
+        self.sockets = (reader, writer)
+        self.thread = threading.Thread(target=self._watch, args=(reader,), daemon=True,
+                                       name="bucketopt-signals")
+        self.thread.start()
+
+    def _watch(self, reader) -> None:
+        while True:
+            try:
+                data = reader.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            for number in data:
+                if number in self.previous:
+                    _end(number)
+
+    def close(self) -> None:
+        import signal
+
+        if self.sockets is not None:
+            signal.set_wakeup_fd(self.old_wakeup)
+            reader, writer = self.sockets
+            writer.close()  # the thread reads the end of the stream and returns
+            self.thread.join(5)
+            reader.close()
+        for number, handler in self.previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
 
 def main(argv=None) -> int:
-    import signal
-    import threading
-
     from .progress import STAGES
 
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGINT, _interrupted)
+    endings = _SignalEndings()
     parser = args = spooled = None
     try:
         parser = build_parser()
@@ -294,8 +363,7 @@ def main(argv=None) -> int:
         STAGES["enabled"] = False
         if spooled is not None:
             spooled.unlink(missing_ok=True)
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        endings.close()
 
 
 if __name__ == "__main__":  # pragma: no cover
