@@ -259,12 +259,25 @@ def _paths(value):
 
 def check_not_input(output, output_flag: str, inputs) -> None:
     """Refuse an output path that names one of ``inputs``: pairs of a flag and the path, or the
-    list of paths, it reads (``-``, standard input, is no file)."""
+    list of paths, it reads (``-``, standard input, is no file). The output is looked at once,
+    each input once (a folder of 100,000 shards is one stat a shard)."""
     if output is None:
         return
+    try:
+        found = os.stat(output)
+        key = (found.st_dev, found.st_ino)
+    except (OSError, ValueError, TypeError):
+        key = None
     for flag, value in inputs:
         for path in _paths(value):
-            if str(path) == "-" or not same_file(output, path):
+            if str(path) == "-":
+                continue
+            try:
+                found = os.stat(path)
+                same = key is not None and (found.st_dev, found.st_ino) == key
+            except (OSError, ValueError, TypeError):  # a missing input: by its resolved path
+                same = same_file(output, path)
+            if not same:
                 continue
             given = os.path.abspath(os.fspath(output)) == os.path.abspath(os.fspath(path))
             which = "the file" if given else f"{short(os.fspath(path))}, a file"
