@@ -516,3 +516,20 @@ def test_remove_temporaries_removes_the_named_file_of_a_write_in_progress(tmp_pa
     finally:
         output._anonymous_file = saved
     assert not output._TEMPORARIES and os.listdir(tmp_path) == []
+
+
+def test_a_path_under_temporary_path_goes_with_the_temporaries(tmp_path):
+    """A file of the command's own (such as a spooled copy of standard input) listed for the
+    signal endings: removed by remove_temporaries, unlisted when the block ends."""
+    import bucketopt.data.output as output
+
+    spooled = tmp_path / "spool.npy"
+    spooled.write_bytes(b"x")
+    with output.temporary_path(spooled):
+        output.remove_temporaries()
+        assert not spooled.exists()
+    spooled.write_bytes(b"x")
+    with output.temporary_path(spooled):
+        pass
+    output.remove_temporaries()
+    assert spooled.exists() and not output._TEMPORARIES
