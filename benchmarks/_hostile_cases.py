@@ -38,7 +38,8 @@ class Case:
     output: str | None = None  # must be whole (old content) or absent after a failure
     nopriv: bool = False  # run without the root capabilities that bypass permissions
     check: object = None  # (stdout text) -> bool, for "ok"
-    interrupt: float | None = None  # SIGINT after this many seconds: expect exit 130
+    interrupt: float | None = None  # the signal after this many seconds: expect exit 130/143
+    signal: str = "SIGINT"  # the signal sent after ``interrupt`` seconds
     chmod: dict = field(default_factory=dict)  # name -> mode, applied after files
 
 
@@ -799,6 +800,139 @@ def output_cases() -> list[Case]:
     return cases
 
 
+def link(target: str):
+    def make(path):
+        os.symlink(target, path)
+    return make
+
+
+def input_output_cases() -> list[Case]:
+    """Outputs that name a file the command reads (or would read next time), of every kind:
+    refused, and every input left whole; and outputs beside the inputs that the next read does
+    not take: written."""
+    files = {
+        "lens.npy": npy(np.array(GOOD * 50)),
+        "shards": folder(**{"a.npy": npy(np.array(GOOD * 20)),
+                            "b.npy": npy(np.array(GOOD * 30))}),
+        "texts": folder(**{"a.svg": text("5\n7\n9\n"), "b.txt": text("12\n30\n")}),
+        "globbed": folder(**{"a.npy": npy(np.array(GOOD)), "b.npy": npy(np.array(GOOD))}),
+        "hf": hf_dir(_pa_table(GOOD, lists=True)),
+        "mem.json": text(json.dumps({"m0": 1e9, "m1": 1e4, "m2": 0, "capacity": 8e10})),
+        "p.json": text(_profile_text()),
+        "model.py": text("def make():\n    raise SystemExit('never built')\n"),
+        "cfg.json": text(json.dumps({"model_type": "gpt2", "n_layer": 1})),
+        "m.csv": text("batch_size,padded_len,seconds\n1,512,0.01\n2,512,0.02\n"),
+        "link-a.npy": link("shards/a.npy"),
+        "link-mem.json": link("mem.json"),
+        "link-m.csv": link("m.csv"),
+        "link-shards": link("shards"),
+    }
+    export = ["export", "-k", "2", "--format", "sampler", "-q"]
+    probe = ["probe", "--token-budget", "64", "--max-length", "8", "-q"]
+    refused = [  # (name, argv, the input it names, or None for a file not there yet)
+        ("export -o a shard of --lens FOLDER", [*export, "--lens", "shards", "-o",
+                                                "shards/a.npy"], "shards/a.npy"),
+        ("export -o a new file in --lens FOLDER", [*export, "--lens", "shards", "-o",
+                                                   "shards/new.json"], None),
+        ("export -o a shard through a linked folder", [*export, "--lens", "shards", "-o",
+                                                       "link-shards/b.npy"], "shards/b.npy"),
+        ("export -o a link to a shard", [*export, "--lens", "shards", "-o", "link-a.npy"],
+         "shards/a.npy"),
+        ("export -o a match of --lens GLOB", [*export, "--lens", "globbed/*.npy", "-o",
+                                              "globbed/a.npy"], "globbed/a.npy"),
+        ("export -o a new match of --lens GLOB", [*export, "--lens", "globbed/*.npy", "-o",
+                                                  "globbed/c.npy"], None),
+        ("export -o a hf shard", [*export, "--lens", "hf", "-o",
+                                  "hf/data-00000-of-00001.arrow"], "hf/data-00000-of-00001.arrow"),
+        ("export -o hf state.json", [*export, "--lens", "hf", "-o", "hf/state.json"],
+         "hf/state.json"),
+        ("export -o hf dataset_info.json", [*export, "--lens", "hf", "-o",
+                                            "hf/dataset_info.json"], "hf/dataset_info.json"),
+        ("solve --plot a text shard", ["solve", "-k", "2", "--lens", "texts", "--plot",
+                                       "texts/a.svg", "-q"], "texts/a.svg"),
+        ("solve --plot a new file in --lens FOLDER", ["solve", "-k", "2", "--lens", "texts",
+                                                      "--plot", "texts/new.png", "-q"], None),
+        ("sweep --plot a new match of --lens GLOB", ["sweep", "-k", "1:2", "--lens",
+                                                     "globbed/*", "--plot", "globbed/x.pdf",
+                                                     "-q"], None),
+        ("export -o --memory", [*export, "--memory", "mem.json", "-o", "mem.json"],
+         "mem.json"),
+        ("export -o a link to --memory", [*export, "--memory", "mem.json", "-o",
+                                          "link-mem.json"], "mem.json"),
+        ("compare --plot --profile", ["compare", "-k", "2", "--token-budget", "4096",
+                                      "--profile", "p.json", "--plot", "p.json", "-q"],
+         "p.json"),
+        ("probe -o the --model module", [*probe, "--model", "model.py:make", "-o", "model.py"],
+         "model.py"),
+        ("probe --measurements the --model module", [*probe, "--model", "model.py:make",
+                                                     "--measurements", "model.py"], "model.py"),
+        ("probe -o the dotted --model module", [*probe, "--model", "model:make", "-o",
+                                                "model.py"], "model.py"),
+        ("probe -o the --model hf: config", [*probe, "--model", "hf:cfg.json", "-o",
+                                             "cfg.json"], "cfg.json"),
+        ("calibrate -o a link to --measurements", ["calibrate", "--measurements", "m.csv",
+                                                   "-o", "link-m.csv", "-q"], "m.csv"),
+    ]
+    cases = [Case(name, "outputs: naming an input", "error", argv=argv, files=files,
+                  output=keep) for name, argv, keep in refused]
+    written = [
+        ("export -o a _-named file in --lens FOLDER", [*export, "--lens", "shards", "-o",
+                                                       "shards/_plan.json"]),
+        ("export -o a non-match beside --lens GLOB", [*export, "--lens", "globbed/*.npy",
+                                                      "-o", "globbed/plan.json"]),
+        ("export -o a new file beside a hf dataset", [*export, "--lens", "hf", "-o",
+                                                      "hf/plan.json"]),
+    ]
+    cases += [Case(name, "outputs: naming an input", "ok", argv=argv, files=files)
+              for name, argv in written]
+    return cases
+
+
+# A run whose write is ended by a signal once its content is out, before the rename (the
+# hook sends the signal to the process itself): exit 130 / 143, one line, the target old.
+_SIGNAL_IN_WRITE = """\
+import os, signal, time
+import bucketopt.data.output as output
+if {named}:
+    output._anonymous_file = lambda folder: None
+keep = output._keep_mode
+def hook(target, fd):
+    keep(target, fd)
+    os.kill(os.getpid(), signal.{signal})
+    time.sleep(30)
+output._keep_mode = hook
+from bucketopt.cli import main
+sys.exit(main({argv!r}))
+"""
+
+
+def signal_write_cases() -> list[Case]:
+    files = {"lens.npy": npy(np.random.default_rng(0).integers(1, 4000, 20_000))}
+    writers = {
+        "solve --plot png": (["solve", "-k", "4", "--plot", "x.png"], "x.png"),
+        "sweep --plot pdf": (["sweep", "-k", "1:6", "--plot", "x.pdf"], "x.pdf"),
+        "compare --plot svg": (["compare", "-k", "2", "--token-budget", "4096", "--plot",
+                                "x.svg", "--no-diversity"], "x.svg"),
+        "export -o": (["export", "-k", "4", "--format", "sampler", "-o", "out.json"],
+                      "out.json"),
+    }
+    cases = []
+    for name, (argv, out) in writers.items():
+        argv = [*argv, "--lens", "lens.npy", "-q"]
+        for sig in ("SIGINT", "SIGTERM"):
+            for named in (False, True):
+                code = _SIGNAL_IN_WRITE.format(named=named, signal=sig, argv=argv)
+                cases.append(Case(f"{name}: {sig} in the write"
+                                  + (" (named temporary)" if named else ""),
+                                  "outputs: signal during a write", "interrupt", code=code,
+                                  files=files, output=out, signal=sig))
+            for delay in (0.5, 1.5, 3.0):
+                cases.append(Case(f"{name}: {sig} after {delay} s",
+                                  "outputs: signal during a write", "interrupt", argv=argv,
+                                  files=files, output=out, interrupt=delay, signal=sig))
+    return cases
+
+
 def special_cases() -> list[Case]:
     cases = []
     for flag, argv in (("--lens", ["solve", "-k", "2", "--lens", "p"]),
@@ -861,7 +995,8 @@ def special_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     cases = (file_cases() + flag_cases() + profile_cases() + state_cases() + api_cases()
-             + output_cases() + special_cases())
+             + output_cases() + input_output_cases() + signal_write_cases()
+             + special_cases())
     seen = set()
     for case in cases:  # names are unique: a table row is one case
         while case.name in seen:

@@ -164,7 +164,7 @@ def _wait(proc, case):
             break
         now = time.monotonic()
         if interrupt_at is not None and now >= interrupt_at:
-            os.kill(proc.pid, signal.SIGINT)
+            os.kill(proc.pid, getattr(signal, case.signal))
             interrupt_at = None
         if now > deadline:
             hung = True
@@ -195,7 +195,12 @@ def classify(case: Case, result: dict, folder: str, before: set) -> str:
     lines = [line for line in result["stderr"].splitlines() if line.strip()]
     error_lines = [line for line in lines if line.startswith("bucketopt: error: ")]
     if case.expect == "interrupt":
-        if code in (130, -signal.SIGINT) and "Traceback" not in result["stderr"]:
+        if case.output and _changed(folder, case.output, getattr(case, "before", None)):
+            return "half-written"
+        if _leftovers(folder, before):
+            return "half-written"
+        sig = getattr(signal, case.signal)
+        if code in (128 + sig, -sig) and "Traceback" not in result["stderr"] and len(lines) <= 1:
             return "clean error"
         if code == 0 and "Traceback" not in result["stderr"]:
             return "accepted"  # finished before the signal came
@@ -250,6 +255,12 @@ def _whole(path: str) -> bool:
             return True
         except ValueError:
             return False
+    if path.endswith(".png"):
+        return data.startswith(b"\x89PNG\r\n\x1a\n") and data.endswith(b"IEND\xaeB`\x82")
+    if path.endswith(".pdf"):
+        return data.startswith(b"%PDF") and data.rstrip().endswith(b"%%EOF")
+    if path.endswith(".svg"):
+        return data.rstrip().endswith(b"</svg>")
     return False
 
 

@@ -12,9 +12,11 @@ import importlib
 import os
 import re
 import sys
+import threading
 
 from . import __version__
 from .data.guards import short
+from .data.output import remove_temporaries  # imported here: an ending may come mid-import
 from .errors import BucketoptError
 
 # name -> module in bucketopt.commands; each module has add_parser(subparsers) and run(args).
@@ -238,21 +240,95 @@ def _given(parser, command, argv) -> frozenset:
     return frozenset(vars(namespace)) - {"command"}
 
 
-def _interrupted(signum, frame):
-    # Ctrl-C: one line and exit 130 at once, wherever Python is. Raising KeyboardInterrupt is
-    # not enough: numba compiles through ctypes callbacks, which print the exception as a
-    # traceback and carry on ("Exception ignored on calling ctypes callback function").
-    try:
-        common = sys.modules.get(f"{__package__}.commands.common")
-        if common is not None:  # --lens -: the spooled copy of standard input goes too
-            common.remove_spools()
-        from .progress import end_line
+# The exit code and line of each signal the command line ends on: 128 + the signal's number.
+_ENDINGS = {"SIGINT": (130, "interrupted"), "SIGTERM": (143, "terminated"),
+            "SIGHUP": (129, "hung up")}
+# Taken by the first ending; never released (the process ends).
+_ENDING = threading.Lock()
 
-        end_line()  # a progress line drawn on the terminal ends first: the message has its own
-        sys.stderr.write("bucketopt: interrupted\n")
-        sys.stderr.flush()
+
+def _end(signum) -> None:
+    """End the command on a signal: the temporary files of the writes in progress removed (the
+    targets keep their old content), one line, exit 130 (SIGINT) or 143 (SIGTERM) at once.
+    os._exit, as raising KeyboardInterrupt is not enough: numba compiles through ctypes
+    callbacks, which print the exception as a traceback and carry on ("Exception ignored on
+    calling ctypes callback function"); and it runs no finally block, hence the removal first."""
+    import signal
+
+    if not _ENDING.acquire(blocking=False):  # the handler and the thread both came: one ends
+        return
+    code, word = _ENDINGS.get(signal.Signals(signum).name, (128 + signum, "stopped"))
+    try:
+        try:
+            remove_temporaries()
+            # --lens -: the spooled copy of standard input goes too; a progress line drawn on
+            # the terminal ends first, so the message has its own (modules already loaded only:
+            # no import from a signal)
+            for name, call in (("commands.common", "remove_spools"), ("progress", "end_line")):
+                module = sys.modules.get(f"{__package__}.{name}")
+                if module is not None:
+                    getattr(module, call)()
+        finally:
+            os.write(2, f"bucketopt: {word}\n".encode())  # no lock a busy thread could hold
     finally:
-        os._exit(130)
+        os._exit(code)
+
+
+def _interrupted(signum, frame):
+    _end(signum)
+
+
+class _SignalEndings:
+    """While a command runs: SIGINT and SIGTERM end it through :func:`_end`, from the Python
+    handler, and from a thread the signal wakes (``signal.set_wakeup_fd``), as the handler runs
+    only when the main thread returns to the interpreter, which a long compiled kernel delays.
+    Main thread only; :meth:`close` puts back what was there."""
+
+    def __init__(self):
+        import signal
+        import socket
+        import threading
+
+        self.previous, self.old_wakeup, self.thread, self.sockets = {}, None, None, None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for name in _ENDINGS:
+            number = getattr(signal, name)
+            self.previous[number] = signal.signal(number, _interrupted)
+        try:
+            reader, writer = socket.socketpair()
+            writer.setblocking(False)
+            self.old_wakeup = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        except (OSError, ValueError):  # no wakeup fd here: the Python handler alone
+            return
+        self.sockets = (reader, writer)
+        self.thread = threading.Thread(target=self._watch, args=(reader,), daemon=True,
+                                       name="bucketopt-signals")
+        self.thread.start()
+
+    def _watch(self, reader) -> None:
+        while True:
+            try:
+                data = reader.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            for number in data:
+                if number in self.previous:
+                    _end(number)
+
+    def close(self) -> None:
+        import signal
+
+        if self.sockets is not None:
+            signal.set_wakeup_fd(self.old_wakeup)
+            reader, writer = self.sockets
+            writer.close()  # the thread reads the end of the stream and returns
+            self.thread.join(5)
+            reader.close()
+        for number, handler in self.previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
 
 def _say_interrupted() -> None:
@@ -263,15 +339,10 @@ def _say_interrupted() -> None:
 
 
 def main(argv=None) -> int:
-    import signal
-    import threading
-
     from .progress import STAGES
 
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGINT, _interrupted)
-    parser = args = spooled = guard = None
+    endings = _SignalEndings()
+    parser = args = spooled = None
     try:
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)
@@ -282,12 +353,10 @@ def main(argv=None) -> int:
             usage = " ".join(parser.format_usage().split())
             raise BucketoptError(f"a command is required: {', '.join(COMMANDS)} "
                                  f"(bucketopt COMMAND --help); {usage}")
-        from .commands.common import SpoolGuard, check_args, spool_stdin_lens
+        from .commands.common import check_args, spool_stdin_lens
 
         args.given = _given(parser, args.command, argv)
         check_args(args)
-        if getattr(args, "lens", None) == "-":  # SIGTERM / SIGHUP remove the copy too
-            guard = SpoolGuard()
         spooled = spool_stdin_lens(args)  # --lens -: standard input, kept in a temporary file
         STAGES["enabled"] = not getattr(args, "quiet", False)
         stdout = sys.stdout
@@ -346,10 +415,7 @@ def main(argv=None) -> int:
             from .commands.common import remove_spools
 
             remove_spools()
-        if guard is not None:
-            guard.close()
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        endings.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

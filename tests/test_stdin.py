@@ -175,17 +175,18 @@ def test_a_signal_while_stdin_is_read_removes_the_copy(number, code, tmp_path):
     proc.stdout.close()
     proc.stderr.close()
     assert proc.returncode == code, err
-    assert err.strip().splitlines() == (["bucketopt: interrupted"] if number == signal.SIGINT
-                                        else [])
+    said = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
+    assert err.strip().splitlines() == [f"bucketopt: {said[number]}"]
     assert not list(tmp_path.glob("bucketopt-stdin-*"))
 
 
 def test_the_guard_puts_back_what_it_found(monkeypatch):
     # in-process runs with --lens - leave the handlers and the wakeup fd as they were
-    before = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP))
+    names = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = [signal.getsignal(number) for number in names]
     monkeypatch.setattr(sys, "stdin", FakeStdin(_encoded("npy")))
     assert main(["solve", "--lens", "-", "-k", "2", "-q"]) == 0
-    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == before
+    assert [signal.getsignal(number) for number in names] == before
     assert signal.set_wakeup_fd(-1) == -1
 
 
@@ -193,6 +194,7 @@ _BUSY = """
 import sys, tempfile
 from pathlib import Path
 import numba
+from bucketopt import cli
 from bucketopt.commands import common
 
 @numba.njit(nogil=True, cache=False)
@@ -203,7 +205,7 @@ def spin(n):
     return x
 
 spin(10)  # compiled before the copy exists
-guard = common.SpoolGuard()
+endings = cli._SignalEndings()  # what main() holds while a command runs
 path = Path(tempfile.mkstemp(prefix="bucketopt-stdin-", suffix=".npy")[1])
 common._SPOOLS.append(path)
 print("ready", flush=True)
@@ -213,7 +215,8 @@ print(spin(10**12))  # minutes in a kernel that never returns to the interpreter
 
 def test_sigterm_while_a_kernel_runs_ends_at_once(tmp_path):
     """The main thread inside a long compiled kernel runs no Python signal handler; the guard's
-    thread still removes the copy and ends the process (status 143) without waiting for it."""
+    signal thread of the command line still removes the copy and ends the process (status 143)
+    without waiting for it."""
     pytest.importorskip("numba")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-c", _BUSY], stdout=subprocess.PIPE,

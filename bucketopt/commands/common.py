@@ -204,6 +204,14 @@ def check_args(args) -> None:
         if value is not None and not str(value).strip():
             bad(f"{flag} is empty: give a "
                 f"{'column name' if flag == '--column' else 'file path'}.")
+    outputs = output_flags(args)
+    for flag, attr in outputs:
+        value = getattr(args, attr, None)
+        if value is not None and path_kind(value, flag) == "dir":
+            bad(f"{flag} {short(value)} is a directory; give a file path.")
+        if value is not None and str(value).endswith(("/", os.sep)):
+            bad(f"{flag} {short(value)} ends in {os.sep}: it names a folder; give a file path.")
+    _check_outputs_not_inputs(args, outputs)  # before any input is read
     k = getattr(args, "k", None)
     if isinstance(k, int) and k < 1:
         bad(f"-k must be an integer >= 1; got {k}.")
@@ -255,35 +263,77 @@ def check_args(args) -> None:
         if kind not in (None, "file"):
             bad(f"{flag} {short(value)} "
                 f"{'does not exist' if kind == 'missing' else 'is not a regular file'}.")
-    outputs = [("--output", "output"), ("--plot", "plot")]
-    if args.command == "probe":  # probe writes its measurements
-        outputs.append(("--measurements", "measurements"))
-    for flag, attr in outputs:
-        value = getattr(args, attr, None)
-        if value is not None and path_kind(value, flag) == "dir":
-            bad(f"{flag} {short(value)} is a directory; give a file path.")
-    _check_outputs_not_inputs(args, outputs)
     if getattr(args, "plan", None) is not None:  # read and validated at the entry
         check_plan_flags(args)
     args.plan_data = read_plan_arg(args)
 
 
-def _check_outputs_not_inputs(args, outputs) -> None:
-    """An output path naming an input (or another output) would destroy what is read."""
-    from ..data.output import check_not_input, same_file
+# Every flag whose value names a file (or a list of files) some command reads, as (flag, the
+# parser's dest). A command reads those of them it has, but for the ones it writes (probe writes
+# --measurements, calibrate reads it); a new input flag is one more entry here.
+INPUT_FLAGS = (("--lens", "lens"), ("--profile", "profile"), ("--memory", "memory"),
+               ("--measurements", "measurements"), ("--model", "model"), ("--plan", "plan"))
+# Every flag whose value names a file some command writes; a command writes those it has.
+OUTPUT_FLAGS = (("--output", "output"), ("--plot", "plot"))
+# Input flags that name what a command writes instead.
+WRITES_INSTEAD = {"probe": ("--measurements",)}
 
-    inputs = [(f, getattr(args, a, None)) for f, a in (("--lens", "lens"),
-                                                      ("--profile", "profile"),
-                                                      ("--memory", "memory"),
-                                                      ("--plan", "plan"))]
-    if args.command == "calibrate":
-        inputs.append(("--measurements", args.measurements))
+
+def output_flags(args) -> list[tuple[str, str]]:
+    """(flag, dest) of the files ``args.command`` writes."""
+    out = [(f, a) for f, a in OUTPUT_FLAGS if hasattr(args, a)]
+    written = WRITES_INSTEAD.get(getattr(args, "command", None), ())
+    return out + [(f, a) for f, a in INPUT_FLAGS if f in written and hasattr(args, a)]
+
+
+def input_flags(args) -> list[tuple[str, str]]:
+    """(flag, dest) of the files ``args.command`` reads."""
+    written = WRITES_INSTEAD.get(getattr(args, "command", None), ())
+    return [(f, a) for f, a in INPUT_FLAGS if f not in written and hasattr(args, a)]
+
+
+def input_files(flag: str, value) -> list:
+    """The files an input flag's value makes the command read, links unresolved: a --lens
+    source's files (as its reader lists them), a --model's module or config file, a shipped
+    profile's file for a --profile or --memory name, else the path (or paths) given."""
+    if value is None:
+        return []
+    if flag == "--lens":
+        from ..data.io import source_files
+
+        return [value, *source_files(value)] if str(value) != "-" else []
+    if flag == "--model":
+        from ..cost.probe import model_files
+
+        return model_files(value)
+    if flag in ("--profile", "--memory") and isinstance(value, str):
+        from ..cost.costmodel import _profiles_dir, available_profiles
+
+        if value in available_profiles():
+            return [_profiles_dir() / f"{value}.json"]
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return [value]
+    return list(value)
+
+
+def _check_outputs_not_inputs(args, outputs) -> None:
+    """An output path naming an input (or another output) would destroy what is read; one inside
+    a --lens folder (or matching its glob) would be read as a shard next time."""
+    from ..data.output import check_not_input, check_not_read_next, same_file
+
+    inputs = [(f, getattr(args, a, None)) for f, a in input_flags(args)]
+    files = None
     written = []
     for flag, attr in outputs:
         value = getattr(args, attr, None)
         if value is None:
             continue
-        check_not_input(value, flag, inputs)
+        if files is None:  # listed once, and only when something is written
+            files = [(f, input_files(f, v)) for f, v in inputs if v is not None]
+        check_not_input(value, flag, files)
+        for in_flag, source in inputs:
+            if in_flag == "--lens":
+                check_not_read_next(value, flag, in_flag, source)
         for other, path in written:
             if same_file(value, path) or str(value) == str(path):
                 raise BucketoptError(f"{flag} and {other} name the same file {short(str(value))}; "
@@ -332,7 +382,7 @@ _STDIN_MAGIC = ((b"\x93NUMPY", ".npy"), (b"PAR1", ".parquet"), (b"ARROW1", ".arr
                 (b"FEA1", ".feather"), (b"\xff\xff\xff\xff", ".arrows"), (b"PK\x03\x04", ".npz"),
                 (b"PK\x05\x06", ".npz"))
 # the spooled copies alive in this process: removed on every way out (return, exception,
-# Ctrl-C's handler, SIGTERM / SIGHUP through SpoolGuard)
+# the command line's signal endings: SIGINT, SIGTERM, SIGHUP)
 _SPOOLS: list = []
 
 
@@ -366,7 +416,7 @@ def spool_stdin_lens(args):
     """``--lens -``: copy standard input (one length per line, or .npy, .npz, Parquet or Arrow
     IPC bytes, told apart by their magic bytes) to a temporary file with the matching suffix that
     every reader opens as it would the file; returns its path (the caller removes it, as
-    :func:`remove_spools` and :class:`SpoolGuard` do on the other ways out), or None when --lens
+    :func:`remove_spools` does on the other ways out), or None when --lens
     is not ``-``. At most STDIN_LIMIT bytes; a terminal is refused (it would wait for typing)."""
     if getattr(args, "lens", None) != "-":
         return None
@@ -414,89 +464,6 @@ def spool_stdin_lens(args):
     args.lens_label = STDIN_NAME
     args.lens = str(path)
     return path
-
-
-class SpoolGuard:
-    """While standard input is spooled (``--lens -``), SIGTERM and SIGHUP remove the spooled
-    copy and end the process with status 128 + the signal's number (143 for SIGTERM, what a
-    shell reports for a process the signal ended), or call the handler set before, if any.
-
-    A Python signal handler runs only when the main thread returns to the interpreter, which a
-    long compiled kernel delays; so the signal also wakes a thread (``signal.set_wakeup_fd``)
-    that removes the copy and ends the process at once. Main thread only; a no-op elsewhere.
-    """
-
-    SIGNALS = ("SIGTERM", "SIGHUP")
-
-    def __init__(self):
-        import signal
-        import socket
-        import threading
-
-        self._previous = {}
-        self._old_wakeup = None
-        self._thread = None
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for name in self.SIGNALS:
-            number = getattr(signal, name, None)
-            if number is not None:
-                self._previous[number] = signal.signal(number, self._handle)
-        try:
-            self._reader, self._writer = socket.socketpair()
-            self._writer.setblocking(False)
-            self._old_wakeup = signal.set_wakeup_fd(self._writer.fileno(),
-                                                    warn_on_full_buffer=False)
-        except (OSError, ValueError):  # no wakeup fd here: the Python handler alone
-            return
-        self._thread = threading.Thread(target=self._watch, name="bucketopt-spool-guard",
-                                        daemon=True)
-        self._thread.start()
-
-    @staticmethod
-    def _end(number) -> None:
-        remove_spools()
-        os._exit(128 + number)
-
-    def _handle(self, number, frame) -> None:
-        import signal
-
-        remove_spools()
-        previous = self._previous.get(number)
-        if callable(previous):
-            previous(number, frame)
-        elif previous == signal.SIG_DFL:
-            self._end(number)
-
-    def _watch(self) -> None:
-        import signal
-
-        while True:
-            try:
-                data = self._reader.recv(64)
-            except OSError:
-                return
-            if not data:
-                return
-            for number in data:
-                # only where the signal would have ended the process; a handler set before
-                # runs in the main thread (_handle)
-                if self._previous.get(number) == signal.SIG_DFL:
-                    self._end(number)
-
-    def close(self) -> None:
-        """Put back the handlers and the wakeup fd found, and stop the thread."""
-        import signal
-
-        for number, previous in self._previous.items():
-            signal.signal(number, previous if previous is not None else signal.SIG_DFL)
-        self._previous = {}
-        if self._thread is not None:
-            signal.set_wakeup_fd(self._old_wakeup)
-            self._writer.close()  # the thread reads the end of the stream and returns
-            self._thread.join(5)
-            self._reader.close()
-            self._thread = None
 
 
 def read_lengths(args, *, per_sample: bool = False):

@@ -213,6 +213,35 @@ def load_model(spec):
     return module, _generic_loss, spec, _vocab_of(module)
 
 
+def model_files(spec) -> list[Path]:
+    """The files a ``--model`` SPEC reads, found without importing anything: the module's file
+    for ``module:function`` (a ``.py`` path, or a dotted module looked up in the working folder
+    and ``sys.path``), the config file for ``hf:CONFIG`` (a folder's ``config.json``). [] where
+    none is found (loading the model then says why)."""
+    if not isinstance(spec, str) or ":" not in spec:
+        return []
+    if spec.startswith("hf:"):
+        path = Path(spec[3:])
+        if path.is_dir():
+            return [path / "config.json"]
+        return [path] if spec[3:] else []
+    module_name = spec.rpartition(":")[0]
+    if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
+        return [Path(module_name)]
+    parts = module_name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return []
+    for entry in [os.getcwd(), *sys.path]:
+        base = Path(entry or os.getcwd()).joinpath(*parts)
+        for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+            try:
+                if candidate.is_file():
+                    return [candidate]
+            except OSError:
+                continue
+    return []
+
+
 def _import(module_name, spec):
     try:
         if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:

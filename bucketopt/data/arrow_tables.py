@@ -186,6 +186,28 @@ def open_huggingface(directory: Path, label: str) -> ArrowTable:
     A ``DatasetDict`` directory (``dataset_dict.json``) gives its ``train`` split; any other split
     is read by passing its subdirectory (``PATH/test``).
     """
+    _, files, note = _huggingface_layout(directory, label)
+    return open_ipc(files, label, fmt="huggingface", note=note)
+
+
+def huggingface_files(directory: Path, label: str) -> list[Path]:
+    """Every file a read of a ``save_to_disk`` folder opens: its JSON files (``dataset_dict.json``,
+    ``state.json``, ``dataset_info.json``) and the shards ``state.json`` lists; no shard is
+    opened. A folder whose layout is broken gives its JSON files."""
+    folders = [Path(directory)]
+    files = []
+    try:
+        split, files, _ = _huggingface_layout(Path(directory), label)
+        folders.append(split)
+    except BucketoptError:
+        pass
+    return [folder / name for folder in dict.fromkeys(folders)
+            for name in ("dataset_dict.json", "state.json", "dataset_info.json")
+            if (folder / name).is_file()] + files
+
+
+def _huggingface_layout(directory: Path, label: str):
+    """(the split's folder, its shards, a note or None) of a ``save_to_disk`` folder."""
     note = None
     if (directory / "dataset_dict.json").is_file() and not (directory / "state.json").is_file():
         splits = _read_json(directory / "dataset_dict.json", label).get("splits")
@@ -214,7 +236,7 @@ def open_huggingface(directory: Path, label: str) -> ArrowTable:
         if not path.is_file():
             raise BucketoptError(f"{label}: shard {name} listed in state.json is missing.")
         files.append(path)
-    return open_ipc(files, label, fmt="huggingface", note=note)
+    return directory, files, note
 
 
 # state.json / dataset_dict.json are kilobytes; a larger one is refused before it is read.

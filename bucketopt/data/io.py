@@ -192,26 +192,42 @@ def open_source(source, *, column: str | None = None) -> Source:
         )
     if column is not None and (not isinstance(column, str) or not column):
         raise BucketoptError(f"column must be a non-empty string; got {column!r}.", param="column")
+    text = _source_text(source)
+    kind, files = _resolve(text)
+    if kind == "huggingface":
+        from .arrow_tables import open_huggingface
+
+        return _table_source(open_huggingface(files[0], text), column)
+    if kind == "file":
+        return _file_source(files[0], column)
+    return _multi_source(files, text, column)
+
+
+def _source_text(source) -> str:
     text = os.fspath(source)
-    if isinstance(text, bytes):
-        text = os.fsdecode(text)
+    return os.fsdecode(text) if isinstance(text, bytes) else text
+
+
+def _resolve(text: str) -> tuple[str, list[Path]]:
+    """What a source names, with no data read: ("file", [path]), ("folder", its shards),
+    ("glob", its matches) or ("huggingface", [the save_to_disk folder])."""
     kind = path_kind(text, "source")
     path = Path(text)
     if kind == "dir":
-        from .arrow_tables import is_huggingface_dir, open_huggingface
+        from .arrow_tables import is_huggingface_dir
 
         _check_listable(text)
         if is_huggingface_dir(path):
-            return _table_source(open_huggingface(path, text), column)
+            return "huggingface", [path]
         files = _files_under(path)
         if _is_file(path / "dataset_info.json") and len(files) > 1:
             raise BucketoptError(
                 f"{short(text)} looks like a Hugging Face save_to_disk folder (it has "
                 "dataset_info.json) but lacks its state.json; point at its shards "
                 f"({short(os.path.join(text, '*.arrow'))}) or save the dataset again.")
-        return _multi_source(files, text, column)
+        return "folder", files
     if kind == "file":
-        return _file_source(path, column)
+        return "file", [path]
     if kind == "other":
         raise BucketoptError(f"{short(text)} is not a regular file (a device or a pipe?).")
     if _GLOB_CHARS & set(text):
@@ -226,8 +242,96 @@ def open_source(source, *, column: str | None = None) -> Source:
         files.sort()
         if not files:
             raise BucketoptError(f"no files match {short(text)}.")
-        return _multi_source(files, text, column)
+        return "glob", files
     raise BucketoptError(f"no such file or directory: {short(text)}.")
+
+
+def source_files(source) -> list[Path]:
+    """The files a read of ``source`` opens, resolved as :func:`open_source` resolves them (a
+    file; a folder's shards; a glob's matches; a Hugging Face folder's JSON files and shards),
+    with no data read. A source that cannot be resolved gives [] (reading it says why).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> for name in ("a.txt", "b.txt", "_SUCCESS"):
+    ...     _ = open(os.path.join(folder, name), "w").write("5\\n")
+    >>> [p.name for p in source_files(folder)]
+    ['a.txt', 'b.txt']
+    """
+    try:
+        kind, files = _resolve(_source_text(source))
+        if kind == "huggingface":
+            from .arrow_tables import huggingface_files
+
+            return huggingface_files(files[0], _source_text(source))
+    except (BucketoptError, OSError, TypeError, ValueError):
+        return []
+    return files
+
+
+def reads_new_file(source, path) -> str | None:
+    """Whether a file written at ``path`` (one the source does not hold yet) would be read by the
+    next read of ``source``: "folder" (it lies in the source's folder of shards, under a name
+    the folder's read takes), "glob" (it matches the source's glob), else None."""
+    try:
+        text = _source_text(source)
+        kind = path_kind(text, "source")
+        target = os.path.realpath(os.fspath(path))
+        if kind == "dir":
+            from .arrow_tables import is_huggingface_dir
+
+            if is_huggingface_dir(Path(text)):  # reads the shards its state.json lists only
+                return None
+            parts = _relative_parts(target, text)
+            if parts and not any(p.startswith((".", "_")) for p in parts):
+                return "folder"
+            return None
+        if kind == "missing" and _GLOB_CHARS & set(text):
+            return "glob" if _glob_matches(text, target) else None
+    except (BucketoptError, OSError, TypeError, ValueError):
+        return None
+    return None
+
+
+def _relative_parts(target: str, folder: str) -> list[str] | None:
+    """The names leading from ``folder`` (links resolved) down to ``target``; None outside."""
+    base = os.path.realpath(folder)
+    if os.path.commonpath([base, target]) != base or target == base:
+        return None
+    return os.path.relpath(target, base).split(os.sep)
+
+
+def _glob_matches(pattern: str, target: str) -> bool:
+    """Whether ``glob.iglob(pattern, recursive=True)`` would yield ``target`` (links in the
+    pattern's fixed folders resolved): its rules for ``**`` and for hidden names."""
+    parts = os.path.abspath(pattern).split(os.sep)
+    fixed = next(i for i, p in enumerate(parts) if glob.has_magic(p))
+    parts_left = parts[fixed:]
+    names = _relative_parts(target, os.sep.join(parts[:fixed]) or os.sep)
+    return names is not None and _match_parts(parts_left, names)
+
+
+def _match_parts(patterns: list[str], names: list[str]) -> bool:
+    import fnmatch
+
+    if not patterns:
+        return not names
+    first, rest = patterns[0], patterns[1:]
+    if first == "**":  # zero or more folders (or, last, anything below), none of them hidden
+        for i in range(len(names) + 1):
+            if i and names[i - 1].startswith("."):
+                break
+            if _match_parts(rest, names[i:]):
+                return True
+        return False
+    if not names:
+        return False
+    name = names[0]
+    if name.startswith(".") and glob.has_magic(first) and not first.startswith("."):
+        return False
+    return fnmatch.fnmatchcase(name, first) and _match_parts(rest, names[1:])
 
 
 def _is_file(text) -> bool:

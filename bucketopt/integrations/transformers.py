@@ -400,8 +400,7 @@ def _build_mixin():
                 state = self._bucket_sampler.state_dict()
                 state["trainer"] = {"global_step": int(self.state.global_step),
                                     "epoch_first_step": int(self._bucket_first_step)}
-                with open(os.path.join(folder, STATE_FILE), "w") as fh:
-                    json.dump(state, fh)
+                save_sampler_state(state, os.path.join(folder, STATE_FILE))
             return out
 
         def _inner_training_loop(self, *args, **kwargs):
@@ -428,6 +427,16 @@ def _build_mixin():
             return loader
 
     return BucketedTrainerMixin
+
+
+def save_sampler_state(state: dict, path) -> None:
+    """Write the sampler's state into a checkpoint atomically: the file keeps its old content (or
+    stays absent) unless the new one is complete, whatever ends the write (a full disk, a
+    signal), and no partial or temporary file is left; a failed write is one
+    :class:`BucketoptError` line."""
+    from ..data.output import write_text
+
+    write_text(path, json.dumps(state), what="the sampler state")
 
 
 def _checkpoint_step(folder):

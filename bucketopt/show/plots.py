@@ -44,6 +44,12 @@ def new_figure(nrows: int = 1, figsize=None):
 
 def check_figure_path(path) -> Path:
     """The path as a Path if a figure can be written there (.png/.svg/.pdf, existing folder)."""
+    import os
+
+    text = os.fspath(path)
+    if isinstance(text, str) and text.endswith(("/", os.sep)):  # Path() would drop the slash
+        raise BucketoptError(f"cannot write {text!r}: it names a folder (it ends in "
+                             f"{os.sep}); give a file path.")
     path = Path(path)
     if path.suffix.lower() not in FIGURE_FORMATS:
         raise BucketoptError(
