@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import signal
+import threading
 import time
 
 import pytest
@@ -32,9 +33,16 @@ def _exit(code):
     raise SystemExit(code)
 
 
+def _to(stream):
+    """os.write(2, ...) (the ending's line goes to the descriptor itself) onto ``stream``."""
+    return lambda fd, data: stream.write(data.decode()) if fd == 2 else None
+
+
 def test_the_signal_handler_ends_a_drawn_progress_line_first(tty, monkeypatch):
     tty = tty()
     monkeypatch.setattr(cli.os, "_exit", _exit)
+    monkeypatch.setattr(cli.os, "write", _to(tty))
+    monkeypatch.setattr(cli, "_ENDING", threading.Lock())  # a fresh ending for each test
     bar = Progress("lengths.parquet", total=100, enabled=True, delay=0.0)
     bar.update(40)  # drawn: "\rreading lengths.parquet [...] 40.0% ..." and no newline
     assert tty.getvalue().startswith("\rreading lengths.parquet")
@@ -50,6 +58,8 @@ def test_the_signal_handler_ends_a_drawn_progress_line_first(tty, monkeypatch):
 def test_no_line_drawn_no_blank_line(tty, monkeypatch):
     tty = tty()
     monkeypatch.setattr(cli.os, "_exit", _exit)
+    monkeypatch.setattr(cli.os, "write", _to(tty))
+    monkeypatch.setattr(cli, "_ENDING", threading.Lock())  # a fresh ending for each test
     with Progress("x", total=10, enabled=True, delay=0.0) as bar:
         bar.update(10)
     # closed: the line ended with its own newline; the message follows it directly

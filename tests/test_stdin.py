@@ -180,7 +180,7 @@ def test_a_signal_while_stdin_is_read_removes_the_copy(number, code, tmp_path):
     assert not list(tmp_path.glob("bucketopt-stdin-*"))
 
 
-def test_the_guard_puts_back_what_it_found(monkeypatch):
+def test_the_signal_endings_put_back_what_they_found(monkeypatch):
     # in-process runs with --lens - leave the handlers and the wakeup fd as they were
     names = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     before = [signal.getsignal(number) for number in names]
@@ -214,7 +214,7 @@ print(spin(10**12))  # minutes in a kernel that never returns to the interpreter
 
 
 def test_sigterm_while_a_kernel_runs_ends_at_once(tmp_path):
-    """The main thread inside a long compiled kernel runs no Python signal handler; the guard's
+    """The main thread inside a long compiled kernel runs no Python signal handler; the
     signal thread of the command line still removes the copy and ends the process (status 143)
     without waiting for it."""
     pytest.importorskip("numba")
