@@ -41,7 +41,7 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY))
 
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 __all__ = [
     "BatchPlan",

@@ -158,7 +158,7 @@ def check_lengths(plan: dict, lengths, *, allow_other_lengths=False) -> dict:
 def solution_plan(solution) -> dict:
     """The plan of a :class:`~bucketopt.Solution` from :func:`~bucketopt.solve`,
     :func:`~bucketopt.sweep` or :func:`~bucketopt.evaluate` (see :meth:`Solution.to_plan`)."""
-    from . import __version__
+    from .version import __version__
 
     settings = solution.settings
     if not settings or "fingerprint" not in settings:
@@ -241,9 +241,8 @@ def write_plan(plan, path) -> str:
     """Write ``plan`` (a dict from :meth:`Solution.to_plan`, or a Solution) to ``path``
     atomically; returns the path."""
     from .data.output import write_text
-    from .solution import Solution
 
-    if isinstance(plan, Solution):
+    if hasattr(plan, "to_plan"):  # a Solution
         plan = plan.to_plan()
     return write_text(path, plan_text(plan), what="the plan")
 
@@ -264,9 +263,7 @@ def load_plan(plan) -> dict:
     """A validated plan from a dict (as :meth:`Solution.to_plan` gives) or a path."""
     if isinstance(plan, dict):
         return validate_plan(plan, "plan")
-    from .solution import Solution
-
-    if isinstance(plan, Solution):
+    if hasattr(plan, "to_plan"):  # a Solution
         return plan.to_plan()
     if isinstance(plan, (str, os.PathLike)):
         return read_plan(plan)
@@ -401,10 +398,10 @@ def validate_plan(data, where: str = "plan") -> dict:
         if budget is None and memory is None:
             c.fail("batch_sizes", "must be null without a token_budget or a memory model",
                    sizes)
-        from .solution import batch_sizes_for
+        from .cost.memory import batch_sizes
 
         try:
-            expected = batch_sizes_for(np.asarray(edges, dtype=np.int64), budget,
+            expected = batch_sizes(np.asarray(edges, dtype=np.int64), budget,
                                        model).tolist()
         except BucketoptError as exc:
             c.fail("batch_sizes", f"cannot be met ({str(exc).rstrip('.')})", show=False)
@@ -587,48 +584,3 @@ def plan_solver_kwargs(plan: dict) -> dict:
     if plan["memory"] is not None:
         kwargs["memory"] = dict(plan["memory"])
     return kwargs
-
-
-def evaluate_plan(plan, lengths, *, allow_other_lengths=False):
-    """The plan's boundaries scored on ``lengths`` exactly as the plan was scored: a
-    :class:`~bucketopt.Solution` whose batch sizes, padding and predictions equal the plan's
-    when the lengths are the plan's (checked by fingerprint first)."""
-    import dataclasses
-
-    from .solver import evaluate
-
-    plan = load_plan(plan)
-    check_lengths(plan, lengths, allow_other_lengths=allow_other_lengths)
-    sol = evaluate(lengths, plan["boundaries"], **plan_solver_kwargs(plan))
-    return dataclasses.replace(sol, objective=plan["objective"])
-
-
-def solution_from_plan(plan):
-    """A :class:`~bucketopt.Solution` holding the plan's boundaries, batch sizes and
-    predictions (no lengths needed: for exports)."""
-    from .solution import Solution
-
-    plan = load_plan(plan)
-    pred = plan["predictions"]
-    total = pred["real_tokens"] + pred["padded_tokens"]
-    extra = {}
-    if plan["memory"] is not None:
-        extra["memory"] = dict(plan["memory"])
-    for key in ("ktok_per_s_interval", "eta_days_interval"):
-        if pred[key] is not None:
-            extra[key] = list(pred[key])
-    cons = plan["constraints"] or {}
-    return Solution(
-        boundaries=tuple(plan["boundaries"]), counts=tuple(pred["counts"]),
-        batch_sizes=None if plan["batch_sizes"] is None else tuple(plan["batch_sizes"]),
-        real_tokens=pred["real_tokens"], padded_tokens=pred["padded_tokens"],
-        padding_fraction=pred["padded_tokens"] / total, n_samples=sum(pred["counts"]),
-        pad=plan["pad"], objective=plan["objective"], token_budget=plan["token_budget"],
-        k=cons.get("k"), align=cons.get("align", 1), min_share=cons.get("min_share", 0.0),
-        max_share=cons.get("max_share", 1.0), min_fill=cons.get("min_fill", 0.0),
-        ktok_per_s=pred["ktok_per_s"], eta_days=pred["eta_days"], extra=extra,
-        settings={"fingerprint": dict(plan["fingerprint"]), "profile": plan["profile"],
-                  "world_size": plan["world_size"], "epochs": plan["epochs"],
-                  "sync_buckets": plan["sync_buckets"], "max_length": plan["max_length"],
-                  "overflow": plan["overflow"]})
-

@@ -300,3 +300,33 @@ def with_notes(solution: Solution, overflow=None) -> Solution:
         if overflow["samples_over"]:
             notes.append(describe(overflow))
     return replace(solution, warnings=tuple(notes), extra=extra)
+
+
+def solution_from_plan(plan):
+    """A :class:`~bucketopt.Solution` holding the plan's boundaries, batch sizes and
+    predictions (no lengths needed: for exports)."""
+    from .plan import load_plan
+
+    plan = load_plan(plan)
+    pred = plan["predictions"]
+    total = pred["real_tokens"] + pred["padded_tokens"]
+    extra = {}
+    if plan["memory"] is not None:
+        extra["memory"] = dict(plan["memory"])
+    for key in ("ktok_per_s_interval", "eta_days_interval"):
+        if pred[key] is not None:
+            extra[key] = list(pred[key])
+    cons = plan["constraints"] or {}
+    return Solution(
+        boundaries=tuple(plan["boundaries"]), counts=tuple(pred["counts"]),
+        batch_sizes=None if plan["batch_sizes"] is None else tuple(plan["batch_sizes"]),
+        real_tokens=pred["real_tokens"], padded_tokens=pred["padded_tokens"],
+        padding_fraction=pred["padded_tokens"] / total, n_samples=sum(pred["counts"]),
+        pad=plan["pad"], objective=plan["objective"], token_budget=plan["token_budget"],
+        k=cons.get("k"), align=cons.get("align", 1), min_share=cons.get("min_share", 0.0),
+        max_share=cons.get("max_share", 1.0), min_fill=cons.get("min_fill", 0.0),
+        ktok_per_s=pred["ktok_per_s"], eta_days=pred["eta_days"], extra=extra,
+        settings={"fingerprint": dict(plan["fingerprint"]), "profile": plan["profile"],
+                  "world_size": plan["world_size"], "epochs": plan["epochs"],
+                  "sync_buckets": plan["sync_buckets"], "max_length": plan["max_length"],
+                  "overflow": plan["overflow"]})

@@ -540,3 +540,15 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad=DEFAULT_PAD, profile
                              world_size=world_size, epochs=epochs, max_length=max_length,
                              overflow=overflow)
     return dataclasses.replace(with_notes(sol, overflow_report), settings=settings)
+
+
+def evaluate_plan(plan, lengths, *, allow_other_lengths=False):
+    """The plan's boundaries scored on ``lengths`` exactly as the plan was scored: a
+    :class:`~bucketopt.Solution` whose batch sizes, padding and predictions equal the plan's
+    when the lengths are the plan's (checked by fingerprint first)."""
+    from .plan import check_lengths, load_plan, plan_solver_kwargs
+
+    plan = load_plan(plan)
+    check_lengths(plan, lengths, allow_other_lengths=allow_other_lengths)
+    sol = evaluate(lengths, plan["boundaries"], **plan_solver_kwargs(plan))
+    return dataclasses.replace(sol, objective=plan["objective"])

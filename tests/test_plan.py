@@ -19,7 +19,6 @@ from bucketopt.cli import main
 from bucketopt.plan import (
     PLAN_BYTES,
     check_lengths,
-    evaluate_plan,
     histogram_fingerprint,
     lengths_fingerprint,
     load_plan,
@@ -27,6 +26,7 @@ from bucketopt.plan import (
     validate_plan,
     write_plan,
 )
+from bucketopt.solver import evaluate_plan
 from bucketopt.training.streaming import StreamBatcher
 
 PROFILE = "rtx-pro-6000-blackwell"

@@ -307,10 +307,10 @@ def input_files(flag: str, value) -> list:
 
         return model_files(value)
     if flag in ("--profile", "--memory") and isinstance(value, str):
-        from ..cost.costmodel import _profiles_dir, available_profiles
+        from ..cost.costmodel import available_profiles, profiles_dir
 
         if value in available_profiles():
-            return [_profiles_dir() / f"{value}.json"]
+            return [profiles_dir() / f"{value}.json"]
     if isinstance(value, (str, bytes, os.PathLike)):
         return [value]
     return list(value)

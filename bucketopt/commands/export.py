@@ -68,7 +68,8 @@ def run(args) -> int:
                                      f"{args.lhotse_version!r}.") from None
         options["lhotse_version"] = args.lhotse_version
     if args.plan is not None:  # no solve: the plan's boundaries and batch sizes
-        from ..plan import check_lengths, solution_from_plan
+        from ..plan import check_lengths
+        from ..solution import solution_from_plan
 
         if args.lens is not None:  # the lengths are checked against the plan's fingerprint
             lengths, _source = read_lengths(args)

@@ -164,7 +164,7 @@ class Profile:
         return path
 
 
-def _profiles_dir():
+def profiles_dir():
     from importlib.resources import files
 
     return files("bucketopt") / "profiles"
@@ -173,7 +173,7 @@ def _profiles_dir():
 def available_profiles() -> tuple:
     """Names of the profiles shipped with bucketopt."""
     try:
-        entries = list(_profiles_dir().iterdir())
+        entries = list(profiles_dir().iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return ()
     return tuple(sorted(p.name[:-5] for p in entries if p.name.endswith(".json")))
@@ -228,7 +228,7 @@ def load_profile(profile) -> Profile:
         )
     text = str(profile)
     if text in available_profiles():
-        data = json.loads((_profiles_dir() / f"{text}.json").read_text())
+        data = json.loads((profiles_dir() / f"{text}.json").read_text())
         return profile_from_dict(data, f"profile {shown(text)}")
     from ..data.guards import path_kind, read_json, short
 

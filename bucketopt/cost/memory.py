@@ -96,10 +96,10 @@ def load_memory(memory, *, gpu_memory=None, headroom=None) -> MemoryModel | None
         raise BucketoptError(f"`memory` must be a dict, a JSON file path or a profile name; got "
                              f"{type(memory).__name__}.", param="memory")
     text = str(memory)
-    from .costmodel import _profiles_dir, available_profiles
+    from .costmodel import available_profiles, profiles_dir
 
     if text in available_profiles():
-        data = json.loads((_profiles_dir() / f"{text}.json").read_text())
+        data = json.loads((profiles_dir() / f"{text}.json").read_text())
         return _from_mapping(data, f"profile {text!r}", capacity, headroom)
     path = Path(text)
     try:

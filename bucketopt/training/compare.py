@@ -247,7 +247,8 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
 
     plan_solution = None
     if plan is not None:  # its settings replace the arguments
-        from ..plan import evaluate_plan, load_plan
+        from ..plan import load_plan
+        from ..solver import evaluate_plan
 
         plan = load_plan(plan)
         plan_solution = evaluate_plan(plan, lengths, allow_other_lengths=allow_other_lengths)
