@@ -415,3 +415,27 @@ def check_fields(state, schema: dict, name: str = "state", *, optional: dict | N
     for key, (check, default) in optional.items():
         out[key] = check(state[key], prefix + key) if key in state else default
     return out
+
+
+# --- counts beyond meaning ---------------------------------------------------------------------
+
+# Data-parallel ranks (GPUs) a plan, a prediction or a sampler may span: the largest clusters
+# today train on tens of thousands of GPUs. A larger count is refused at once (a step of 2**60
+# ranks would size arrays by it: "array is too big" or gigabytes of nothing).
+WORLD_SIZE_LIMIT = 1 << 16
+
+
+def check_world_size(value, name: str = "world_size", *, where: str = "",
+                     param: str | None = "world_size") -> int:
+    """``value`` as a world size: an integer in [1, WORLD_SIZE_LIMIT] (65,536 GPUs), the one
+    check wherever a world size enters (solve, evaluate, compare, the samplers, profiles)."""
+    return check_int(value, name, low=1, high=WORLD_SIZE_LIMIT, where=where, param=param)
+
+
+def state_text(most: int = 256, *, param: str = "state"):
+    """A checker of a text field (a str of at most ``most`` characters)."""
+    def check(value, name):
+        if not isinstance(value, str) or len(value) > most:
+            raise _state_error(name, f"a string of at most {most} characters", value, param)
+        return value
+    return check

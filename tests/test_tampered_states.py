@@ -134,3 +134,64 @@ def test_a_mutated_state_loads_and_finishes_every_item_once_or_is_refused_at_loa
     together = seen + rest
     assert len(together) == len(set(together))  # nothing twice
     assert sorted(together) == ITEMS  # and nothing lost (one rank: no batch is ever dropped)
+
+
+# --- BucketBatchSampler states -----------------------------------------------------------------
+
+from bucketopt import BucketBatchSampler  # noqa: E402
+
+LENGTHS = np.random.default_rng(0).integers(1, 200, 3000)
+
+
+def sampler(**kw):
+    return BucketBatchSampler(LENGTHS, [50, 120, 199], token_budget=400, seed=3, **kw)
+
+
+@pytest.mark.parametrize("field", ["seed", "version", "fingerprint", "settings", "epoch",
+                                   "position", "world_size", "grad_accum", "segments"])
+def test_a_numpy_array_in_a_sampler_state_is_one_error_naming_the_field(field):
+    state = sampler().state_dict()
+    state[field] = np.array([1, 2])
+    with pytest.raises(BucketoptError, match=field) as info:
+        sampler().load_state_dict(state)
+    assert "\n" not in str(info.value)
+
+
+def test_a_numpy_array_inside_the_settings_is_a_setting_that_differs():
+    state = sampler().state_dict()
+    state["settings"]["boundaries"] = np.array([50, 120, 199])
+    with pytest.raises(BucketoptError, match="boundaries"):
+        sampler().load_state_dict(state)
+
+
+@pytest.mark.parametrize("segments, words", [
+    ([[2, 1, 0]] * 64, "repeats the world size"),
+    ([[2, 1, 1], [3, 1, 0], [1, 1, 0]], "own world size"),
+    ([[2**20, 1, 0]], r"\[1, 65536\]"),
+])
+def test_segments_no_resume_could_record_are_refused_before_any_plan_is_built(segments, words):
+    state = sampler().state_dict()
+    with pytest.raises(BucketoptError, match=words):
+        sampler().load_state_dict({**state, "segments": segments})
+
+
+def test_a_chain_of_resumes_through_a_state_saved_at_position_0_gives_every_sample_once():
+    first = sampler(world_size=2)
+    it = iter(first)
+    consumed = [int(i) for _ in range(5) for i in next(it)]  # rank 0's batches ...
+    consumed += [int(i) for b in first.plan().batches()[1:10:2] for i in b]  # ... and rank 1's
+    state = first.state_dict()
+    second = sampler(world_size=4)
+    second.load_state_dict(state)
+    saved_at_0 = second.state_dict()  # nothing consumed at 4 ranks
+    assert saved_at_0["position"] == 0 and len(saved_at_0["segments"]) == 1
+    third = sampler(world_size=3)
+    third.load_state_dict(saved_at_0)
+    assert len(third.plan().segments) == 2
+    rest = [int(i) for b in third.plan().batches() for i in b]
+    assert sorted(consumed + rest) == list(range(LENGTHS.size))
+    # many zero-position segments load without building a plan for each
+    many = {**saved_at_0, "segments": [[2 + i % 2, 1, 0] for i in range(63)] + [[5, 1, 0]]}
+    fourth = sampler(world_size=3)
+    fourth.load_state_dict(many)
+    assert sorted(int(i) for b in fourth.plan().batches() for i in b) == list(range(LENGTHS.size))

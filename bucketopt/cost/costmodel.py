@@ -37,7 +37,7 @@ from ..objectives.random_order import (  # noqa: F401  (the analytic epoch time:
     bucket_time_atoms,
     expected_step_max,
 )
-from ..validate import check_int, check_number, shown
+from ..validate import check_int, check_number, check_world_size, shown
 
 SECONDS_PER_DAY = 86_400.0
 PROFILE_KEYS = ("name", "description", "alpha", "beta", "gamma", "world_size", "token_budget",
@@ -110,7 +110,7 @@ class CostModel:
             object.__setattr__(self, key, _coefficient(getattr(self, key), key))
         if self.alpha == self.beta == self.gamma == 0.0:
             raise BucketoptError("alpha, beta and gamma are all 0: the model predicts no time.")
-        object.__setattr__(self, "world_size", _positive_int(self.world_size, "world_size"))
+        object.__setattr__(self, "world_size", check_world_size(self.world_size))
         object.__setattr__(self, "epochs", _positive_int(self.epochs, "epochs"))
 
     def micro_batch_time(self, sizes, padded_lens):
@@ -132,7 +132,7 @@ class CostModel:
         return replace(self, epochs=_positive_int(epochs, "epochs"))
 
     def with_world_size(self, world_size) -> CostModel:
-        return replace(self, world_size=_positive_int(world_size, "world_size"))
+        return replace(self, world_size=check_world_size(world_size))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -203,7 +203,7 @@ def profile_from_dict(data, source: str = "profile") -> Profile:
     return Profile(
         name=str(data.get("name", Path(source).stem)),
         description=str(data.get("description", "")),
-        world_size=_positive_int(data.get("world_size", 1), "world_size", source),
+        world_size=check_world_size(data.get("world_size", 1), where=f" in {source}"),
         token_budget=None if budget is None else _positive_int(budget, "token_budget", source),
         provenance=provenance if isinstance(provenance, dict) else {"note": str(provenance)},
         uncertainty=parse_uncertainty(data.get("uncertainty"), source),
@@ -268,7 +268,7 @@ def resolve_cost_model(profile, world_size, token_budget, hist, *, budget_needed
         )
     prof = load_profile(profile)
     model = prof.cost_model(world_size=None if world_size is None else
-                            _positive_int(world_size, "world_size (--gpus)"))
+                            check_world_size(world_size, "world_size (--gpus)"))
     if token_budget is None and budget_needed:
         if prof.token_budget is None:
             raise BucketoptError(

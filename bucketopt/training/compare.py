@@ -16,7 +16,7 @@ import numpy as np
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
 from ..heuristics import RULES
-from ..validate import check_k, check_token_budget
+from ..validate import check_k, check_token_budget, check_world_size
 from .rows import strategy_row
 
 MAX_SIMULATIONS = 1000
@@ -295,7 +295,7 @@ def compare(lengths, k, *, token_budget=None, pad="batch", seed=0, simulations=1
 
     grad_accum = _positive_int(grad_accum, "grad_accum")
     if world_size is not None:
-        world_size = _positive_int(world_size, "world_size")
+        world_size = check_world_size(world_size)
 
     n = hist.n
     subsampled = simulated_samples is not None and n > simulated_samples

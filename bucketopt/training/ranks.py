@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import shown
+from ..validate import check_world_size, shown
 
 INT64_MAX = 2**63 - 1
 
@@ -65,7 +65,7 @@ class RankedSampler:
 
     def _init_ranks(self, *, seed, rank, world_size) -> None:
         self.seed = _check_int("seed", seed, 0)
-        self.world_size = _check_int("world_size", world_size, 1)
+        self.world_size = check_world_size(world_size)
         self.rank = _check_int("rank", rank, 0)
         if self.rank >= self.world_size:
             raise BucketoptError(

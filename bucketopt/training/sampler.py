@@ -24,10 +24,17 @@ import numpy as np
 from ..data.histogram import Histogram, validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries
-from ..validate import check_token_budget, shown
+from ..validate import (
+    WORLD_SIZE_LIMIT,
+    check_fields,
+    check_token_budget,
+    shown,
+    state_int,
+    state_text,
+)
 from ._sampler_plan import EpochPlan, build_plan, infeasible
 from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
-from .ranks import INT64_MAX, RankedSampler, _check_bool, _check_int  # noqa: F401
+from .ranks import INT64_MAX, RankedSampler, _check_bool, _check_int
 
 __all__ = ["BucketBatchSampler", "EpochPlan", "TrackedLoader"]
 
@@ -35,6 +42,11 @@ PACKINGS = ("fixed", "greedy", *VARLEN)
 STATE_VERSION = 2
 _STATE_KEYS = ("version", "epoch", "position", "seed", "fingerprint")
 _V2_KEYS = ("world_size", "grad_accum", "settings", "segments")
+# The kind of each field of a state (its relations are checked by load_state_dict)
+_SCALARS = {"version": state_int(1, 2), "epoch": state_int(), "position": state_int(),
+            "seed": state_int(), "fingerprint": state_text(64)}
+_WORLD, _ACCUM = state_int(1, WORLD_SIZE_LIMIT), state_int(1, INT64_MAX)
+_V2_SCALARS = {"world_size": _WORLD, "grad_accum": _ACCUM}
 MAX_SEGMENTS = 64  # elastic resumes inside one epoch; each one rebuilds one plan on load
 # a batch sampler pulled by one of these runs ahead of the training loop (workers, prefetch)
 _LOADER_FILES = tuple(os.sep + os.path.join(*parts) + os.sep for parts in (
@@ -349,6 +361,9 @@ class BucketBatchSampler(RankedSampler):
             raise BucketoptError(f"state is missing {', '.join(missing)}: pass a dict returned "
                                  "by BucketBatchSampler.state_dict().", param="state")
         version = state["version"]
+        if isinstance(version, (bool, np.bool_)) or not isinstance(version, (int, np.integer)):
+            version = None  # an array, a string, ...: refused below
+        check_fields(state, _SCALARS)  # each field's kind: never an array, a string for a number
         if version == 1:
             saved_ws, saved_ga, segments = self._check_v1(state)
         elif version == STATE_VERSION:
@@ -356,7 +371,7 @@ class BucketBatchSampler(RankedSampler):
         else:
             raise BucketoptError(f"state version must be 1 or {STATE_VERSION}"
                                  f"; got {shown(version)}.", param="state")
-        if state["seed"] != self.seed:
+        if int(state["seed"]) != self.seed:
             raise BucketoptError(f"state seed={shown(state['seed'])} does not match this sampler's "
                                  f"seed={self.seed}.", param="state")
         epoch = _check_int("state epoch", state["epoch"], 0)
@@ -365,19 +380,23 @@ class BucketBatchSampler(RankedSampler):
         if position > saved.micro_steps:
             raise BucketoptError(f"state position must be <= {saved.micro_steps} (batches per "
                                  f"rank in epoch {epoch}); got {position}.", param="state")
+        plan = saved
         if (saved_ws, saved_ga) != (self.world_size, self.grad_accum):  # elastic: re-plan the rest
+            members = saved.indices_from(position * saved_ws)
             segments = (*segments, (saved_ws, saved_ga, position))
             position = 0
-            self._cache = None
+            # the re-planned rest, built (and checked) now, not mid-training; each plan of the
+            # chain is built once
+            plan = self._chain(epoch, segments, self.world_size, self.grad_accum, members)
         self._epoch = epoch
         self._segments = segments
-        self.plan(epoch)  # builds (and checks) the re-planned rest now, not mid-training
+        self._cache = ((epoch, segments), plan)
         self._resume = self._handed = self._consumed = position
         self._driven = False
 
     def _check_v1(self, state):
         legacy = _legacy_fingerprint(self)
-        if state["fingerprint"] != legacy:
+        if str(state["fingerprint"]) != legacy:
             raise BucketoptError(
                 "state (version 1) was saved by a sampler with other lengths, boundaries, "
                 "token_budget, world_size, grad_accum, packing, sync_buckets or drop_last; "
@@ -394,18 +413,18 @@ class BucketBatchSampler(RankedSampler):
         if not isinstance(saved, dict):
             raise BucketoptError(f"state settings must be a dict; got {type(saved).__name__}.",
                                  param="state")
-        differ = [key for key in self._settings if saved.get(key) != self._settings[key]]
+        differ = [key for key in self._settings if not _same(saved.get(key), self._settings[key])]
         if differ:
             raise BucketoptError("state was saved by a sampler with other settings: " + "; ".join(
                 _describe(key, saved.get(key), self._settings[key]) for key in differ) + ".",
                                  param="state")
-        if state["fingerprint"] != self._fingerprint:
+        if str(state["fingerprint"]) != self._fingerprint:
             raise BucketoptError(f"state fingerprint {shown(state['fingerprint'])} does not "
                                  f"match its settings (this sampler "
                                  f"{shown(self._fingerprint)}): the state was edited or "
                                  "corrupted.", param="state")
-        saved_ws = _check_int("state world_size", state["world_size"], 1)
-        saved_ga = _check_int("state grad_accum", state["grad_accum"], 1)
+        v2 = check_fields(state, _V2_SCALARS)
+        saved_ws, saved_ga = v2["world_size"], v2["grad_accum"]
         n = self.lengths.size
         if max(saved_ws, saved_ga) > max(n, self.world_size, self.grad_accum):
             raise BucketoptError(f"state world_size={saved_ws}, grad_accum={saved_ga}: more than "
@@ -420,14 +439,24 @@ class BucketBatchSampler(RankedSampler):
             if not isinstance(entry, (list, tuple)) or len(entry) != 3:
                 raise BucketoptError("state segments must hold [world_size, grad_accum, "
                                      f"position] entries; got {shown(entry)}.", param="state")
-            segment = (_check_int("state segment world_size", entry[0], 1),
-                       _check_int("state segment grad_accum", entry[1], 1),
-                       _check_int("state segment position", entry[2], 0))
+            segment = (_WORLD(entry[0], "segments[][0] (world_size)"),
+                       _ACCUM(entry[1], "segments[][1] (grad_accum)"),
+                       state_int()(entry[2], "segments[][2] (position)"))
+            if segment[:2] == (segments[-1][:2] if segments else None):
+                raise BucketoptError(f"state segment {list(segment)} repeats the world size and "
+                                     "grad_accum of the one before it: a segment is recorded only "
+                                     "when they change; the state was edited or corrupted.",
+                                     param="state")
             if max(segment[:2]) > max(n, self.world_size, self.grad_accum):
                 raise BucketoptError(f"state segment {list(segment)}: more ranks or micro-steps "
                                      f"than the {n:,} samples; the state was edited or corrupted.",
                                      param="state")
             segments.append(segment)
+        if segments and segments[-1][:2] == (saved_ws, saved_ga):
+            raise BucketoptError(f"state segment {list(segments[-1])} has the state's own world "
+                                 f"size and grad_accum ({saved_ws}, {saved_ga}): a segment is "
+                                 "recorded only when they change; the state was edited or "
+                                 "corrupted.", param="state")
         return saved_ws, saved_ga, tuple(segments)
 
     # ---------------------------------------------------------------------------- introspection
@@ -448,11 +477,25 @@ class BucketBatchSampler(RankedSampler):
             self._cache = (key, self._chain(epoch, segments, self.world_size, self.grad_accum))
         return self._cache[1]
 
-    def _chain(self, epoch, segments, world_size, grad_accum) -> EpochPlan:
-        """The plan of ``epoch`` at (world_size, grad_accum) after the elastic ``segments``."""
+    def _chain(self, epoch, segments, world_size, grad_accum, members=False) -> EpochPlan:
+        """The plan of ``epoch`` at (world_size, grad_accum) after the elastic ``segments``
+        (``members``: the samples they leave, when already known)."""
+        build = build_varlen_plan if self.packing in VARLEN else build_plan
+        if members is False:
+            members = self._members_after(epoch, segments)
+        return build(self, epoch, _rng(self.seed, epoch, len(segments)),
+                     world_size=world_size, grad_accum=grad_accum, members=members,
+                     segments=segments)
+
+    def _members_after(self, epoch, segments):
+        """The samples the elastic ``segments`` of ``epoch`` leave (None: every sample): one
+        plan built per segment that consumed batches (a segment at position 0 consumed nothing
+        and, without drop_last, leaves every sample it had: no plan to build)."""
         members = None
         build = build_varlen_plan if self.packing in VARLEN else build_plan
         for i, (G, A, position) in enumerate(segments):
+            if position == 0 and not self.drop_last:
+                continue
             earlier = build(self, epoch, _rng(self.seed, epoch, i), world_size=G,
                             grad_accum=A, members=members, segments=segments[:i])
             if position > earlier.micro_steps:
@@ -460,9 +503,7 @@ class BucketBatchSampler(RankedSampler):
                                      f"(batches per rank at world_size={G}); got {position}.",
                                      param="state")
             members = earlier.indices_from(position * G)
-        return build(self, epoch, _rng(self.seed, epoch, len(segments)),
-                     world_size=world_size, grad_accum=grad_accum, members=members,
-                     segments=segments)
+        return members
 
     def epoch_view(self, epoch=None, *, pad=None):
         """The epoch as an :class:`bucketopt.training.epoch.Epoch` over all ranks in step order
@@ -534,6 +575,17 @@ def _rng(seed, epoch, segment):
 def _pulled_by_loader(frame) -> bool:
     name = frame.f_code.co_filename if frame is not None else ""
     return any(part in name for part in _LOADER_FILES)
+
+
+def _same(saved, mine) -> bool:
+    """Whether a saved setting equals this sampler's (an array, or anything whose comparison
+    fails, is not)."""
+    if isinstance(saved, np.ndarray):
+        return False
+    try:
+        return bool(saved == mine)
+    except (TypeError, ValueError):
+        return False
 
 
 def _describe(key, saved, mine) -> str:
