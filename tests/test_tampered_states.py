@@ -195,3 +195,23 @@ def test_a_chain_of_resumes_through_a_state_saved_at_position_0_gives_every_samp
     fourth = sampler(world_size=3)
     fourth.load_state_dict(many)
     assert sorted(int(i) for b in fourth.plan().batches() for i in b) == list(range(LENGTHS.size))
+
+
+# --- a Trainer checkpoint's trainer_state.json ---------------------------------------------------
+
+@pytest.mark.parametrize("content, step", [
+    ('{"global_step": 12}', 12), ('\ufeff{"global_step": 3}', 3), ('{}', 0),
+    ('{"global_step": "x"}', None), ('{"global_step": -1}', None), ('{"global_step": 2.5}', None),
+    ('{"global_step": true}', None), ('[1]', None), ('{"global_step": 1' + "0" * 5000 + '}', None),
+    ('{"global_step": ' + "[" * 100_000 + "]" * 100_000 + '}', None),
+])
+def test_a_checkpoints_global_step_is_read_or_refused_in_one_line(tmp_path, content, step):
+    from bucketopt.integrations.transformers import _checkpoint_step
+
+    (tmp_path / "trainer_state.json").write_text(content, encoding="utf-8")
+    if step is not None:
+        assert _checkpoint_step(tmp_path) == step
+        return
+    with pytest.raises(BucketoptError) as info:
+        _checkpoint_step(tmp_path)
+    assert "trainer_state.json" in str(info.value) and "\n" not in str(info.value)
