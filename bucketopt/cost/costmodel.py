@@ -394,11 +394,14 @@ def parse_uncertainty(value, source: str = "profile") -> dict | None:
                              f"sets; at most {MAX_SETS:,} are allowed.")
     clean = []
     for i, entry in enumerate(sets):
-        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or any(
-                isinstance(v, bool) or not isinstance(v, (int, float)) for v in entry):
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3:
             raise BucketoptError(f"`uncertainty.coefficient_sets[{i}]` in {source} must be "
-                                 f"[alpha, beta, gamma] (3 numbers); got {entry!r:.80}.")
-        entry = [float(v) for v in entry]
+                                 f"[alpha, beta, gamma] (3 numbers); got {shown(entry)}.")
+        # each number as a main coefficient is checked: finite, >= 0, at most
+        # COEFFICIENT_LIMIT (a 400-digit integer or 1e7 seconds is no measurement)
+        entry = [check_number(v, f"uncertainty.coefficient_sets[{i}][{j}]", low=0.0,
+                              high=COEFFICIENT_LIMIT, where=f" in {source}", param=None)
+                 for j, v in enumerate(entry)]
         if not all(math.isfinite(v) and v >= 0 for v in entry) or not any(
                 v >= COEFFICIENT_FLOOR for v in entry):
             raise BucketoptError(f"`uncertainty.coefficient_sets[{i}]` in {source} must hold "

@@ -259,6 +259,12 @@ def validate_lengths(
     except (ValueError, TypeError, OverflowError) as exc:
         raise BucketoptError(f"{name} could not be read as an array of integers: {exc}",
                              param=param) from None
+    if isinstance(lengths, (list, tuple)) and arr.dtype.kind in "iuf":
+        # numpy reads True as 1 beside integers: a boolean is not a length, nor a count
+        i = next((i for i, x in enumerate(lengths) if isinstance(x, (bool, np.bool_))), None)
+        if i is not None:
+            raise BucketoptError(f"{name} must be integers; got {bool(lengths[i])} at index "
+                                 f"{start + i}.", param=param)
     if arr.dtype == object:
         try:
             arr = np.asarray(arr.tolist(), dtype=np.float64 if _has_float(arr) else np.int64)

@@ -27,6 +27,7 @@ from ..solution import batch_sizes_for, check_boundaries
 from ..validate import (
     WORLD_SIZE_LIMIT,
     check_fields,
+    check_int,
     check_token_budget,
     shown,
     state_int,
@@ -55,20 +56,27 @@ _LOADER_FILES = tuple(os.sep + os.path.join(*parts) + os.sep for parts in (
 
 
 def _check_batch_sizes(batch_sizes, edges, token_budget) -> np.ndarray:
-    """One positive integer per bucket (at most token_budget // edge when a budget is given)."""
+    """One positive integer per bucket (at most token_budget // edge when a budget is given);
+    a bool, a string or an integer of thousands of digits is one clear error."""
+    if isinstance(batch_sizes, (list, tuple)):
+        if len(batch_sizes) != edges.size:
+            raise BucketoptError(f"batch_sizes must hold one integer per bucket ({edges.size}); "
+                                 f"got {shown(batch_sizes)}.", param="batch_sizes")
+        batch_sizes = [check_int(v, f"batch_sizes[{i}]", low=1, high=1 << 40,
+                                 param="batch_sizes") for i, v in enumerate(batch_sizes)]
     try:
         sizes = np.asarray(batch_sizes)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise BucketoptError(f"batch_sizes must be a list of integers >= 1; got "
-                             f"{batch_sizes!r}.", param="batch_sizes") from None
+                             f"{shown(batch_sizes)}.", param="batch_sizes") from None
     if sizes.ndim != 1 or sizes.size != edges.size:
         raise BucketoptError(f"batch_sizes must hold one integer per bucket ({edges.size}); got "
-                             f"{str(batch_sizes)[:80]}.", param="batch_sizes")
+                             f"{shown(batch_sizes)}.", param="batch_sizes")
     if sizes.dtype.kind == "f" and np.all(np.isfinite(sizes)) and np.all(sizes == np.round(sizes)):
         sizes = sizes.astype(np.int64)
     if sizes.dtype.kind not in "iu" or np.any(sizes < 1) or np.any(sizes > 1 << 40):
         raise BucketoptError(f"batch_sizes must be integers in [1, 2**40]; got "
-                             f"{str(batch_sizes)[:80]}.", param="batch_sizes")
+                             f"{shown(batch_sizes)}.", param="batch_sizes")
     sizes = sizes.astype(np.int64)
     if token_budget is not None:
         over = sizes > token_budget // edges  # no product: it could pass int64
