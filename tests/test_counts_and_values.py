@@ -161,3 +161,36 @@ def test_the_cli_refuses_gpus_past_the_cap_in_one_line(lens):
                     "--gpus", str(2**60), "-q"], "--gpus")
     one_line_error(["compare", "--lens", lens, "-k", "2", "--token-budget", "400",
                     "--gpus", "1000000", "-q"], "65536")
+
+
+# --- k beyond the distinct lengths ---------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(4))
+def test_k_beyond_the_distinct_lengths_is_k_equal_to_their_number(seed):
+    lengths = np.random.default_rng(seed).integers(1, 600, 3000)
+    m = np.unique(lengths).size
+    huge = bucketopt.solve(lengths, 10**9, pad="batch", token_budget=1200)
+    exact = bucketopt.solve(lengths, m, pad="batch", token_budget=1200, exact=True)
+    assert huge.padded_tokens == exact.padded_tokens == 0
+    assert huge.optimality["exact"] and huge.boundaries == tuple(np.unique(lengths).tolist())
+    # where one bucket per length is not allowed (min_share, align), the DP still decides
+    shared = bucketopt.solve(lengths, 10**9, pad="batch", token_budget=1200, min_share=0.05)
+    assert min(shared.counts) >= 0.05 * lengths.size
+
+
+def test_solve_with_a_billion_buckets_answers_at_once_from_the_cli(lens):
+    code, out, err = cli(["solve", "--lens", lens, "-k", "1000000000", "--pad", "batch",
+                          "--token-budget", "400", "--json", "-q"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["padding_fraction"] == 0.0 and data["optimality"]["exact"]
+
+
+@pytest.mark.parametrize("warmup", [10**9, 1001, 10**5000], ids=["1e9", "1001", "5001-digits"])
+def test_a_warmup_past_the_cap_is_refused_before_any_step(warmup):
+    from bucketopt.cost.probe import MAX_WARMUP, probe
+
+    with pytest.raises(BucketoptError, match=f"at most {MAX_WARMUP:,}") as info:
+        probe("no-such-model:build", token_budget=128, max_length=16, warmup=warmup)
+    assert info.value.param == "warmup"
+
