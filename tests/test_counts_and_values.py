@@ -194,3 +194,21 @@ def test_a_warmup_past_the_cap_is_refused_before_any_step(warmup):
         probe("no-such-model:build", token_budget=128, max_length=16, warmup=warmup)
     assert info.value.param == "warmup"
 
+
+# --- file names holding any character ------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--lens", "--memory", "--measurements", "--profile"])
+def test_a_file_name_holding_a_newline_stays_on_the_errors_one_line(tmp_path, lens, flag):
+    bad = tmp_path / "bad\nname.npy"
+    bad.write_bytes(b'{"x": 1}' if flag in ("--memory", "--profile") else b"x")
+    argv = {"--lens": ["solve", "--lens", str(bad), "-k", "2"],
+            "--memory": ["solve", "--lens", lens, "-k", "2", "--memory", str(bad)],
+            "--profile": ["solve", "--lens", lens, "-k", "2", "--profile", str(bad)],
+            "--measurements": ["calibrate", "--measurements", str(bad)]}[flag]
+    err = one_line_error(argv)
+    assert "bad\\nname.npy" in err
+
+
+def test_no_error_message_ever_holds_a_line_break():
+    err = BucketoptError("file a\nb\r\x1b: bad")
+    assert str(err) == "file a\\nb\\r\\x1b: bad"

@@ -249,7 +249,7 @@ def load_profile(profile) -> Profile:
             param="profile",
         )
     data = read_json(text, f"profile file {short(text)}", limit=PROFILE_BYTES)
-    return profile_from_dict(data, f"profile file {text}")
+    return profile_from_dict(data, f"profile file {short(text)}")
 
 
 def resolve_cost_model(profile, world_size, token_budget, hist, *, budget_needed=True):
