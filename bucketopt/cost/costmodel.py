@@ -233,10 +233,11 @@ def load_profile(profile) -> Profile:
             f"{type(profile).__name__}.", param="profile"
         )
     text = str(profile)
-    if text in available_profiles():
-        data = json.loads((_profiles_dir() / f"{text}.json").read_text())
-        return profile_from_dict(data, f"profile {shown(text)}")
     from ..data.guards import path_kind, read_json, short
+
+    if text in available_profiles():  # the one JSON reader, for shipped files too
+        data = read_json(_profiles_dir() / f"{text}.json", f"profile {shown(text)}")
+        return profile_from_dict(data, f"profile {shown(text)}")
 
     kind = path_kind(text, "profile")
     if kind == "other":
