@@ -57,8 +57,13 @@ class EdgePadding(Objective):
         args = (g.edges, g.prefix_count, g.prefix_tokens, self.win_lo, self.win_hi, kmax)
         if use_numpy(g.g, kmax):  # small, and numba not started: its start would dominate
             return edge_layers_numpy(*args)
-        from ._edge_kernels import edge_layers
+        from ._edge_kernels import _edge_layers_dc, edge_layers
 
+        if hull_bytes(g.g, kmax) > HULL_BYTES:
+            # the hull's per-lane line stacks (4 int64 a group, up to 3 lanes on 10**7 groups:
+            # 960 MB) do not fit beside the data: the divide-and-conquer layers (the same
+            # exact DP and the same opt, O(g log g) a layer, memory: opt and two layers)
+            return _edge_layers_dc(*args)
         return edge_layers(*args)
 
     def cost(self, edges) -> int:
@@ -66,6 +71,17 @@ class EdgePadding(Objective):
         edges = np.asarray(edges, dtype=np.int64)
         idx = np.searchsorted(edges, hist.values, side="left")
         return int(np.sum((edges[idx] - hist.values) * hist.counts))
+
+
+# Above this many bytes of line stacks the edge DP takes its divide-and-conquer layers.
+HULL_BYTES = 256 << 20
+
+
+def hull_bytes(g: int, kmax: int) -> int:
+    """The line stacks ``_edge_kernels._edge_layers_hull`` allocates for ``g`` groups and
+    ``kmax`` layers (its lanes: at most 8, kmax - 1, and 2**25 // (g + 1))."""
+    lanes = max(1, min(8, kmax - 1, (1 << 25) // (g + 1)))
+    return lanes * (4 * (g + 1) + 4 * 37) * 8
 
 
 def _fill_candidates(groups, token_budget, min_fill, sizes):
