@@ -57,8 +57,9 @@ class Histogram:
         if counts.min() < 0:
             raise BucketoptError(f"histogram counts must be >= 0; got {int(counts.min())}.")
         # before any merge of repeated values: their int64 sum could wrap around
-        _check_token_total(values[counts > 0].max(initial=0)[None], counts)
-        if values.size > 1 and np.any(np.diff(values) <= 0):
+        # (no temporary copies: 10**7 distinct lengths are 80 MB an array)
+        _check_token_total(np.max(values, where=counts > 0, initial=0)[None], counts)
+        if values.size > 1 and np.any(values[1:] <= values[:-1]):
             order = np.argsort(values, kind="stable")
             values, counts = values[order], counts[order]
             uniq, start = np.unique(values, return_index=True)
@@ -82,11 +83,12 @@ class Histogram:
         top = int(lengths.max())
         if top <= _DENSE_MAX and top <= 8 * lengths.size + 1024:
             dense = np.bincount(lengths, minlength=top + 1)
-            values = np.flatnonzero(dense).astype(np.int64)
-            counts = dense[values].astype(np.int64)
+            values = np.flatnonzero(dense)
+            counts = dense[values]
+            del dense  # (no copy more than needed: 10**7 distinct lengths are 80 MB an array)
         else:
             values, counts = np.unique(lengths, return_counts=True)
-        return cls(values.astype(np.int64), counts.astype(np.int64))
+        return cls(values.astype(np.int64, copy=False), counts.astype(np.int64, copy=False))
 
     @property
     def n(self) -> int:
