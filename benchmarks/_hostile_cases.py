@@ -1057,6 +1057,12 @@ def scale_cases() -> list[Case]:
         cases.append(Case(f"10**7 distinct lengths: {name}", "scale", expect,
                           argv=["solve", "--lens", "wide.npy", "-k", "6", "--json", "-q", *extra],
                           files={**wide, **files}, check=top if expect == "ok" else None))
+    cases.append(Case("10**7 distinct lengths: solve -k 64", "scale", "ok",
+                      argv=["solve", "--lens", "wide.npy", "-k", "64", "--json", "-q"],
+                      files=wide, check=top))
+    cases.append(Case("10**7 distinct lengths: sweep -k 1:16", "scale", "ok",
+                      argv=["sweep", "--lens", "wide.npy", "-k", "1:16", "--json", "-q"],
+                      files=wide, check=_json_ok(lambda d: len(d["rows"]) == 16)))
     cases.append(Case("10**7 distinct lengths: compare --profile", "scale", "error",
                       argv=["compare", "--lens", "wide.npy", "-k", "6", "--profile",
                             "rtx-pro-6000-blackwell", "--token-budget", "20000000", "-q"],

@@ -160,7 +160,8 @@ def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budg
     groups the DP ran on (backtrack over them)."""
     groups = obj.candidates(groups, token_budget)
     kmax_eff = min(kmax, groups.g)
-    if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES:
+    if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES and \
+            not getattr(obj, "bounded_memory", False):
         raise BucketoptError(
             f"k={kmax} over {groups.g:,} candidate edges needs "
             f"{kmax_eff * (groups.g + 1) * 4 / 1e6:,.0f} MB of DP state; use a smaller k or "

@@ -32,6 +32,34 @@ def test_the_bounded_memory_edge_layers_give_the_textbook_optimum(monkeypatch, s
     assert low.padded_tokens == textbook_dp_edge(lengths, k, **share)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_starts_kept_on_disk_give_the_same_solutions_and_sweeps(monkeypatch, tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 500, rng.integers(30, 600))
+    share = dict(min_share=0.02, max_share=0.6) if seed % 2 else {}
+    k = int(rng.integers(2, 9))
+    table = bucketopt.solve(lengths, k, **share)
+    rows = bucketopt.sweep(lengths, range(2, 9), **share)
+    monkeypatch.setattr(edge, "TABLE_ENTRIES", 0)  # every DP keeps its starts on disk
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    from bucketopt.objectives import _edge_rows
+
+    calls = []
+    real = _edge_rows.edge_layers_rows
+    monkeypatch.setattr(_edge_rows, "edge_layers_rows",
+                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    disk = bucketopt.solve(lengths, k, **share)
+    assert calls  # the starts went to disk
+    assert disk.boundaries == table.boundaries and disk.padded_tokens == table.padded_tokens
+    assert disk.padded_tokens == textbook_dp_edge(lengths, k, **share)
+    again = bucketopt.sweep(lengths, range(2, 9), **share)
+    assert [s.boundaries for s in again.solutions] == [s.boundaries for s in rows.solutions]
+    assert list(tmp_path.iterdir()) == []  # the rows' file is unnamed: nothing stays
+
+
 def test_the_hull_buffer_estimate_follows_the_lanes():
     assert edge.hull_bytes(10**7, 6) > edge.HULL_BYTES  # 3 lanes of 4 int64 a group
     assert edge.hull_bytes(10**4, 16) < edge.HULL_BYTES
@@ -68,12 +96,13 @@ def test_the_cli_says_what_to_do_in_one_line(tmp_path):
 
 
 @pytest.mark.skipif(os.environ.get("BUCKETOPT_SCALE_TESTS") != "1",
-                    reason="10**7 distinct lengths: set BUCKETOPT_SCALE_TESTS=1 (about 15 s)")
-def test_ten_million_distinct_lengths_solve_edge_padding_under_1_5_gb(tmp_path):
+                    reason="10**7 distinct lengths: set BUCKETOPT_SCALE_TESTS=1 (15-45 s each)")
+@pytest.mark.parametrize("k", ["6", "64"])
+def test_ten_million_distinct_lengths_solve_edge_padding_under_1_5_gb(tmp_path, k):
     path = tmp_path / "d1e7.npy"
     np.save(path, np.arange(1, 10**7 + 1))
     code = ("import resource, sys, json\nfrom bucketopt.cli import main\n"
-            f"rc = main(['solve', '--lens', {str(path)!r}, '-k', '6', '--json', '-q'])\n"
+            f"rc = main(['solve', '--lens', {str(path)!r}, '-k', {k!r}, '--json', '-q'])\n"
             "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
