@@ -1,11 +1,13 @@
 """The edge DP in bounded memory, for more (k x groups) cells than a table of starts can hold.
 
 ``_edge_kernels.edge_layers`` keeps ``opt``, one int32 start per (k, group): 2.56 GB at k = 64 on
-10**7 distinct lengths. Here each layer is one divide-and-conquer pass over the monotone argmin
-(:func:`edge_layer`: the same windows and the same smallest best start as
-``_edge_kernels._edge_layers_dc`` and ``_edge_numpy``), in memory two layers of values and one
-row of starts; each row of starts goes to an unnamed temporary file as it is made, and the
-backtrack reads back the one start per layer it needs. :class:`PathStarts` then answers
+10**7 distinct lengths. Here each layer is one pass: without share windows the kernels' convex-hull
+pass for one lane (:func:`hull_layer`, O(g), with their own line pushes), else one
+divide-and-conquer pass over the monotone argmin (:func:`edge_layer`: the same windows and the
+same smallest best start as ``_edge_kernels._edge_layers_dc`` and ``_edge_numpy``); in memory
+two layers of values, one row of starts and the line stack. Each row of starts goes to an
+unnamed temporary file as it is made, and the backtrack reads back the one start per layer it
+needs. :class:`PathStarts` then answers
 ``opt[layer, j]`` on those paths, which is all :func:`bucketopt.groups.backtrack` reads.
 """
 
@@ -19,6 +21,7 @@ from numba import njit
 
 from ..errors import BucketoptError
 from ..groups import INF
+from ._edge_kernels import _hull_applies, _hull_push, _hull_query
 
 
 @njit(cache=True, nogil=True)
@@ -72,6 +75,40 @@ def edge_layer(edges, prefix_count, prefix_tokens, win_lo, win_hi, prev, cur, ar
     return cur[g]
 
 
+@njit(cache=True, nogil=True)
+def hull_layer(edges, prefix_count, prefix_tokens, prev, cur, arg, h, first):
+    """One layer without share windows (where ``_edge_kernels._hull_applies``): the monotone
+    convex-hull pass of ``_edge_kernels._edge_layers_hull`` for one lane, with its own
+    ``_hull_push`` / ``_hull_query``, so the same values and the same smallest best starts, in
+    O(g). ``first``: layer 1 (one bucket from 0). ``h``: the line stack, 4 int64 a line."""
+    g = edges.size - 1
+    cur[0] = 0
+    arg[0] = -1
+    if first:
+        for j in range(1, g + 1):
+            cur[j] = edges[j] * prefix_count[j] - prefix_tokens[j]
+            arg[j] = 0
+        return cur[g]
+    top = edges[g] + 1
+    ftop = float(top)
+    h[0] = 0
+    h[1] = 0
+    h[2] = 0
+    h[3] = 0  # line 0: the empty prefix
+    n, p = 4, 0
+    if g >= 1:
+        cur[1] = edges[1] * prefix_count[1] - prefix_tokens[1]
+        arg[1] = 0
+    for j in range(2, g + 1):
+        i = j - 1
+        x = edges[j]
+        n = _hull_push(h, n, p, prefix_count[i], prev[i] + prefix_tokens[i], i, top, ftop)
+        p = _hull_query(h, n, p, x)
+        cur[j] = h[p + 1] - h[p] * x + x * prefix_count[j] - prefix_tokens[j]
+        arg[j] = h[p + 3]
+    return cur[g]
+
+
 class PathStarts:
     """``opt[layer, j]`` on the backtracked paths of the asked layers (all backtrack reads)."""
 
@@ -103,9 +140,14 @@ def edge_layers_rows(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax, a
     cur = np.empty(g + 1, dtype=np.int64)
     arg = np.empty(g + 1, dtype=np.int32)
     best = np.empty(kmax, dtype=np.int64)
+    hull = _hull_applies(edges, pc, pt, lo, hi)
+    h = np.empty(4 * (g + 1) + 4 if hull else 4, dtype=np.int64)  # pages touched as it grows
     with tempfile.TemporaryFile(dir=folder) as rows:  # unnamed: gone however the run ends
         for k in range(kmax):
-            best[k] = edge_layer(edges, pc, pt, lo, hi, prev, cur, arg)
+            if hull:
+                best[k] = hull_layer(edges, pc, pt, prev, cur, arg, h, k == 0)
+            else:
+                best[k] = edge_layer(edges, pc, pt, lo, hi, prev, cur, arg)
             arg.tofile(rows)
             prev, cur = cur, prev
             if progress is not None:
