@@ -129,6 +129,14 @@ def test_a_boolean_is_not_a_length_nor_a_count(lengths):
         bucketopt.solve(lengths, 2)
 
 
+def test_a_histogram_built_from_lists_refuses_a_boolean_count():
+    from bucketopt.data.histogram import Histogram
+
+    with pytest.raises(BucketoptError, match="boolean"):
+        Histogram(values=[5, 7], counts=[True, 2])
+    assert Histogram(values=[5, 7], counts=[1, 2]).n == 3
+
+
 @pytest.mark.parametrize("sizes, words", [
     ([10**5000, 1], "about 5,001 digits"), ([True, 1], "got True"), (["2", 1], "got '2'"),
     ([float("nan"), 1], "got nan"), ([1, 2, 3], "one integer per bucket"),

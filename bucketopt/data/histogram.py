@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import TOKEN_LIMIT
+from ..validate import TOKEN_LIMIT, shown
 
 # Dense counting (np.bincount) is used only below this maximum length; above it np.unique is used,
 # so a length of 10**12 never allocates a dense array.
@@ -208,6 +208,8 @@ def _sum_by(inverse: np.ndarray, counts: np.ndarray, size: int) -> np.ndarray:
 
 
 def _as_int_array(x, what: str) -> np.ndarray:
+    if isinstance(x, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in x):
+        raise BucketoptError(f"{what} must be integers; got a boolean ({shown(x)}).")
     arr = np.asarray(x)
     if arr.dtype == object or arr.dtype.kind not in "iu":
         arr = validate_lengths(arr, name=what, positive=False) if arr.size else arr
