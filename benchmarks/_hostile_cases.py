@@ -996,10 +996,212 @@ def special_cases() -> list[Case]:
 def all_cases() -> list[Case]:
     cases = (file_cases() + flag_cases() + profile_cases() + state_cases() + api_cases()
              + output_cases() + input_output_cases() + signal_write_cases()
-             + special_cases())
+             + special_cases() + tampered_state_cases() + count_cases() + scale_cases())
     seen = set()
     for case in cases:  # names are unique: a table row is one case
         while case.name in seen:
             case.name += "'"
         seen.add(case.name)
+    return cases
+
+
+# --- tampered states, counts beyond meaning, malformed values, scale ------------------------------
+
+STREAM = """\
+import json
+import numpy as np
+from bucketopt.training.streaming import StreamBatcher
+items = list(range(40))
+size = dict(length=lambda i: 1 + i % 4, token_budget=8, buffer_size=10)
+one = StreamBatcher(items, [2, 4], **size)
+steps = one.micro_steps()
+seen = [i for _ in range(3) for b in next(steps) for i in b]
+s = json.loads(json.dumps(one.state_dict()))
+b = StreamBatcher(items, [2, 4], **size)
+"""
+# a state must be refused when loaded: an error while iterating after it loaded is a traceback
+STREAM_LOAD = """\
+b.load_state_dict(s)
+try:
+    rest = [i for batch in b for i in batch]
+except BucketoptError as exc:
+    raise RuntimeError("refused after it loaded: " + str(exc)) from None
+assert sorted(seen + rest) == items, "an item lost or batched twice"
+"""
+BIG_SAMPLER = ("import numpy as np\nimport bucketopt\n"
+               "L = np.random.default_rng(0).integers(1, 2000, 1_000_000)\n"
+               "s = bucketopt.BucketBatchSampler(L, (500, 1000, 2000), token_budget=8000, "
+               "seed=3)\nst = s.state_dict()\n")
+MEMORY = {"m0": 1e9, "m1": 1e4, "m2": 0, "capacity": 8e9}
+
+
+def tampered_state_cases() -> list[Case]:
+    cases = []
+    edits = {
+        "as-is": ("", "ok"),
+        "stats.batches='x'": ("s['stats']['batches'] = 'x'\n", "error"),
+        "stats.real_tokens=None": ("s['stats']['real_tokens'] = None\n", "error"),
+        "stats.items=-5": ("s['stats']['items'] = -5\n", "error"),
+        "done without tail": ("s['done'] = True\n", "error"),
+        "inf in buffer": ("s['buffer'][0].append([float('inf'), 1])\n", "error"),
+        "-1 in rng": ("s['rng'][1][0] = -1\n", "error"),
+        "numpy seed array": ("s['seed'] = np.array([0, 0])\n", "error"),
+        "position past the end": ("s['position'] = 41\ns['stats']['items'] = 41\n", "error"),
+        "position 10**6": ("s['position'] = 10**6\n", "error"),
+        "position 10**6 and items": ("s['position'] = s['stats']['items'] = 10**6\n", "error"),
+        "string buffer entry": ("s['buffer'][1][0][0] = str(s['buffer'][1][0][0])\n", "error"),
+        "float buffer entry": ("s['buffer'][1][0][0] += 0.5\n", "error"),
+        "buffer emptied": ("s['buffer'] = [[], []]\n", "error"),
+        "tail [] mid-stream": ("s['tail'] = []\n", "error"),
+        "numpy int seed": ("s['seed'] = np.int64(0)\n", "ok"),
+    }
+    for name, (edit, expect) in edits.items():
+        cases.append(Case(f"StreamBatcher state {name}", "tampered states", expect,
+                          code=STREAM + edit + STREAM_LOAD))
+    for key in ("seed", "version", "fingerprint", "settings"):
+        cases.append(Case(f"sampler state numpy {key}", "tampered states", "error",
+                          code=STATE + f"import numpy as np\nst[{key!r}] = np.array([1, 2])\n"
+                                       "s.load_state_dict(st)"))
+    cases.append(Case("sampler state 64 tampered segments, 1M samples", "tampered states",
+                      "error", code=BIG_SAMPLER + "s.load_state_dict({**st, 'segments': "
+                                                  "[[2, 1, 1]] * 64})"))
+    cases.append(Case("sampler state 64 segments at position 0, 1M samples", "tampered states",
+                      "ok", code=BIG_SAMPLER + "s.load_state_dict({**st, 'segments': "
+                                               "[[2 + i % 2, 1, 0] for i in range(64)]})\n"
+                                               "assert s.plan().n_batches > 0"))
+    for step, expect in (('"x"', "error"), ("-1", "error"), ("2.5", "error"), ("12", "ok")):
+        cases.append(Case(f"trainer_state.json global_step={step}", "tampered states", expect,
+                          files={"ck": folder(**{"trainer_state.json": text(
+                              f'{{"global_step": {step}}}')})},
+                          code="from bucketopt.integrations.transformers import "
+                               "_checkpoint_step\nassert _checkpoint_step('ck') == 12"))
+    return cases
+
+
+def count_cases() -> list[Case]:
+    cases = []
+    lens = {"lens.npy": npy(np.random.default_rng(0).integers(1, 4000, 20_000))}
+    mem = "memory=" + repr(MEMORY)
+    cli = [
+        ("solve -k 1000000000 --pad batch", ["solve", "--lens", "lens.npy", "-k", "1000000000",
+                                             "--pad", "batch", "--token-budget", "8192",
+                                             "--json", "-q"], "ok", {}),
+        ("compare --gpus 2**60", ["compare", "--lens", "lens.npy", "-k", "3", "--token-budget",
+                                  "8192", "--gpus", str(2**60), "-q"], "error", {}),
+        ("compare --gpus 1000000", ["compare", "--lens", "lens.npy", "-k", "3",
+                                    "--token-budget", "8192", "--gpus", "1000000", "-q"],
+         "error", {}),
+        ("--gpu-memory 1e9", ["solve", "--lens", "lens.npy", "-k", "3", "--memory", "mem.json",
+                              "--gpu-memory", "1e9", "--json", "-q"], "ok",
+         {"mem.json": text(json.dumps(MEMORY))}),
+        ("memory JSON with a BOM", ["solve", "--lens", "lens.npy", "-k", "3", "--memory",
+                                    "mem.json", "--json", "-q"], "ok",
+         {"mem.json": raw(b"\xef\xbb\xbf" + json.dumps(MEMORY).encode())}),
+        ("memory JSON 400 digits", ["solve", "--lens", "lens.npy", "-k", "3", "--memory",
+                                    "mem.json", "-q"], "error",
+         {"mem.json": text('{"m0": 1' + "0" * 400 + ', "m1": 1e4, "m2": 0, "capacity": 8e9}')}),
+        ("memory JSON 5000 digits", ["solve", "--lens", "lens.npy", "-k", "3", "--memory",
+                                     "mem.json", "-q"], "error",
+         {"mem.json": text('{"m0": 1' + "0" * 5000 + ', "m1": 1e4, "m2": 0}')}),
+        ("memory JSON provenance.probe list", ["solve", "--lens", "lens.npy", "-k", "3",
+                                               "--memory", "mem.json", "-q"], "error",
+         {"mem.json": text('{"provenance": {"probe": [1, 2]}}')}),
+        ("memory JSON nested 100000", ["solve", "--lens", "lens.npy", "-k", "3", "--memory",
+                                       "mem.json", "-q"], "error",
+         {"mem.json": text('{"m0": ' + "[" * 100_000 + "]" * 100_000 + "}")}),
+        ("memory JSON headroom '0.5'", ["solve", "--lens", "lens.npy", "-k", "3", "--memory",
+                                        "mem.json", "-q"], "error",
+         {"mem.json": text(json.dumps({**MEMORY, "headroom": "0.5"}))}),
+        ("profile uncertainty 1e7", ["solve", "--lens", "lens.npy", "-k", "3", "--profile",
+                                     "prof.json", "--token-budget", "8192", "-q"], "error",
+         {"prof.json": text(json.dumps({"alpha": 0.1, "beta": 1e-4, "gamma": 0.0,
+                                        "uncertainty": {"coefficient_sets": [[1e7, 0, 0]]}}))}),
+        ("profile uncertainty 400 digits", ["solve", "--lens", "lens.npy", "-k", "3",
+                                            "--profile", "prof.json", "--token-budget", "8192",
+                                            "-q"], "error",
+         {"prof.json": text('{"alpha": 0.1, "beta": 1e-4, "gamma": 0.0, "uncertainty": '
+                            '{"coefficient_sets": [[1' + "0" * 400 + ', 0, 0]]}}')}),
+        ("--lens name with a newline", ["solve", "--lens", "bad\nname.npy", "-k", "2", "-q"],
+         "error", {"bad\nname.npy": text("x")}),
+        ("--memory name with a newline", ["solve", "--lens", "lens.npy", "-k", "2", "--memory",
+                                          "bad\nmem.json", "-q"], "error",
+         {"bad\nmem.json": text('{"m0": 1}')}),
+        ("--measurements name with a newline", ["calibrate", "--measurements",
+                                                "bad\nm.csv"], "error",
+         {"bad\nm.csv": text("x\n1\n")}),
+    ]
+    for name, argv, expect, files in cli:
+        check = None
+        if name.startswith("solve -k 1000000000"):
+            check = _json_ok(lambda d: d["padding_fraction"] == 0.0)
+        elif expect == "ok":
+            check = _json_ok(lambda d: d["boundaries"][-1] >= 3900)
+        cases.append(Case(name, "counts and values", expect, argv=argv,
+                          files={**lens, **files}, check=check))
+    api = [
+        ("probe warmup=10**9", "from bucketopt.cost.probe import probe\n"
+         "probe('no-such:build', token_budget=128, max_length=16, warmup=10**9)", "error"),
+        ("batch_sizes=[10**5000, 1, 1]", "bucketopt.BucketBatchSampler(L, (50, 120, 199), "
+         "batch_sizes=[10**5000, 1, 1])", "error"),
+        ("batch_sizes=[True, 1, 1]", "bucketopt.BucketBatchSampler(L, (50, 120, 199), "
+         "batch_sizes=[True, 1, 1])", "error"),
+        ("lengths [True, 5, 7]", "bucketopt.solve([True, 5, 7], 2)", "error"),
+        ("histogram count True", "bucketopt.solve({5: True, 7: 2}, 2)", "error"),
+        ("memory m0=10**400", f"bucketopt.solve(L, 2, memory=dict({mem[7:]}, m0=10**400))",
+         "error"),
+        ("memory capacity=10**400", f"bucketopt.solve(L, 2, memory=dict({mem[7:]}, "
+         "capacity=10**400))", "error"),
+        ("memory_headroom=10**400", f"bucketopt.solve(L, 2, {mem}, memory_headroom=10**400)",
+         "error"),
+        ("gpu_memory=10**400", f"bucketopt.solve(L, 2, {mem}, gpu_memory=10**400)", "error"),
+        ("memory_headroom='0.5'", f"bucketopt.solve(L, 2, {mem}, memory_headroom='0.5')",
+         "error"),
+        ("dict headroom '0.5'", f"bucketopt.solve(L, 2, memory=dict({mem[7:]}, "
+         "headroom='0.5'))", "error"),
+        ("sampler memory_headroom='0.5'", f"bucketopt.BucketBatchSampler(L, (100, 199), {mem}, "
+         "memory_headroom='0.5')", "error"),
+        ("gpu_memory=1e9", f"s = bucketopt.solve(L, 2, {mem}, gpu_memory=1e9)\n"
+         "assert s.boundaries[-1] == 199", "ok"),
+        ("memory JSON with a BOM", "import json\nopen('m.json', 'wb').write(b'\\xef\\xbb"
+         f"\\xbf' + json.dumps({MEMORY!r}).encode())\n"
+         "assert bucketopt.solve(L, 2, memory='m.json').boundaries[-1] == 199", "ok"),
+        ("world_size=2**60", "bucketopt.solve(L, 2, profile='rtx-pro-6000-blackwell', "
+         "world_size=2**60)", "error"),
+        ("sampler world_size=100000", "bucketopt.BucketBatchSampler(L, (100, 199), "
+         "token_budget=400, world_size=100_000)", "error"),
+    ]
+    for name, code, expect in api:
+        cases.append(Case(name, "counts and values", expect, code=SAMPLER + code))
+    return cases
+
+
+def scale_cases() -> list[Case]:
+    cases = []
+    wide = {"wide.npy": npy(np.arange(1, 10**7 + 1))}
+    mem = {"mem.json": text(json.dumps({"m0": 1e9, "m1": 1.0, "m2": 0.0, "capacity": 1e15}))}
+    top = _json_ok(lambda d: d["boundaries"][-1] == 10**7)
+    for name, extra, expect, files in (
+            ("solve -k 6", [], "ok", {}),
+            ("solve -k 6 --pad batch", ["--pad", "batch", "--token-budget", "20000000"],
+             "error", {}),
+            ("solve -k 6 time objective", ["--profile", "rtx-pro-6000-blackwell",
+                                           "--token-budget", "20000000"], "error", {}),
+            ("solve -k 6 --memory --pad batch", ["--pad", "batch", "--memory", "mem.json"],
+             "error", mem)):
+        cases.append(Case(f"10**7 distinct lengths: {name}", "scale", expect,
+                          argv=["solve", "--lens", "wide.npy", "-k", "6", "--json", "-q", *extra],
+                          files={**wide, **files}, check=top if expect == "ok" else None))
+    cases.append(Case("10**7 distinct lengths: solve -k 64", "scale", "ok",
+                      argv=["solve", "--lens", "wide.npy", "-k", "64", "--json", "-q"],
+                      files=wide, check=top))
+    cases.append(Case("10**7 distinct lengths: sweep -k 1:16", "scale", "ok",
+                      argv=["sweep", "--lens", "wide.npy", "-k", "1:16", "--json", "-q"],
+                      files=wide, check=_json_ok(lambda d: len(d["rows"]) == 16)))
+    cases.append(Case("10**7 distinct lengths: compare --profile", "scale", "error",
+                      argv=["compare", "--lens", "wide.npy", "-k", "6", "--profile",
+                            "rtx-pro-6000-blackwell", "--token-budget", "20000000", "-q"],
+                      files=wide))
+    cases.append(Case("solve(list(range(1, 10**7 + 1)), 3)", "scale", "ok",
+                      code="import bucketopt\ns = bucketopt.solve(list(range(1, 10**7 + 1)), 3)\n"
+                           "assert s.boundaries[-1] == 10**7"))
     return cases

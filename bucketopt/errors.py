@@ -22,6 +22,9 @@ class BucketoptError(ValueError):
     """
 
     def __init__(self, message="", param: str | None = None):
+        if isinstance(message, str) and not message.isprintable():
+            # one line always: a control character from a file name (a newline) is escaped
+            message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
         super().__init__(message)
         self.param = param
 

@@ -72,8 +72,13 @@ def make_groups(hist: Histogram, align: int) -> Groups:
         edges_all = -(-values // align) * align
         starts = np.flatnonzero(np.r_[True, edges_all[1:] != edges_all[:-1]])
         edges = edges_all[starts]
-    group_counts = np.add.reduceat(hist.counts, starts)
-    group_tokens = np.add.reduceat(hist.values * hist.counts, starts)
+    tokens = hist.values * hist.counts
+    if align == 1:  # a group a length: no sums to take (and no copies of 10**7 counts)
+        group_counts, group_tokens = hist.counts, tokens
+    else:
+        group_counts = np.add.reduceat(hist.counts, starts)
+        group_tokens = np.add.reduceat(tokens, starts)
+    del tokens
     if float(edges[-1]) * float(hist.n) >= TOKEN_LIMIT:
         raise BucketoptError(
             f"n x last edge = {hist.n:,} x {int(edges[-1]):,} exceeds 2**60 tokens: padding "
@@ -81,11 +86,19 @@ def make_groups(hist: Histogram, align: int) -> Groups:
         )
     return Groups(
         hist=hist,
-        edges=np.r_[0, edges].astype(np.int64),
-        prefix_count=np.r_[0, np.cumsum(group_counts)].astype(np.int64),
-        prefix_tokens=np.r_[0, np.cumsum(group_tokens)].astype(np.int64),
-        first_value=starts.astype(np.int64),
+        edges=np.r_[0, edges].astype(np.int64, copy=False),  # (no copy more than needed:
+        prefix_count=_prefix(group_counts),  # 10**7 distinct lengths are 80 MB an array)
+        prefix_tokens=_prefix(group_tokens),
+        first_value=starts.astype(np.int64, copy=False),
     )
+
+
+def _prefix(values: np.ndarray) -> np.ndarray:
+    """[0, cumulative sums of ``values``] as int64, in one new array."""
+    out = np.empty(values.size + 1, dtype=np.int64)
+    out[0] = 0
+    np.cumsum(values, out=out[1:])
+    return out
 
 
 def share_windows(groups: Groups, min_share: float, max_share: float):
@@ -94,8 +107,9 @@ def share_windows(groups: Groups, min_share: float, max_share: float):
     lo_count, hi_count = share_count_bounds(n, min_share, max_share)
     pc = groups.prefix_count
     # count of bucket (i, j] = pc[j] - pc[i]; need lo_count <= pc[j] - pc[i] <= hi_count.
-    win_lo = np.searchsorted(pc, pc - hi_count, side="left").astype(np.int64)
-    win_hi = (np.searchsorted(pc, pc - lo_count, side="right") - 1).astype(np.int64)
+    win_lo = np.searchsorted(pc, pc - hi_count, side="left").astype(np.int64, copy=False)
+    win_hi = np.searchsorted(pc, pc - lo_count, side="right").astype(np.int64, copy=False)
+    win_hi -= 1
     return win_lo, win_hi
 
 

@@ -196,6 +196,9 @@ def batch_sizes_for(edges: np.ndarray, token_budget: int | None, memory=None):
     return batch_sizes(edges, token_budget, memory)
 
 
+_CHUNK = 1 << 20  # distinct lengths per step of bucket_statistics
+
+
 def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str, memory=None):
     """Per-bucket counts, real tokens and padded tokens for the given edges.
 
@@ -207,12 +210,14 @@ def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str
     sizes = batch_sizes_for(edges, token_budget, memory)
     per_batch = token_budget if token_budget is not None else (
         None if sizes is None else (sizes * edges).astype(np.float64))
-    idx = np.searchsorted(edges, hist.values, side="left")  # bucket of each distinct length
     k = edges.size
     counts = np.zeros(k, dtype=np.int64)
-    np.add.at(counts, idx, hist.counts)
     real = np.zeros(k, dtype=np.int64)
-    np.add.at(real, idx, hist.values * hist.counts)
+    for at in range(0, hist.values.size, _CHUNK):  # bounded temporaries on 10**7 lengths
+        values, many = hist.values[at:at + _CHUNK], hist.counts[at:at + _CHUNK]
+        idx = np.searchsorted(edges, values, side="left")  # bucket of each distinct length
+        np.add.at(counts, idx, many)
+        np.add.at(real, idx, values * many)
     fill = None
     if pad == "edge":
         padded = edges * counts - real

@@ -43,6 +43,31 @@ from .validate import (
     shown,
 )
 
+# The DPs of batch padding and of the time objective hold some 1 KB a candidate edge (prices,
+# relaxation cells, layers): 1.1 GB at 10**6 distinct lengths, 3 GB at 3 x 10**6. Beyond this
+# many they are refused at once (edge padding, O(k m) in int32 and two layers, is not).
+MAX_DP_GROUPS = 1_000_000
+
+
+def check_dp_scale(g: int, pad: str, objective: str, align: int) -> None:
+    """Refuse, before any allocation of the DP, an objective whose DP would not fit beside the
+    data on ``g`` candidate edges: one line saying what to do."""
+    if g <= MAX_DP_GROUPS or (pad == "edge" and objective == "padding"):
+        return
+    what = "the time objective" if objective == "time" else f'pad="{pad}"'
+    raise BucketoptError(
+        f"{what} on {g:,} distinct lengths needs more memory than a solve should take (about "
+        f"1 KB each); at most {MAX_DP_GROUPS:,} are solved: merge nearby lengths with "
+        f"align={_align_for(g, align)}, cap them with max_length=, or solve "
+        'pad="edge", which takes any number.', param=None)
+
+
+def _align_for(g: int, align: int) -> int:
+    """An align that brings ``g`` groups at ``align`` under MAX_DP_GROUPS (a power of 2)."""
+    need = align * -(-g // MAX_DP_GROUPS)
+    return 1 << (need - 1).bit_length()
+
+
 # Backtracking keeps one int32 start index per (k, group): refuse beyond this many entries (600 MB).
 MAX_BACKTRACK_ENTRIES = 150_000_000
 # sweep() refuses more k values than this (the CLI's -k A:B spans at most as many).
@@ -138,7 +163,8 @@ def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budg
     groups the DP ran on (backtrack over them)."""
     groups = obj.candidates(groups, token_budget)
     kmax_eff = min(kmax, groups.g)
-    if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES:
+    if kmax_eff * (groups.g + 1) > MAX_BACKTRACK_ENTRIES and \
+            not getattr(obj, "bounded_memory", False):
         raise BucketoptError(
             f"k={kmax} over {groups.g:,} candidate edges needs "
             f"{kmax_eff * (groups.g + 1) * 4 / 1e6:,.0f} MB of DP state; use a smaller k or "
@@ -192,6 +218,7 @@ def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, ali
         raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
                              'size comes from it).', param=None)
     groups = make_groups(hist, align)
+    check_dp_scale(groups.g, pad, objective, align)
     if token_budget is not None and groups.edges[-1] > token_budget:
         raise BucketoptError(
             f"align={align} rounds the last edge up to {int(groups.edges[-1])}, above "

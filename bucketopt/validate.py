@@ -325,3 +325,137 @@ def check_budget_scale(token_budget: int, hist, name: str = "token_budget") -> N
             f"ever be full; use {name} <= {max(top, BUDGET_OVER_LONGEST * hist.max_length):,}.",
             param=name
         )
+
+
+# --- saved states: one declarative check per schema --------------------------------------------
+# A state (a sampler's or a batcher's ``state_dict()``, a Trainer's ``trainer_state.json``) is
+# checked whole when it is loaded, in time linear in its size: a field that would fail later
+# (while iterating, mid-training) is refused at once, naming the field. Each schema is a dict
+# field name -> checker(value, name) -> normalised value; the checkers below are the pieces.
+
+
+
+def _state_error(name: str, rule: str, value, param: str) -> BucketoptError:
+    return BucketoptError(f"state field `{name}` must be {rule}; got {shown(value)}.", param=param)
+
+
+def state_int(low: int = 0, high: int = INT64_MAX, *, param: str = "state"):
+    """A checker of an integer field: a Python or numpy integer (never a bool, a float, a string
+    or an array) in [low, high]."""
+    top = "2**63 - 1" if high == INT64_MAX else _bound(high)
+    rule = f"an integer in [{low}, {top}]"
+
+    def check(value, name):
+        if _is_bool(value) or not isinstance(value, (int, np.integer)):
+            raise _state_error(name, rule, value, param)
+        value = int(value)
+        if value < low or value > high:
+            raise _state_error(name, rule, value, param)
+        return value
+    return check
+
+
+def state_bool(*, param: str = "state"):
+    """A checker of a True/False field (a numpy bool too; never 0, 1 or a string)."""
+    def check(value, name):
+        if not _is_bool(value):
+            raise _state_error(name, "True or False", value, param)
+        return bool(value)
+    return check
+
+
+def state_list(item, *, length: int | None = None, most: int | None = None,
+               param: str = "state"):
+    """A checker of a list (or tuple) field whose entries each pass ``item`` (a checker);
+    ``length``: exactly that many entries, ``most``: at most that many. Never an array or a
+    string: a state is JSON-ready."""
+    def check(value, name):
+        if not isinstance(value, (list, tuple)):
+            raise _state_error(name, "a list", value, param)
+        if length is not None and len(value) != length:
+            raise _state_error(name, f"a list of {length} entries", value, param)
+        if most is not None and len(value) > most:
+            raise _state_error(name, f"a list of at most {most:,} entries", value, param)
+        return [item(entry, f"{name}[{i}]") for i, entry in enumerate(value)]
+    return check
+
+
+def state_optional(inner):
+    """``inner``, or None."""
+    def check(value, name):
+        return None if value is None else inner(value, name)
+    return check
+
+
+def state_fields(schema: dict, *, optional: dict | None = None, param: str = "state",
+                 extra: bool = True):
+    """A checker of a dict field (a nested schema): every key of ``schema`` present and checked;
+    ``optional`` keys checked when present (their default when not); unknown keys refused
+    unless ``extra``."""
+    optional = optional or {}
+
+    def check(value, name):
+        return check_fields(value, schema, name, optional=optional, param=param, extra=extra)
+    return check
+
+
+def check_fields(state, schema: dict, name: str = "state", *, optional: dict | None = None,
+                 param: str = "state", extra: bool = True) -> dict:
+    """``state`` (a dict) with every field of ``schema`` (field -> checker) checked and
+    normalised; ``optional``: field -> (checker, default). One :class:`BucketoptError` naming
+    the first bad field; the whole check reads each value once (linear in the state's size).
+
+    Examples
+    --------
+    >>> check_fields({"epoch": 2}, {"epoch": state_int()})
+    {'epoch': 2}
+    """
+    from collections.abc import Mapping
+
+    if not isinstance(state, Mapping):
+        what = "a dict" if name == "state" else f"`{name}` must be a dict"
+        if name == "state":
+            raise BucketoptError(f"state must be {what}; got {shown(state)}.", param=param)
+        raise BucketoptError(f"state field {what}; got {shown(state)}.", param=param)
+    optional = optional or {}
+    prefix = "" if name == "state" else f"{name}."
+    missing = [key for key in schema if key not in state]
+    if missing:
+        raise BucketoptError(f"state lacks the field(s) {', '.join(prefix + k for k in missing)}"
+                             "; pass a dict returned by state_dict().", param=param)
+    if not extra:
+        unknown = [key for key in state if key not in schema and key not in optional]
+        if unknown:
+            key = unknown[0] if isinstance(unknown[0], str) and len(unknown[0]) < 40 \
+                else shown(unknown[0])
+            raise BucketoptError(f"state field `{prefix}{key}` is not one of "
+                                 f"{', '.join(prefix + k for k in (*schema, *optional))}.",
+                                 param=param)
+    out = {key: check(state[key], prefix + key) for key, check in schema.items()}
+    for key, (check, default) in optional.items():
+        out[key] = check(state[key], prefix + key) if key in state else default
+    return out
+
+
+# --- counts beyond meaning ---------------------------------------------------------------------
+
+# Data-parallel ranks (GPUs) a plan, a prediction or a sampler may span: the largest clusters
+# today train on tens of thousands of GPUs. A larger count is refused at once (a step of 2**60
+# ranks would size arrays by it: "array is too big" or gigabytes of nothing).
+WORLD_SIZE_LIMIT = 1 << 16
+
+
+def check_world_size(value, name: str = "world_size", *, where: str = "",
+                     param: str | None = "world_size") -> int:
+    """``value`` as a world size: an integer in [1, WORLD_SIZE_LIMIT] (65,536 GPUs), the one
+    check wherever a world size enters (solve, evaluate, compare, the samplers, profiles)."""
+    return check_int(value, name, low=1, high=WORLD_SIZE_LIMIT, where=where, param=param)
+
+
+def state_text(most: int = 256, *, param: str = "state"):
+    """A checker of a text field (a str of at most ``most`` characters)."""
+    def check(value, name):
+        if not isinstance(value, str) or len(value) > most:
+            raise _state_error(name, f"a string of at most {most} characters", value, param)
+        return value
+    return check

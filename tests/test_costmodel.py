@@ -282,7 +282,7 @@ def test_bad_profile_files(tmp_path, content, match):
 
 def test_huge_epochs_and_world_size_are_refused():
     for kw in (dict(epochs=10**300), dict(world_size=10**25)):
-        with pytest.raises(BucketoptError, match="at most 2"):
+        with pytest.raises(BucketoptError, match="at most (2|65536)"):
             bucketopt.solve([1, 2, 3], 2, profile="rtx-pro-6000-blackwell", **kw)
 
 

@@ -79,7 +79,7 @@ CASES = [
     (lambda: bucketopt.simulate(LENS, "random", token_budget=100, seed=-1), "seed",
      "`seed` must be an integer >= 0; got -1."),
     (lambda: bucketopt.BucketBatchSampler(LENS, [99], token_budget=100, world_size=0),
-     "world_size", "`world_size` must be an integer >= 1; got 0."),
+     "world_size", "`world_size` must be an integer in [1, 65536]; got 0."),
     (lambda: bucketopt.BucketBatchSampler(LENS, [99], token_budget=100, grad_accum=0),
      "grad_accum", "`grad_accum` must be an integer >= 1; got 0."),
 ]

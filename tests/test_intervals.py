@@ -130,9 +130,11 @@ def test_profile_round_trip_keeps_the_uncertainty(tmp_path):
     ([1, 2], "JSON object"),
     ({"coefficient_sets": []}, "non-empty"),
     ({"coefficient_sets": [[1.0, 2.0]]}, "3 numbers"),
-    ({"coefficient_sets": [[1.0, -2.0, 0.0]]}, ">= 0"),
+    ({"coefficient_sets": [[1.0, -2.0, 0.0]]}, r"\[0, 1e\+06\]"),
     ({"coefficient_sets": [[0.0, 0.0, 0.0]]}, "not all 0"),
-    ({"coefficient_sets": [[1.0, "x", 0.0]]}, "3 numbers"),
+    ({"coefficient_sets": [[1.0, "x", 0.0]]}, r"coefficient_sets\[0\]\[1\].*got 'x'"),
+    ({"coefficient_sets": [[1e7, 0.0, 0.0]]}, r"\[0, 1e\+06\]"),  # as the main coefficients
+    ({"coefficient_sets": [[10**400, 0.0, 0.0]]}, "about 401 digits"),
     ({"coefficient_sets": [[1.0, 1.0, 1.0]], "coverage": 0}, "coverage"),
     ({"coefficient_sets": [[1.0, 1.0, 1.0]] * 5000}, "at most"),
 ])

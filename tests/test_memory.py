@@ -250,7 +250,7 @@ def test_memory_from_a_profile_and_a_json_file(tmp_path):
 @pytest.mark.parametrize("memory, match", [
     (dict(HAND_MODEL, m1=-1.0), "m1"),
     (dict(HAND_MODEL, m2=float("nan")), "m2"),
-    (dict(HAND_MODEL, m0=1e30), "exabyte"),
+    (dict(HAND_MODEL, m0=1e30), "the largest card"),
     (dict(HAND_MODEL, capacity=1e9), "does not fit"),
     (dict(HAND_MODEL, m1=0, m2=0), "both 0"),
     (dict(HAND_MODEL, capacity="lots"), "capacity"),

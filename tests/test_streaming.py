@@ -361,7 +361,7 @@ def test_bad_states_are_one_clear_error():
                           ({**state, "position": -1}, "`position` must be"),
                           ({**state, "buffer": [[[0, 60]], []]}, "outside its bucket"),
                           ({**state, "buffer": [[[999, 10]], []]}, "before its position"),
-                          ({**state, "rng": [3, [1, 2], None]}, "not a StreamBatcher state")]:
+                          ({**state, "rng": [3, [1, 2], None]}, r"`rng\[1\]` must be a list")]:
         with pytest.raises(BucketoptError, match=words):
             make_batcher(cfg, list(range(500)), 2).load_state_dict(broken)
     changed = make_batcher(cfg, Plain(list(range(1, 501))), 2)  # another stream

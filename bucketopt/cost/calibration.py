@@ -368,24 +368,26 @@ def _bootstrap(design, t, scale_cols, scale, coef, resamples, rng) -> np.ndarray
 def read_measurements(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(batch_size, padded_len, seconds) from a CSV with a header naming those columns."""
     from ..data.guards import TEXT_LIMIT, check_readable_file, short
+    from ..data.guards import name as file_name
 
     check_readable_file(path, f"measurements file {short(str(path))}", limit=TEXT_LIMIT)
     path = Path(path)
+    label = file_name(str(path))
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.reader(fh)
             header = next(reader, None)
             if header is None:
-                raise BucketoptError(f"measurements file {path} is empty.")
+                raise BucketoptError(f"measurements file {label} is empty.")
             header = [h.strip().lower() for h in header]
             twice = [c for c in COLUMNS if header.count(c) > 1]
             if twice:
                 raise BucketoptError(
-                    f"measurements file {path}: the header names column {twice[0]} twice.")
+                    f"measurements file {label}: the header names column {twice[0]} twice.")
             missing = [c for c in COLUMNS if c not in header]
             if missing:
                 raise BucketoptError(
-                    f"measurements file {path} lacks the column(s) {', '.join(missing)}; it needs "
+                    f"measurements file {label} lacks the column(s) {', '.join(missing)}; it needs "
                     f"a header with {', '.join(COLUMNS)} (got {', '.join(header) or 'nothing'})."
                 )
             idx = [header.index(c) for c in COLUMNS]
@@ -395,7 +397,7 @@ def read_measurements(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                     continue
                 if len(row) != len(header):
                     raise BucketoptError(
-                        f"measurements file {path}, line {line_no}: {len(row)} fields where the "
+                        f"measurements file {label}, line {line_no}: {len(row)} fields where the "
                         f"header has {len(header)}; every row needs one value per column."
                     )
                 for col, i in enumerate(idx):
@@ -404,11 +406,11 @@ def read_measurements(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                     except (IndexError, ValueError):
                         cell = row[i] if i < len(row) else ""
                         raise BucketoptError(
-                            f"measurements file {path}, line {line_no}: `{COLUMNS[col]}` must be "
+                            f"measurements file {label}, line {line_no}: `{COLUMNS[col]}` must be "
                             f"a number; got {short(cell, 40)}."
                         ) from None
     except (UnicodeDecodeError, csv.Error):
-        raise BucketoptError(f"measurements file {path} is not a text CSV.") from None
+        raise BucketoptError(f"measurements file {label} is not a text CSV.") from None
     except OSError as exc:
-        raise BucketoptError(f"could not read measurements file {path}: {exc.strerror}.") from None
+        raise BucketoptError(f"could not read measurements file {label}: {exc.strerror}.") from None
     return tuple(np.asarray(c, dtype=np.float64) for c in out)

@@ -37,7 +37,7 @@ from ..objectives.random_order import (  # noqa: F401  (the analytic epoch time:
     bucket_time_atoms,
     expected_step_max,
 )
-from ..validate import check_number, check_positive_int, shown
+from ..validate import check_number, check_positive_int, check_world_size, shown
 
 SECONDS_PER_DAY = 86_400.0
 PROFILE_KEYS = ("name", "description", "alpha", "beta", "gamma", "world_size", "token_budget",
@@ -105,7 +105,7 @@ class CostModel:
             object.__setattr__(self, key, _coefficient(getattr(self, key), key))
         if self.alpha == self.beta == self.gamma == 0.0:
             raise BucketoptError("alpha, beta and gamma are all 0: the model predicts no time.")
-        object.__setattr__(self, "world_size", check_positive_int(self.world_size, "world_size"))
+        object.__setattr__(self, "world_size", check_world_size(self.world_size))
         object.__setattr__(self, "epochs", check_positive_int(self.epochs, "epochs"))
 
     def micro_batch_time(self, sizes, padded_lens):
@@ -196,7 +196,7 @@ def profile_from_dict(data, source: str = "profile") -> Profile:
     return Profile(
         name=str(data.get("name", Path(source).stem)),
         description=str(data.get("description", "")),
-        world_size=check_positive_int(data.get("world_size", 1), "world_size", where=where),
+        world_size=check_world_size(data.get("world_size", 1), where=where),
         token_budget=None if budget is None else check_positive_int(budget, "token_budget",
                                                                     where=where),
         provenance=provenance if isinstance(provenance, dict) else {"note": str(provenance)},
@@ -227,10 +227,11 @@ def load_profile(profile) -> Profile:
             f"{type(profile).__name__}.", param="profile"
         )
     text = str(profile)
-    if text in available_profiles():
-        data = json.loads((profiles_dir() / f"{text}.json").read_text())
-        return profile_from_dict(data, f"profile {shown(text)}")
     from ..data.guards import path_kind, read_json, short
+
+    if text in available_profiles():  # the one JSON reader, for shipped files too
+        data = read_json(profiles_dir() / f"{text}.json", f"profile {shown(text)}")
+        return profile_from_dict(data, f"profile {shown(text)}")
 
     kind = path_kind(text, "profile")
     if kind == "other":
@@ -243,7 +244,7 @@ def load_profile(profile) -> Profile:
             param="profile",
         )
     data = read_json(text, f"profile file {short(text)}", limit=PROFILE_BYTES)
-    return profile_from_dict(data, f"profile file {text}")
+    return profile_from_dict(data, f"profile file {short(text)}")
 
 
 def resolve_cost_model(profile, world_size, token_budget, hist, *, budget_needed=True):
@@ -262,7 +263,7 @@ def resolve_cost_model(profile, world_size, token_budget, hist, *, budget_needed
         )
     prof = load_profile(profile)
     model = prof.cost_model(world_size=None if world_size is None else
-                            check_positive_int(world_size, "world_size (--gpus)"))
+                            check_world_size(world_size, "world_size (--gpus)"))
     if token_budget is None and budget_needed:
         if prof.token_budget is None:
             raise BucketoptError(
@@ -388,11 +389,14 @@ def parse_uncertainty(value, source: str = "profile") -> dict | None:
                              f"sets; at most {MAX_SETS:,} are allowed.")
     clean = []
     for i, entry in enumerate(sets):
-        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or any(
-                isinstance(v, bool) or not isinstance(v, (int, float)) for v in entry):
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3:
             raise BucketoptError(f"`uncertainty.coefficient_sets[{i}]` in {source} must be "
-                                 f"[alpha, beta, gamma] (3 numbers); got {entry!r:.80}.")
-        entry = [float(v) for v in entry]
+                                 f"[alpha, beta, gamma] (3 numbers); got {shown(entry)}.")
+        # each number as a main coefficient is checked: finite, >= 0, at most
+        # COEFFICIENT_LIMIT (a 400-digit integer or 1e7 seconds is no measurement)
+        entry = [check_number(v, f"uncertainty.coefficient_sets[{i}][{j}]", low=0.0,
+                              high=COEFFICIENT_LIMIT, where=f" in {source}", param=None)
+                 for j, v in enumerate(entry)]
         if not all(math.isfinite(v) and v >= 0 for v in entry) or not any(
                 v >= COEFFICIENT_FLOOR for v in entry):
             raise BucketoptError(f"`uncertainty.coefficient_sets[{i}]` in {source} must hold "

@@ -4,22 +4,23 @@ objectives that read it (:mod:`bucketopt.objectives.sizes`) and is re-exported h
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import numpy as np
 
+from ..data.guards import path_kind, read_json, short
 from ..errors import BucketoptError
 from ..objectives.sizes import (  # noqa: F401  (public here too)
     GIB,
     HEADROOM,
     MAX_BYTES,
+    MAX_GPU_GIB,
     TOKEN_LIMIT,
     MemoryModel,
     batch_sizes,
     check_headroom,
 )
+from ..validate import check_number, shown
 
 
 def _from_mapping(data: dict, source: str, capacity, headroom) -> MemoryModel:
@@ -30,8 +31,7 @@ def _from_mapping(data: dict, source: str, capacity, headroom) -> MemoryModel:
     if "m0" not in data:
         inner = data.get("memory")
         if inner is None:
-            inner = ((data.get("provenance") or {}).get("probe") or {}).get("memory") \
-                if isinstance(data.get("provenance"), dict) else None
+            inner = _dig(data, "provenance", "probe", "memory")
         if isinstance(inner, dict) and "fit_bytes" in inner:  # probe's memory report
             fit = inner["fit_bytes"] if isinstance(inner["fit_bytes"], dict) else {}
             inner = {"m0": fit.get("m0"), "m1": fit.get("m1_per_token"),
@@ -52,6 +52,9 @@ def _from_mapping(data: dict, source: str, capacity, headroom) -> MemoryModel:
                                  "with gpu_memory= (--gpu-memory).", param=None)
     if headroom is None:
         headroom = data.get("headroom", HEADROOM)
+        if not _is_number(headroom):  # a string "0.5" in the file: refused, never coerced
+            raise BucketoptError(f"{source}: `headroom` must be a number in (0, 1]; got "
+                                 f"{shown(headroom)}.", param=None)
     return MemoryModel(data["m0"], data["m1"], data["m2"], capacity, headroom, source)
 
 
@@ -72,11 +75,15 @@ def load_memory(memory, *, gpu_memory=None, headroom=None) -> MemoryModel | None
         return None
     capacity = None
     if gpu_memory is not None:
-        if isinstance(gpu_memory, bool) or not isinstance(gpu_memory, (int, float, np.number)) \
-                or not math.isfinite(float(gpu_memory)) or not 0 < float(gpu_memory) <= 1e9:
+        try:
+            capacity = check_number(gpu_memory, "gpu_memory", low=0.0, high=MAX_GPU_GIB,
+                                    low_open=True) * GIB
+        except BucketoptError:
             raise BucketoptError(f"`gpu_memory` (--gpu-memory) must be a number of GB in "
-                                 f"(0, 1e9]; got {gpu_memory!r}.", param="gpu_memory")
-        capacity = float(gpu_memory) * GIB
+                                 f"(0, 1e9]; got {shown(gpu_memory)}.",
+                                 param="gpu_memory") from None
+    if headroom is not None:
+        headroom = check_headroom(headroom)
     if isinstance(memory, MemoryModel):
         if capacity is None and headroom is None:
             return memory
@@ -99,18 +106,31 @@ def load_memory(memory, *, gpu_memory=None, headroom=None) -> MemoryModel | None
     from .costmodel import available_profiles, profiles_dir
 
     if text in available_profiles():
-        data = json.loads((profiles_dir() / f"{text}.json").read_text())
+        data = read_json(profiles_dir() / f"{text}.json", f"profile {text!r}")
         return _from_mapping(data, f"profile {text!r}", capacity, headroom)
-    path = Path(text)
-    try:
-        if not path.is_file():
-            raise BucketoptError(f"memory {text[:200]!r} is neither a shipped profile nor a JSON "
-                                 "file.", param="memory")
-        if path.stat().st_size > 1 << 24:
-            raise BucketoptError(f"memory file {text[:200]} is over 16 MB: not a memory model.",
-                                 param="memory")
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise BucketoptError(f"memory file {text[:200]} is not readable JSON: {exc}",
-                             param="memory") from None
-    return _from_mapping(data, f"memory file {text[:200]}", capacity, headroom)
+    if path_kind(text, f"memory {short(text)}") == "missing":
+        raise BucketoptError(f"memory {short(text)} is neither a shipped profile nor a JSON "
+                             "file.", param="memory")
+    try:  # the one JSON reader: a byte-order mark, the size, the digits and the depth
+        data = read_json(text, f"memory file {short(text)}", limit=MEMORY_BYTES)
+    except BucketoptError as exc:
+        raise BucketoptError(str(exc), param="memory") from None
+    return _from_mapping(data, f"memory file {short(text)}", capacity, headroom)
+
+
+# A memory model's JSON is a few hundred bytes; past this size a file is not one.
+MEMORY_BYTES = 1 << 24
+
+
+def _is_number(value) -> bool:
+    return not isinstance(value, (bool, np.bool_)) and \
+        isinstance(value, (int, float, np.integer, np.floating))
+
+
+def _dig(data, *keys):
+    """data[keys[0]][keys[1]]... where every level is a dict, else None."""
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..errors import BucketoptError
 from ..progress import Stage
+from ..validate import shown
 
 DEVICES = ("cpu", "cuda", "mps")
 DTYPES = ("float32", "bfloat16")
@@ -54,6 +55,7 @@ SHORTEST = 32  # the grid starts at max_length / 32
 REPEATS = 3  # rounds without a time limit
 MAX_ROUNDS = 1000
 WARMUP = 2
+MAX_WARMUP = MAX_ROUNDS  # untimed warm-up steps: capped as the timed rounds are
 MEMORY_FRACTION = 0.9
 MAX_SHAPES = 400
 FIT_RESERVE_S = 2.0  # seconds kept for the fit when a time limit applies
@@ -523,7 +525,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         Rounds over all shapes (each in a fresh random order). Default: 3 without
         ``time_limit``, as many as fit with one.
     warmup : int
-        Untimed steps on the largest shape before the untimed round over every shape.
+        Untimed steps on the largest shape before the untimed round over every shape (at most
+        1,000, as ``repeats``).
     threads : int, optional
         CPU threads for torch during the probe (``torch.set_num_threads``; restored after).
         On a shared machine one thread per process often times more steadily.
@@ -555,8 +558,11 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
     if threads is not None:
         threads = _positive(threads, "threads (--threads)", 4096)
     if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
-        raise BucketoptError(f"warmup (--warmup) must be an integer >= 0; got {warmup!r}.",
+        raise BucketoptError(f"warmup (--warmup) must be an integer >= 0; got {shown(warmup)}.",
                              param="warmup")
+    if warmup > MAX_WARMUP:  # untimed steps: a billion of them would never end
+        raise BucketoptError(f"warmup (--warmup) must be at most {MAX_WARMUP:,} steps; got "
+                             f"{shown(warmup)}.", param="warmup")
     if time_limit is not None and (
             isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
             or not math.isfinite(time_limit) or time_limit <= 0):

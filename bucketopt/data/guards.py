@@ -31,6 +31,13 @@ def short(text, limit: int = 80) -> str:
     return repr(f"{text[:keep]}...{text[-keep:]}") + f" ({len(text):,} characters)"
 
 
+def name(text) -> str:
+    """A file name for a message: as it is when every character prints, else quoted by
+    :func:`short` (a name holding a newline stays on the message's one line)."""
+    text = os.fspath(text) if isinstance(text, os.PathLike) else str(text)
+    return text if text.isprintable() and len(text) <= 80 else short(text)
+
+
 def path_kind(text, what: str = "path") -> str:
     """'file', 'dir', 'other' (a device, a pipe, a socket) or 'missing' for a path.
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import TOKEN_LIMIT
+from ..validate import TOKEN_LIMIT, shown
 
 # Dense counting (np.bincount) is used only below this maximum length; above it np.unique is used,
 # so a length of 10**12 never allocates a dense array.
@@ -57,8 +57,9 @@ class Histogram:
         if counts.min() < 0:
             raise BucketoptError(f"histogram counts must be >= 0; got {int(counts.min())}.")
         # before any merge of repeated values: their int64 sum could wrap around
-        _check_token_total(values[counts > 0].max(initial=0)[None], counts)
-        if values.size > 1 and np.any(np.diff(values) <= 0):
+        # (no temporary copies: 10**7 distinct lengths are 80 MB an array)
+        _check_token_total(np.max(values, where=counts > 0, initial=0)[None], counts)
+        if values.size > 1 and np.any(values[1:] <= values[:-1]):
             order = np.argsort(values, kind="stable")
             values, counts = values[order], counts[order]
             uniq, start = np.unique(values, return_index=True)
@@ -82,11 +83,12 @@ class Histogram:
         top = int(lengths.max())
         if top <= _DENSE_MAX and top <= 8 * lengths.size + 1024:
             dense = np.bincount(lengths, minlength=top + 1)
-            values = np.flatnonzero(dense).astype(np.int64)
-            counts = dense[values].astype(np.int64)
+            values = np.flatnonzero(dense)
+            counts = dense[values]
+            del dense  # (no copy more than needed: 10**7 distinct lengths are 80 MB an array)
         else:
             values, counts = np.unique(lengths, return_counts=True)
-        return cls(values.astype(np.int64), counts.astype(np.int64))
+        return cls(values.astype(np.int64, copy=False), counts.astype(np.int64, copy=False))
 
     @property
     def n(self) -> int:
@@ -206,6 +208,8 @@ def _sum_by(inverse: np.ndarray, counts: np.ndarray, size: int) -> np.ndarray:
 
 
 def _as_int_array(x, what: str) -> np.ndarray:
+    if isinstance(x, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in x):
+        raise BucketoptError(f"{what} must be integers; got a boolean ({shown(x)}).")
     arr = np.asarray(x)
     if arr.dtype == object or arr.dtype.kind not in "iu":
         arr = validate_lengths(arr, name=what, positive=False) if arr.size else arr
@@ -259,6 +263,12 @@ def validate_lengths(
     except (ValueError, TypeError, OverflowError) as exc:
         raise BucketoptError(f"{name} could not be read as an array of integers: {exc}",
                              param=param) from None
+    if isinstance(lengths, (list, tuple)) and arr.dtype.kind in "iuf":
+        # numpy reads True as 1 beside integers: a boolean is not a length, nor a count
+        i = next((i for i, x in enumerate(lengths) if isinstance(x, (bool, np.bool_))), None)
+        if i is not None:
+            raise BucketoptError(f"{name} must be integers; got {bool(lengths[i])} at index "
+                                 f"{start + i}.", param=param)
     if arr.dtype == object:
         try:
             arr = np.asarray(arr.tolist(), dtype=np.float64 if _has_float(arr) else np.int64)

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import BucketoptError
 from .guards import compressed_kind, path_kind, short
+from .guards import name as file_name
 from .histogram import EXPAND_LIMIT, Histogram, HistogramBuilder, validate_lengths
 
 LENGTH_COLUMN_NAMES = ("seq_len", "length", "lengths", "len", "num_tokens", "n_tokens",
@@ -347,7 +348,8 @@ def sniff_format(path: Path) -> str:
         with open(path, "rb") as handle:
             head = handle.read(8)
     except OSError as exc:
-        raise BucketoptError(f"{path.name}: could not be read ({exc.strerror}).") from None
+        raise BucketoptError(f"{file_name(path.name)}: could not be read "
+                             f"({exc.strerror}).") from None
     from .arrow_tables import IPC_SUFFIXES, PARQUET_SUFFIXES
 
     if head.startswith(b"\x93NUMPY"):
@@ -361,14 +363,14 @@ def sniff_format(path: Path) -> str:
     packed = compressed_kind(head)
     if packed is not None:
         raise BucketoptError(
-            f"{path.name}: is {packed}-compressed; decompress it first (supported: .npy, .npz, "
-            "Parquet, Arrow IPC / Feather, text/CSV)."
+            f"{file_name(path.name)}: is {packed}-compressed; decompress it first (supported: "
+            ".npy, .npz, Parquet, Arrow IPC / Feather, text/CSV)."
         )
     suffix = path.suffix.lower()
     if suffix in (".npy", ".npz"):
         what = "a Python pickle" if head[:1] == b"\x80" else "no NumPy header"
         raise BucketoptError(
-            f"{path.name}: is not a {suffix} file ({what}; a {suffix} file starts with "
+            f"{file_name(path.name)}: is not a {suffix} file ({what}; a {suffix} file starts with "
             f"{'the NUMPY magic' if suffix == '.npy' else 'a zip header'}). bucketopt never "
             "unpickles data."
         )
@@ -387,7 +389,7 @@ def _file_source(path: Path, column: str | None) -> Source:
         return _npz_source(path, column)
     if fmt == "text":
         return _text_source(path, column)
-    return _table_source(_open_tables([path], fmt, path.name), column)
+    return _table_source(_open_tables([path], fmt, file_name(path.name)), column)
 
 
 def _check_listable(folder) -> None:

@@ -442,11 +442,20 @@ def save_sampler_state(state: dict, path) -> None:
 def _checkpoint_step(folder):
     """The global step of a checkpoint's trainer_state.json; None without one (the Trainer then
     starts afresh)."""
+    from ..data.guards import read_json, short
+    from ..validate import shown
+
     path = os.path.join(str(folder), "trainer_state.json")
     if not os.path.isfile(path):
         return None
-    with open(path) as fh:
-        return int(json.load(fh).get("global_step", 0))
+    data = read_json(path, f"trainer state {short(path)}")
+    step = data.get("global_step", 0) if isinstance(data, dict) else None
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**63:
+        what = f"`global_step` {shown(step)}" if isinstance(data, dict) else shown(data)
+        raise BucketoptError(f"trainer state {short(path)} holds {what}: the checkpoint's step "
+                             "must be an integer >= 0 (resume from another checkpoint or fix "
+                             "the file).", param=None)
+    return step
 
 
 def _check_batch(batch, budget, packed):

@@ -82,6 +82,9 @@ class BatchPadding(Objective):
         return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
 
     def layers(self, kmax, ks=None):
+        free = self._finest_cover(kmax, ks)
+        if free is not None:
+            return free
         if self.exact:
             return self.certified_layers(kmax, ks)
         opt, best = self.grid_layers(kmax, ks)
@@ -114,6 +117,28 @@ class BatchPadding(Objective):
                 return memo[k]
 
             self.certificates = {k: functools.partial(certify, k) for k in done}
+        return opt, best
+
+    def _finest_cover(self, kmax, ks):
+        """(opt, best) at once where only k >= g is asked (k beyond the distinct lengths is
+        k = their number): every group one length, its own bucket, pads nothing, so that cover
+        is optimal (no padding is below 0) and no DP over g layers runs. None where that does
+        not hold (a group of several lengths, min_fill, share windows that refuse a bucket of
+        one group)."""
+        g = self.groups.g
+        if kmax < g or layers_asked(kmax, ks) != [g] or self.min_fill > 0:
+            return None
+        if g != self.groups.hist.values.size:  # a group of several lengths (align)
+            return None
+        j = np.arange(1, g + 1)
+        if np.any(self.win_lo[j] > j - 1) or np.any(self.win_hi[j] < j - 1):
+            return None
+        from .certified import exact
+
+        opt = np.broadcast_to(np.arange(-1, g, dtype=np.int64), (kmax, g + 1))  # no copy
+        best = np.full(kmax, np.nan)
+        best[g - 1] = 0.0
+        self.certificates = {g: exact(0.0)}
         return opt, best
 
     def certify(self, kmax, chains, values):

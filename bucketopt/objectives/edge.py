@@ -23,6 +23,7 @@ from .base import Objective
 class EdgePadding(Objective):
     name = "padding"
     pad = "edge"
+    bounded_memory = True  # any k x groups: the table of starts goes to disk when too large
 
     def __init__(self, min_fill: float = 0.0):
         self.min_fill = min_fill
@@ -57,8 +58,25 @@ class EdgePadding(Objective):
         args = (g.edges, g.prefix_count, g.prefix_tokens, self.win_lo, self.win_hi, kmax)
         if use_numpy(g.g, kmax):  # small, and numba not started: its start would dominate
             return edge_layers_numpy(*args)
-        from ._edge_kernels import edge_layers
+        from ._edge_kernels import _edge_layers_dc, edge_layers
 
+        if kmax * (g.g + 1) > TABLE_ENTRIES:
+            # the table of starts would not fit beside the data (k = 64 on 10**7 lengths:
+            # 2.56 GB): one layer at a time, its starts on disk, the paths read back
+            from ..progress import Stage
+            from ._edge_rows import edge_layers_rows
+            from .certified import layers_asked
+
+            done = [0]
+            with Stage(f"edge DP, {g.g:,} edges, starts on disk",
+                       status=lambda: f"layer {done[0]}/{kmax}"):
+                return edge_layers_rows(*args, layers_asked(kmax, ks),
+                                        progress=lambda k, _: done.__setitem__(0, k))
+        if hull_bytes(g.g, kmax) > HULL_BYTES:
+            # the hull's per-lane line stacks (4 int64 a group, up to 3 lanes on 10**7 groups:
+            # 960 MB) do not fit beside the data: the divide-and-conquer layers (the same
+            # exact DP and the same opt, O(g log g) a layer, memory: opt and two layers)
+            return _edge_layers_dc(*args)
         return edge_layers(*args)
 
     def cost(self, edges) -> int:
@@ -66,6 +84,20 @@ class EdgePadding(Objective):
         edges = np.asarray(edges, dtype=np.int64)
         idx = np.searchsorted(edges, hist.values, side="left")
         return int(np.sum((edges[idx] - hist.values) * hist.counts))
+
+
+# Above this many (k, group) starts (256 MB of int32) the edge DP keeps them on disk, a layer at
+# a time (bucketopt.objectives._edge_rows): k = 64 and k = 1..16 on 10**7 distinct lengths.
+TABLE_ENTRIES = 1 << 26
+# Above this many bytes of line stacks the edge DP takes its divide-and-conquer layers.
+HULL_BYTES = 256 << 20
+
+
+def hull_bytes(g: int, kmax: int) -> int:
+    """The line stacks ``_edge_kernels._edge_layers_hull`` allocates for ``g`` groups and
+    ``kmax`` layers (its lanes: at most 8, kmax - 1, and 2**25 // (g + 1))."""
+    lanes = max(1, min(8, kmax - 1, (1 << 25) // (g + 1)))
+    return lanes * (4 * (g + 1) + 4 * 37) * 8
 
 
 def _fill_candidates(groups, token_budget, min_fill, sizes):

@@ -21,42 +21,46 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import TOKEN_LIMIT
+from ..validate import TOKEN_LIMIT, check_number, shown
 
 # Default fraction of the card's memory a plan may fill (NeMo's OOMptimizer uses the same).
 HEADROOM = 0.9
-# Coefficients and capacities above this many bytes (an exabyte) are refused as nonsense.
-MAX_BYTES = 1e18
+# The largest card a memory model may describe, in GiB: the top of gpu_memory= (--gpu-memory).
+MAX_GPU_GIB = 1e9
+# Coefficients and capacities above this many bytes are refused as nonsense: the capacity of
+# the largest gpu_memory= (1e9 GiB, about 1.07e18 bytes), so the two limits agree.
+MAX_BYTES = MAX_GPU_GIB * (1 << 30)
 # Batch sizes are capped so that s x b never passes TOKEN_LIMIT (2**60: int64 padded-token
 # arithmetic; defined once, with the histogram's totals).
 GIB = 1 << 30
 
 
 def _bytes(value, name: str, source: str, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise BucketoptError(f"{source}: `{name}` must be a number of bytes; got {value!r}.")
-    value = float(value)
+    rule = "> 0" if positive else ">= 0"
+    if isinstance(value, (bool, np.bool_)) or \
+            not isinstance(value, (int, float, np.integer, np.floating)):
+        raise BucketoptError(f"{source}: `{name}` must be a number of bytes; got {shown(value)}.")
+    try:
+        value = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        value = math.inf
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        rule = "> 0" if positive else ">= 0"
+        if value == math.inf:
+            raise BucketoptError(f"{source}: `{name}` must be at most {MAX_BYTES:.4g} bytes "
+                                 "(1e9 GiB); got an infinite or huge number.")
         raise BucketoptError(f"{source}: `{name}` must be a finite number of bytes {rule}; "
-                             f"got {value!r}.")
+                             f"got {shown(value)}.")
     if value > MAX_BYTES:
-        raise BucketoptError(f"{source}: `{name}`={value:.3g} bytes is above 1e18 (an exabyte): "
-                             "give bytes, not bits or a product.")
+        raise BucketoptError(f"{source}: `{name}`={value:.4g} bytes is above {MAX_BYTES:.4g} "
+                             "(1e9 GiB, the largest card): give bytes, not bits or "
+                             "a product.")
     return value
 
 
 def check_headroom(headroom) -> float:
-    try:
-        value = float(headroom)
-    except (TypeError, ValueError):
-        raise BucketoptError(f"`memory_headroom` must be a number in (0, 1]; got {headroom!r}.",
-                             param="memory_headroom") \
-            from None
-    if isinstance(headroom, bool) or not (0.0 < value <= 1.0):
-        raise BucketoptError(f"`memory_headroom` must be in (0, 1]; got {headroom!r}.",
-                             param="memory_headroom")
-    return value
+    """``memory_headroom``: a number in (0, 1]; a string ("0.5"), a bool, NaN or a huge integer
+    is refused, never coerced."""
+    return check_number(headroom, "memory_headroom", low=0.0, high=1.0, low_open=True)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,13 @@ import numpy as np
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
 from ..heuristics import RULES
-from ..validate import DEFAULT_PAD, DEFAULT_SYNC_BUCKETS, check_k, check_token_budget
+from ..validate import (
+    DEFAULT_PAD,
+    DEFAULT_SYNC_BUCKETS,
+    check_k,
+    check_token_budget,
+    check_world_size,
+)
 from .rows import strategy_row
 
 MAX_SIMULATIONS = 1000
@@ -344,11 +350,11 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
     if simulations > MAX_SIMULATIONS:  # each one simulates every strategy over the whole data
         raise BucketoptError(f"`simulations` must be at most {MAX_SIMULATIONS:,}; "
                              f"got {simulations!r}.", param="simulations")
-    from ..validate import check_positive_int as _positive_int
+    from ..validate import check_positive_int
 
-    grad_accum = _positive_int(grad_accum, "grad_accum")
+    grad_accum = check_positive_int(grad_accum, "grad_accum")
     if world_size is not None:
-        world_size = _positive_int(world_size, "world_size")
+        world_size = check_world_size(world_size)
 
     n = hist.n
     subsampled = simulated_samples is not None and n > simulated_samples

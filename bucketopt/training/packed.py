@@ -39,7 +39,7 @@ import numpy as np
 
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
-from ..validate import check_positive_int, shown
+from ..validate import check_positive_int, check_world_size, shown
 from .epoch import Epoch, packed_epoch
 from .packing import balance_steps, greedy_row_starts, pack_rows, row_stats
 
@@ -61,7 +61,7 @@ def _check(lengths, token_budget, world_size):
     if longest > token_budget:
         raise BucketoptError(f"token_budget={token_budget} is smaller than the longest sample "
                              f"({longest}): no row can hold it.", param="token_budget")
-    return lengths, token_budget, check_positive_int(world_size, "world_size")
+    return lengths, token_budget, check_world_size(world_size)
 
 
 def packed_plan(lengths, strategy, *, token_budget, world_size=1, boundaries=None, seed=0,

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import check_positive_int, shown
+from ..validate import check_positive_int, check_world_size, shown
 
 METHODS = ("greedy", "bfd")
 
@@ -200,7 +200,7 @@ def attention_balance(attention, world_size) -> float:
     >>> attention_balance([4.0, 2.0, 3.0, 3.0], 2)  # steps (4, 2) and (3, 3): (3 + 3) / (4 + 3)
     0.8571428571428571
     """
-    g = check_positive_int(world_size, "world_size")
+    g = check_world_size(world_size)
     att = np.asarray(attention, dtype=np.float64)
     if att.ndim != 1 or not np.all(np.isfinite(att)) or (att.size and att.min() < 0):
         raise BucketoptError("`attention` must be one finite number >= 0 per row.",
@@ -255,7 +255,7 @@ def balance_steps(lengths, order, starts, world_size, capacity, *,
     [[0, 2, 4], [1, 3, 5]]
     """
     arr, capacity = _lengths(lengths, capacity)
-    g = check_positive_int(world_size, "world_size")
+    g = check_world_size(world_size)
     order = np.asarray(order, dtype=np.int64)
     starts = np.asarray(starts, dtype=np.int64)
     _check_rows(arr, order, starts, capacity)

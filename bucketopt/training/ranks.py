@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import INT64_MAX, check_int, shown
+from ..validate import INT64_MAX, check_int, check_world_size, shown
 
 
 def _param(name: str):
@@ -45,7 +45,7 @@ class RankedSampler:
 
     def _init_ranks(self, *, seed, rank, world_size) -> None:
         self.seed = check_int(seed, "seed", low=0, high=INT64_MAX)
-        self.world_size = check_int(world_size, "world_size", low=1, high=INT64_MAX)
+        self.world_size = check_world_size(world_size)
         self.rank = check_int(rank, "rank", low=0, high=INT64_MAX)
         if self.rank >= self.world_size:
             raise BucketoptError(

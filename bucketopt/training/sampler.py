@@ -28,9 +28,13 @@ from ..validate import (
     DEFAULT_PACKING,
     DEFAULT_SYNC_BUCKETS,
     INT64_MAX,
+    WORLD_SIZE_LIMIT,
+    check_fields,
     check_int,
     check_token_budget,
     shown,
+    state_int,
+    state_text,
 )
 from ._sampler_plan import EpochPlan, build_plan, infeasible
 from ._varlen_plan import VARLEN, build_varlen_plan, most_rows
@@ -42,6 +46,11 @@ PACKINGS = ("fixed", "greedy", *VARLEN)
 STATE_VERSION = 2
 _STATE_KEYS = ("version", "epoch", "position", "seed", "fingerprint")
 _V2_KEYS = ("world_size", "grad_accum", "settings", "segments")
+# The kind of each field of a state (its relations are checked by load_state_dict)
+_SCALARS = {"version": state_int(1, 2), "epoch": state_int(), "position": state_int(),
+            "seed": state_int(), "fingerprint": state_text(64)}
+_WORLD, _ACCUM = state_int(1, WORLD_SIZE_LIMIT), state_int(1, INT64_MAX)
+_V2_SCALARS = {"world_size": _WORLD, "grad_accum": _ACCUM}
 MAX_SEGMENTS = 64  # elastic resumes inside one epoch; each one rebuilds one plan on load
 # a batch sampler pulled by one of these runs ahead of the training loop (workers, prefetch)
 _LOADER_FILES = tuple(os.sep + os.path.join(*parts) + os.sep for parts in (
@@ -50,20 +59,27 @@ _LOADER_FILES = tuple(os.sep + os.path.join(*parts) + os.sep for parts in (
 
 
 def _check_batch_sizes(batch_sizes, edges, token_budget) -> np.ndarray:
-    """One positive integer per bucket (at most token_budget // edge when a budget is given)."""
+    """One positive integer per bucket (at most token_budget // edge when a budget is given);
+    a bool, a string or an integer of thousands of digits is one clear error."""
+    if isinstance(batch_sizes, (list, tuple)):
+        if len(batch_sizes) != edges.size:
+            raise BucketoptError(f"batch_sizes must hold one integer per bucket ({edges.size}); "
+                                 f"got {shown(batch_sizes)}.", param="batch_sizes")
+        batch_sizes = [check_int(v, f"batch_sizes[{i}]", low=1, high=1 << 40,
+                                 param="batch_sizes") for i, v in enumerate(batch_sizes)]
     try:
         sizes = np.asarray(batch_sizes)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise BucketoptError(f"batch_sizes must be a list of integers >= 1; got "
-                             f"{batch_sizes!r}.", param="batch_sizes") from None
+                             f"{shown(batch_sizes)}.", param="batch_sizes") from None
     if sizes.ndim != 1 or sizes.size != edges.size:
         raise BucketoptError(f"batch_sizes must hold one integer per bucket ({edges.size}); got "
-                             f"{str(batch_sizes)[:80]}.", param="batch_sizes")
+                             f"{shown(batch_sizes)}.", param="batch_sizes")
     if sizes.dtype.kind == "f" and np.all(np.isfinite(sizes)) and np.all(sizes == np.round(sizes)):
         sizes = sizes.astype(np.int64)
     if sizes.dtype.kind not in "iu" or np.any(sizes < 1) or np.any(sizes > 1 << 40):
         raise BucketoptError(f"batch_sizes must be integers in [1, 2**40]; got "
-                             f"{str(batch_sizes)[:80]}.", param="batch_sizes")
+                             f"{shown(batch_sizes)}.", param="batch_sizes")
     sizes = sizes.astype(np.int64)
     if token_budget is not None:
         over = sizes > token_budget // edges  # no product: it could pass int64
@@ -396,6 +412,9 @@ class BucketBatchSampler(RankedSampler):
             raise BucketoptError(f"state is missing {', '.join(missing)}: pass a dict returned "
                                  "by BucketBatchSampler.state_dict().", param="state")
         version = state["version"]
+        if isinstance(version, (bool, np.bool_)) or not isinstance(version, (int, np.integer)):
+            version = None  # an array, a string, ...: refused below
+        check_fields(state, _SCALARS)  # each field's kind: never an array, a string for a number
         if version == 1:
             saved_ws, saved_ga, segments = self._check_v1(state)
         elif version == STATE_VERSION:
@@ -403,7 +422,7 @@ class BucketBatchSampler(RankedSampler):
         else:
             raise BucketoptError(f"state version must be 1 or {STATE_VERSION}"
                                  f"; got {shown(version)}.", param="state")
-        if state["seed"] != self.seed:
+        if int(state["seed"]) != self.seed:
             raise BucketoptError(f"state seed={shown(state['seed'])} does not match this sampler's "
                                  f"seed={self.seed}.", param="state")
         epoch = check_int(state["epoch"], "state epoch", low=0, high=INT64_MAX)
@@ -412,19 +431,23 @@ class BucketBatchSampler(RankedSampler):
         if position > saved.micro_steps:
             raise BucketoptError(f"state position must be <= {saved.micro_steps} (batches per "
                                  f"rank in epoch {epoch}); got {position}.", param="state")
+        plan = saved
         if (saved_ws, saved_ga) != (self.world_size, self.grad_accum):  # elastic: re-plan the rest
+            members = saved.indices_from(position * saved_ws)
             segments = (*segments, (saved_ws, saved_ga, position))
             position = 0
-            self._cache = None
+            # the re-planned rest, built (and checked) now, not mid-training; each plan of the
+            # chain is built once
+            plan = self._chain(epoch, segments, self.world_size, self.grad_accum, members)
         self._epoch = epoch
         self._segments = segments
-        self.plan(epoch)  # builds (and checks) the re-planned rest now, not mid-training
+        self._cache = ((epoch, segments), plan)
         self._resume = self._handed = self._consumed = position
         self._driven = False
 
     def _check_v1(self, state):
         legacy = _legacy_fingerprint(self)
-        if state["fingerprint"] != legacy:
+        if str(state["fingerprint"]) != legacy:
             raise BucketoptError(
                 "state (version 1) was saved by a sampler with other lengths, boundaries, "
                 "token_budget, world_size, grad_accum, packing, sync_buckets or drop_last; "
@@ -441,18 +464,18 @@ class BucketBatchSampler(RankedSampler):
         if not isinstance(saved, dict):
             raise BucketoptError(f"state settings must be a dict; got {type(saved).__name__}.",
                                  param="state")
-        differ = [key for key in self._settings if saved.get(key) != self._settings[key]]
+        differ = [key for key in self._settings if not _same(saved.get(key), self._settings[key])]
         if differ:
             raise BucketoptError("state was saved by a sampler with other settings: " + "; ".join(
                 _describe(key, saved.get(key), self._settings[key]) for key in differ) + ".",
                                  param="state")
-        if state["fingerprint"] != self._fingerprint:
+        if str(state["fingerprint"]) != self._fingerprint:
             raise BucketoptError(f"state fingerprint {shown(state['fingerprint'])} does not "
                                  f"match its settings (this sampler "
                                  f"{shown(self._fingerprint)}): the state was edited or "
                                  "corrupted.", param="state")
-        saved_ws = check_int(state["world_size"], "state world_size", low=1, high=INT64_MAX)
-        saved_ga = check_int(state["grad_accum"], "state grad_accum", low=1, high=INT64_MAX)
+        v2 = check_fields(state, _V2_SCALARS)
+        saved_ws, saved_ga = v2["world_size"], v2["grad_accum"]
         n = self.lengths.size
         if max(saved_ws, saved_ga) > max(n, self.world_size, self.grad_accum):
             raise BucketoptError(f"state world_size={saved_ws}, grad_accum={saved_ga}: more than "
@@ -467,14 +490,24 @@ class BucketBatchSampler(RankedSampler):
             if not isinstance(entry, (list, tuple)) or len(entry) != 3:
                 raise BucketoptError("state segments must hold [world_size, grad_accum, "
                                      f"position] entries; got {shown(entry)}.", param="state")
-            segment = (check_int(entry[0], "state segment world_size", low=1, high=INT64_MAX),
-                       check_int(entry[1], "state segment grad_accum", low=1, high=INT64_MAX),
-                       check_int(entry[2], "state segment position", low=0, high=INT64_MAX))
+            segment = (_WORLD(entry[0], "segments[][0] (world_size)"),
+                       _ACCUM(entry[1], "segments[][1] (grad_accum)"),
+                       state_int()(entry[2], "segments[][2] (position)"))
+            if segment[:2] == (segments[-1][:2] if segments else None):
+                raise BucketoptError(f"state segment {list(segment)} repeats the world size and "
+                                     "grad_accum of the one before it: a segment is recorded only "
+                                     "when they change; the state was edited or corrupted.",
+                                     param="state")
             if max(segment[:2]) > max(n, self.world_size, self.grad_accum):
                 raise BucketoptError(f"state segment {list(segment)}: more ranks or micro-steps "
                                      f"than the {n:,} samples; the state was edited or corrupted.",
                                      param="state")
             segments.append(segment)
+        if segments and segments[-1][:2] == (saved_ws, saved_ga):
+            raise BucketoptError(f"state segment {list(segments[-1])} has the state's own world "
+                                 f"size and grad_accum ({saved_ws}, {saved_ga}): a segment is "
+                                 "recorded only when they change; the state was edited or "
+                                 "corrupted.", param="state")
         return saved_ws, saved_ga, tuple(segments)
 
     # ---------------------------------------------------------------------------- introspection
@@ -495,11 +528,25 @@ class BucketBatchSampler(RankedSampler):
             self._cache = (key, self._chain(epoch, segments, self.world_size, self.grad_accum))
         return self._cache[1]
 
-    def _chain(self, epoch, segments, world_size, grad_accum) -> EpochPlan:
-        """The plan of ``epoch`` at (world_size, grad_accum) after the elastic ``segments``."""
+    def _chain(self, epoch, segments, world_size, grad_accum, members=False) -> EpochPlan:
+        """The plan of ``epoch`` at (world_size, grad_accum) after the elastic ``segments``
+        (``members``: the samples they leave, when already known)."""
+        build = build_varlen_plan if self.packing in VARLEN else build_plan
+        if members is False:
+            members = self._members_after(epoch, segments)
+        return build(self, epoch, _rng(self.seed, epoch, len(segments)),
+                     world_size=world_size, grad_accum=grad_accum, members=members,
+                     segments=segments)
+
+    def _members_after(self, epoch, segments):
+        """The samples the elastic ``segments`` of ``epoch`` leave (None: every sample): one
+        plan built per segment that consumed batches (a segment at position 0 consumed nothing
+        and, without drop_last, leaves every sample it had: no plan to build)."""
         members = None
         build = build_varlen_plan if self.packing in VARLEN else build_plan
         for i, (G, A, position) in enumerate(segments):
+            if position == 0 and not self.drop_last:
+                continue
             earlier = build(self, epoch, _rng(self.seed, epoch, i), world_size=G,
                             grad_accum=A, members=members, segments=segments[:i])
             if position > earlier.micro_steps:
@@ -507,9 +554,7 @@ class BucketBatchSampler(RankedSampler):
                                      f"(batches per rank at world_size={G}); got {position}.",
                                      param="state")
             members = earlier.indices_from(position * G)
-        return build(self, epoch, _rng(self.seed, epoch, len(segments)),
-                     world_size=world_size, grad_accum=grad_accum, members=members,
-                     segments=segments)
+        return members
 
     def epoch_view(self, epoch=None, *, pad=None):
         """The epoch as an :class:`bucketopt.training.epoch.Epoch` over all ranks in step order
@@ -581,6 +626,17 @@ def _rng(seed, epoch, segment):
 def _pulled_by_loader(frame) -> bool:
     name = frame.f_code.co_filename if frame is not None else ""
     return any(part in name for part in _LOADER_FILES)
+
+
+def _same(saved, mine) -> bool:
+    """Whether a saved setting equals this sampler's (an array, or anything whose comparison
+    fails, is not)."""
+    if isinstance(saved, np.ndarray):
+        return False
+    try:
+        return bool(saved == mine)
+    except (TypeError, ValueError):
+        return False
 
 
 def _describe(key, saved, mine) -> str:

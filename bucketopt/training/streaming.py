@@ -43,7 +43,7 @@ from ..solution import batch_sizes_for, check_boundaries
 from ..validate import INT64_MAX, check_int, check_token_budget, shown
 from .ranks import RankedSampler, _check_bool
 from .stream_sources import check_source
-from .stream_state import Pass, StreamStats, check_state
+from .stream_state import Pass, StreamStats, check_state, read_held
 
 __all__ = ["SamplePlan", "StreamBatcher", "dkw_epsilon", "plan_from_sample", "sample_lengths"]
 
@@ -300,6 +300,7 @@ class StreamBatcher(RankedSampler):
         self.stats = StreamStats()
         self._pass = None  # the pass under way (or the last one): what state_dict() saves
         self._resume = None  # a loaded state, for the next pass of its epoch
+        self._held = None  # its held items, when read at load (random access)
 
     @classmethod
     def from_plan(cls, plan, stream, *, length=len, lengths=None, rank=0, world_size=None,
@@ -428,13 +429,15 @@ class StreamBatcher(RankedSampler):
         ``stats.dropped``).
         """
         self._resume = check_state(self, state)
+        self._held = read_held(self, self._resume)
         self._epoch = self._resume["epoch"]
 
     def _start(self):
         state, self._resume = self._resume, None
+        held, self._held = self._held, None
         if state is None or state["epoch"] != self.epoch:
             return Pass.fresh(self, reader=True)
-        return Pass.resumed(self, state)
+        return Pass.resumed(self, state, held)
 
     # ------------------------------------------------------------------------------- helpers
     def _release(self, k, buckets, ready, need, sizes, rng):
