@@ -185,7 +185,7 @@ def test_objective_kernels_stay_in_objectives(name):
 # Each objective's modules in bucketopt/objectives (docs/layers.md, "One objective, one place"),
 # and the certified DP that the time and dynamic-padding objectives share.
 OBJECTIVE_MODULES = {
-    "edge": {"edge", "_edge_kernels", "_edge_numpy"},
+    "edge": {"edge", "_edge_kernels", "_edge_numpy", "_edge_rows"},
     "batch": {"batch", "batchpad", "_batch_kernels", "_batch_sweep"},
     "time": {"time", "synced", "random_order", "_time_kernels"},
     "packed": {"packed", "_packed_kernels"},

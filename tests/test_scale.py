@@ -88,7 +88,8 @@ def test_the_cli_says_what_to_do_in_one_line(tmp_path):
     np.save(path, np.arange(1, MAX_DP_GROUPS + 2))
     for argv in (["solve", "--lens", str(path), "-k", "4", "--pad", "batch",
                   "--token-budget", str(4 * 10**6)],
-                 ["compare", "--lens", str(path), "-k", "4", "--token-budget", str(4 * 10**6)]):
+                 ["compare", "--lens", str(path), "-k", "4", "--pad", "batch", "--token-budget",
+                  str(4 * 10**6)]):
         from .test_counts_and_values import one_line_error
 
         err = one_line_error(argv)

@@ -133,12 +133,12 @@ class BatchPadding(Objective):
         j = np.arange(1, g + 1)
         if np.any(self.win_lo[j] > j - 1) or np.any(self.win_hi[j] < j - 1):
             return None
-        from .certified import exact
+        from .certified import exact_value
 
         opt = np.broadcast_to(np.arange(-1, g, dtype=np.int64), (kmax, g + 1))  # no copy
         best = np.full(kmax, np.nan)
         best[g - 1] = 0.0
-        self.certificates = {g: exact(0.0)}
+        self.certificates = {g: exact_value(0.0)}
         return opt, best
 
     def certify(self, kmax, chains, values):
