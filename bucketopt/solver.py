@@ -1,8 +1,10 @@
-"""solve(), evaluate() and sweep(): validate -> histogram -> objective -> DP -> backtrack.
+"""solve(), evaluate() and sweep(): request -> objective -> DP -> backtrack.
 
-The solver knows no cost: it validates, builds the candidate edges (:mod:`bucketopt.groups`),
-hands them to the objective (:mod:`bucketopt.objectives`: ``candidates``, ``fit``, ``layers``),
-backtracks every requested k and lets the objective ``refine`` the boundaries.
+The solver knows no cost. Each entry builds one request (:func:`bucketopt.request.build_request`:
+every option checked once, the histogram, the models and the candidate edges resolved), hands
+the request's edges to its objective (:mod:`bucketopt.objectives`: ``candidates``, ``fit``,
+``layers``), backtracks every requested k and lets the objective ``refine`` the boundaries;
+nothing below the entry checks an option again.
 """
 
 from __future__ import annotations
