@@ -8,9 +8,7 @@ import numpy as np
 
 from .data.histogram import Histogram
 from .errors import BucketoptError
-from .validate import TOKEN_LIMIT, shown
-
-PADS = ("edge", "batch")
+from .validate import PADS, TOKEN_LIMIT, shown  # noqa: F401  (solution.PADS: a public name)
 
 
 @dataclass(frozen=True)
@@ -202,7 +200,9 @@ _CHUNK = 1 << 20  # distinct lengths per step of bucket_statistics
 def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str, memory=None):
     """Per-bucket counts, real tokens and padded tokens for the given edges.
 
-    Returns (counts, real, padded, batch_sizes, fill) as numpy arrays (batch_sizes and fill may
+    ``pad`` and the batch-size rule were checked at the entry
+    (:func:`bucketopt.request.build_request`). Returns (counts, real, padded, batch_sizes,
+    fill) as numpy arrays (batch_sizes and fill may
     be None). ``fill``: expected padded tokens of each bucket's largest batch (min(B, N) rows)
     over the token budget (with a memory model and no budget: over B x edge, the most tokens
     a batch of the bucket can hold).
@@ -223,16 +223,11 @@ def bucket_statistics(hist: Histogram, edges: np.ndarray, token_budget, pad: str
         padded = edges * counts - real
         if sizes is not None:
             fill = np.minimum(sizes, counts) * edges / per_batch
-    elif pad == "batch":
-        if sizes is None:
-            raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
-                                 'size comes from it).', param=None)
+    else:  # pad="batch" (checked at the entry, with its batch sizes: build_request)
         from .objectives.batchpad import expected_padding_and_fill
 
         padded, full = expected_padding_and_fill(hist, edges, sizes)
         fill = full / per_batch
-    else:
-        raise BucketoptError(f"pad must be one of {PADS}; got {shown(pad)}.", param="pad")
     return counts, real, padded, sizes, fill
 
 

@@ -1,21 +1,20 @@
-"""solve(), evaluate() and sweep(): validate -> histogram -> objective -> DP -> backtrack.
+"""solve(), evaluate() and sweep(): request -> objective -> DP -> backtrack.
 
-The solver knows no cost: it validates, builds the candidate edges (:mod:`bucketopt.groups`),
-hands them to the objective (:mod:`bucketopt.objectives`: ``candidates``, ``fit``, ``layers``),
-backtracks every requested k and lets the objective ``refine`` the boundaries.
+The solver knows no cost. Each entry builds one request (:func:`bucketopt.request.build_request`:
+every option checked once, the histogram, the models and the candidate edges resolved), hands
+the request's edges to its objective (:mod:`bucketopt.objectives`: ``candidates``, ``fit``,
+``layers``), backtracks every requested k and lets the objective ``refine`` the boundaries;
+nothing below the entry checks an option again.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .data.histogram import Histogram, as_histogram
-from .data.overflow import apply_overflow
 from .errors import BucketoptError
 from .groups import (
     INF,
@@ -25,53 +24,23 @@ from .groups import (
     share_count_bounds,
     share_windows,
 )
-from .objectives import Objective, make_objective, registration
-from .objectives import names as objective_names
-from .solution import PADS, Solution, check_boundaries, make_solution, with_notes
+from .objectives import Objective
+from .request import SolveRequest, build_request, plan_settings
+from .solution import Solution, make_solution, with_notes
 from .validate import (
     DEFAULT_PAD,
     DEFAULT_SYNC_BUCKETS,
-    check_align,
-    check_exact,
-    check_k,
-    check_min_fill,
+    MAX_SWEEP_KS,
     check_number,
-    check_objective,
-    check_shares,
-    check_sync,
-    check_token_budget,
     shown,
 )
 
-# The DPs of batch padding and of the time objective hold some 1 KB a candidate edge (prices,
-# relaxation cells, layers): 1.1 GB at 10**6 distinct lengths, 3 GB at 3 x 10**6. Beyond this
-# many they are refused at once (edge padding, O(k m) in int32 and two layers, is not).
-MAX_DP_GROUPS = 1_000_000
-
-
-def check_dp_scale(g: int, pad: str, objective: str, align: int) -> None:
-    """Refuse, before any allocation of the DP, an objective whose DP would not fit beside the
-    data on ``g`` candidate edges: one line saying what to do."""
-    if g <= MAX_DP_GROUPS or (pad == "edge" and objective == "padding"):
-        return
-    what = "the time objective" if objective == "time" else f'pad="{pad}"'
-    raise BucketoptError(
-        f"{what} on {g:,} distinct lengths needs more memory than a solve should take (about "
-        f"1 KB each); at most {MAX_DP_GROUPS:,} are solved: merge nearby lengths with "
-        f"align={_align_for(g, align)}, cap them with max_length=, or solve "
-        'pad="edge", which takes any number.', param=None)
-
-
-def _align_for(g: int, align: int) -> int:
-    """An align that brings ``g`` groups at ``align`` under MAX_DP_GROUPS (a power of 2)."""
-    need = align * -(-g // MAX_DP_GROUPS)
-    return 1 << (need - 1).bit_length()
-
-
 # Backtracking keeps one int32 start index per (k, group): refuse beyond this many entries (600 MB).
 MAX_BACKTRACK_ENTRIES = 150_000_000
-# sweep() refuses more k values than this (the CLI's -k A:B spans at most as many).
-MAX_SWEEP_KS = 4097
+# (make_groups, share_windows: read from here by the tests)
+__all__ = ["MAX_SWEEP_KS", "Sweep", "evaluate", "evaluate_request", "make_groups",
+           "plan_settings", "recommend_k", "run_layers", "share_windows", "solve",
+           "solve_request", "sweep"]
 
 
 def _infeasible(groups, kmax, min_share, max_share, align, min_fill=0.0) -> BucketoptError:
@@ -96,19 +65,22 @@ def _infeasible(groups, kmax, min_share, max_share, align, min_fill=0.0) -> Buck
 
 @dataclass(frozen=True, eq=False)
 class _Run:
-    """One DP run up to some k: the optimum for every smaller k is backtracked from it."""
+    """One DP run of a request up to its largest k: the optimum for every smaller k is
+    backtracked from it."""
 
-    hist: Histogram
+    request: SolveRequest
     objective: Objective
     kmax_eff: int
     opt: np.ndarray
     best: np.ndarray
-    meta: dict
-    cost_model: object | None
-    overflow: dict | None = None
-    sync_buckets: bool | str = True
-    memory: object = None
-    settings: dict = dataclasses.field(default_factory=dict)  # Solution.settings (a plan's)
+
+    @property
+    def hist(self):
+        return self.request.hist
+
+    @property
+    def cost_model(self):
+        return self.request.cost_model
 
     @property
     def groups(self):
@@ -118,18 +90,17 @@ class _Run:
         return bool(self.best[min(k, self.kmax_eff) - 1] < INF)
 
     def infeasible(self, k: int) -> BucketoptError:
-        m = self.meta
-        return _infeasible(self.groups, k, m["min_share"], m["max_share"], m["align"],
-                           m["min_fill"])
+        r = self.request
+        return _infeasible(self.groups, k, r.min_share, r.max_share, r.align, r.min_fill)
 
     def solution(self, k: int) -> Solution:
         if not self.feasible(k):
             raise self.infeasible(k)
         layer = min(k, self.kmax_eff)
         edges = self.groups.edges[backtrack(self.opt, layer, self.groups.g)]
-        obj = self.objective
+        obj, request = self.objective, self.request
         sol = make_solution(self.hist, edges, token_budget=obj.token_budget, pad=obj.pad, k=k,
-                            objective=obj.name, memory=self.memory, **self.meta)
+                            objective=obj.name, memory=request.memory, **request.constraints)
         obj.verify(sol, self.best[layer - 1])
         sol = dataclasses.replace(sol, certificate=obj.optimality(layer,
                                                                   float(self.best[layer - 1])))
@@ -143,7 +114,7 @@ class _Run:
                 sol = make_solution(self.hist, boundaries, token_budget=sol.token_budget,
                                     pad=sol.pad, k=sol.k, align=sol.align,
                                     min_share=sol.min_share, max_share=sol.max_share,
-                                    objective=sol.objective, memory=self.memory)
+                                    objective=sol.objective, memory=request.memory)
             sol = dataclasses.replace(sol, certificate=cert)
         cert = sol.certificate
         notes = () if callable(cert) else obj.notes(cert)
@@ -152,8 +123,9 @@ class _Run:
         if self.cost_model is not None:
             from .cost.intervals import annotate
 
-            sol = annotate(sol, self.hist, self.cost_model, sync_buckets=self.sync_buckets)
-        return dataclasses.replace(with_notes(sol, self.overflow), settings=self.settings)
+            sol = annotate(sol, self.hist, self.cost_model, sync_buckets=request.sync_buckets)
+        return dataclasses.replace(with_notes(sol, request.overflow_report),
+                                   settings=request.settings)
 
 
 def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budget, min_share,
@@ -181,89 +153,15 @@ def run_layers(obj: Objective, groups: Groups, kmax: int, ks=None, *, token_budg
         return (kmax_eff, *obj.layers(kmax_eff, ks))
 
 
-def _run(lengths, ks, *, token_budget, pad, objective, min_share, max_share, align, profile,
-         world_size, epochs, min_fill=0.0, sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None,
-         overflow="truncate", exact=False, memory=None, memory_headroom=None,
-         gpu_memory=None) -> _Run:
-    """Validate, then run the DP once up to max(ks); the optima for ``ks`` are read from it."""
-    from .cost.memory import load_memory
-
-    memory = load_memory(memory, gpu_memory=gpu_memory, headroom=memory_headroom)
-    kmax = check_k(max(ks))
-    align = check_align(align)
-    min_share, max_share = check_shares(min_share, max_share)
-    min_fill = check_min_fill(min_fill)
-    sync_buckets = check_sync(sync_buckets)
-    if pad not in PADS:
-        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.",
-                             param="pad")
-    objective = check_objective(objective, profile, objective_names())
-    check = registration(objective, pad).check
-    if check is not None:  # the objective's own preconditions on the options
-        check(pad=pad, min_fill=min_fill, sync_buckets=sync_buckets)
-    source = as_histogram(lengths)
-    hist, overflow_report = apply_overflow(source, max_length, overflow)
-    token_budget = check_token_budget(token_budget, hist)
-    cost_model = None
-    if objective == "time" or profile is not None:
-        from .cost.costmodel import resolve_cost_model
-
-        cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist,
-                                                      budget_needed=memory is None)
-        cost_model = cost_model.with_epochs(epochs)
-    settings = plan_settings(source, cost_model, sync_buckets=sync_buckets,
-                             world_size=world_size, epochs=epochs, max_length=max_length,
-                             overflow=overflow)
-    if pad == "batch" and token_budget is None and memory is None:
-        raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
-                             'size comes from it).', param=None)
-    groups = make_groups(hist, align)
-    check_dp_scale(groups.g, pad, objective, align)
-    if token_budget is not None and groups.edges[-1] > token_budget:
-        raise BucketoptError(
-            f"align={align} rounds the last edge up to {int(groups.edges[-1])}, above "
-            f"token_budget={token_budget}.",
-            param=None,
-        )
-    if memory is not None:  # the longest bucket must hold one sample: else one clear error
-        from .cost.memory import batch_sizes
-
-        batch_sizes(groups.edges[-1:], token_budget, memory)
-    obj = make_objective(objective, pad, cost_model=cost_model, min_fill=min_fill,
-                         sync_buckets=sync_buckets, exact=check_exact(exact))
-    obj.memory = memory  # the batch-size rule the objective reads (Objective.batch_sizes)
-    kmax_eff, opt, best = run_layers(obj, groups, kmax, ks, token_budget=token_budget,
-                                     min_share=min_share, max_share=max_share)
-    meta = dict(align=align, min_share=min_share, max_share=max_share, min_fill=min_fill)
-    return _Run(hist, obj, kmax_eff, opt, best, meta, cost_model, overflow_report, sync_buckets,
-                memory, settings)
-
-
-def plan_settings(source, cost_model, *, sync_buckets, world_size, epochs, max_length,
-                  overflow) -> dict:
-    """What ``Solution.settings`` holds for a plan (:meth:`Solution.to_plan`): the fingerprint
-    of ``source`` (the histogram of the lengths as given, before ``max_length``; computed when
-    first asked for) and the settings the solution was made and scored with."""
-    from .plan import LazyFingerprint
-
-    def whole(value):
-        ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
-        return int(value) if ok else 1
-
-    profile = None
-    if cost_model is not None:
-        unc = cost_model.uncertainty
-        profile = {"name": str(cost_model.name)[:200] or "custom", "alpha": cost_model.alpha,
-                   "beta": cost_model.beta, "gamma": cost_model.gamma,
-                   "uncertainty": None if not unc else {
-                       "coverage": float(unc["coverage"]),
-                       "coefficient_sets": [[float(v) for v in row]
-                                            for row in unc["coefficient_sets"]]}}
-    return {"fingerprint": LazyFingerprint(source), "sync_buckets": sync_buckets,
-            "world_size": cost_model.world_size if cost_model is not None else whole(world_size),
-            "epochs": cost_model.epochs if cost_model is not None else whole(epochs),
-            "profile": profile, "max_length": None if max_length is None else int(max_length),
-            "overflow": overflow if max_length is not None else None}
+def _run(request: SolveRequest, ks=None) -> _Run:
+    """The DP of ``request`` once, up to the largest of ``ks`` (default: the request's); the
+    optima for ``ks`` are read from it."""
+    ks = list(request.ks if ks is None else ks)
+    obj = request.make_objective()
+    kmax_eff, opt, best = run_layers(obj, request.groups, max(ks), ks,
+                                     token_budget=request.token_budget,
+                                     min_share=request.min_share, max_share=request.max_share)
+    return _Run(request, obj, kmax_eff, opt, best)
 
 
 def solve(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min_share=0.0,
@@ -342,14 +240,19 @@ def solve(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min
     >>> bucketopt.solve([3, 4, 10, 11, 12], k=2).boundaries
     (4, 12)
     """
-    k = check_k(k)
-    run = _run(lengths, [k], token_budget=token_budget, pad=pad, objective=objective,
-               min_share=min_share, max_share=max_share, align=align, profile=profile,
-               world_size=world_size, epochs=epochs, min_fill=min_fill,
-               sync_buckets=sync_buckets, max_length=max_length, overflow=overflow,
-               exact=exact, memory=memory, memory_headroom=memory_headroom,
-               gpu_memory=gpu_memory)
-    return run.solution(k)
+    request = build_request(
+        lengths, k=k, token_budget=token_budget, pad=pad, objective=objective,
+        min_share=min_share, max_share=max_share, align=align, profile=profile,
+        world_size=world_size, epochs=epochs, min_fill=min_fill, sync_buckets=sync_buckets,
+        max_length=max_length, overflow=overflow, exact=exact, memory=memory,
+        memory_headroom=memory_headroom, gpu_memory=gpu_memory)
+    return solve_request(request)
+
+
+def solve_request(request: SolveRequest) -> Solution:
+    """:func:`solve` of a built request (its one k)."""
+    (k,) = request.ks
+    return _run(request).solution(k)
 
 
 @dataclass(frozen=True)
@@ -477,27 +380,14 @@ def sweep(lengths, ks, *, token_budget=None, pad=DEFAULT_PAD, objective=None, mi
     [20, 4, 2]
     """
     tolerance = check_number(tolerance, "tolerance", low=0.0)
-    if isinstance(ks, (int, np.integer)) and not isinstance(ks, bool):
-        ks = range(1, int(ks) + 1)
-    if isinstance(ks, (str, bytes)):
-        raise BucketoptError(f"`ks` must be an integer or a list of integers >= 1; got {shown(ks)} "
-                             "(on the command line, -k A:B gives a range).", param="ks")
-    try:
-        ks = list(itertools.islice(ks, MAX_SWEEP_KS + 1))
-        if len(ks) > MAX_SWEEP_KS:
-            raise BucketoptError(f"`ks` holds more than {MAX_SWEEP_KS:,} values.", param="ks")
-        ks = sorted({check_k(k, "ks") for k in ks})
-    except TypeError:
-        raise BucketoptError(f"`ks` must be a list of integers >= 1; got {shown(ks)}.",
-                             param="ks") from None
-    if not ks:
-        raise BucketoptError("`ks` is empty: give at least one k.", param="ks")
-    run = _run(lengths, ks, token_budget=token_budget, pad=pad, objective=objective,
-               min_share=min_share, max_share=max_share, align=align, profile=profile,
-               world_size=world_size, epochs=epochs, min_fill=min_fill,
-               sync_buckets=sync_buckets, max_length=max_length, overflow=overflow,
-               exact=exact, memory=memory, memory_headroom=memory_headroom,
-               gpu_memory=gpu_memory)
+    request = build_request(
+        lengths, ks=ks, token_budget=token_budget, pad=pad, objective=objective,
+        min_share=min_share, max_share=max_share, align=align, profile=profile,
+        world_size=world_size, epochs=epochs, min_fill=min_fill, sync_buckets=sync_buckets,
+        max_length=max_length, overflow=overflow, exact=exact, memory=memory,
+        memory_headroom=memory_headroom, gpu_memory=gpu_memory)
+    ks = list(request.ks)
+    run = _run(request)
     feasible = [k for k in ks if run.feasible(k)]
     if not feasible:
         raise run.infeasible(max(ks))
@@ -508,14 +398,7 @@ def sweep(lengths, ks, *, token_budget=None, pad=DEFAULT_PAD, objective=None, mi
     if not run.objective.sweep_rows_are_solves(run.kmax_eff, ks):
         # pad="batch" on many lengths: every row comes from one DP over the candidate grid; the
         # recommended k is the one solve() gives (grid optimum refined, docs/dynamic_padding.md).
-        import dataclasses
-
-        alone = _run(run.hist, [k_rec], token_budget=token_budget, pad=pad, objective=objective,
-                     min_share=min_share, max_share=max_share, align=align, profile=profile,
-                     world_size=world_size, epochs=epochs, min_fill=min_fill,
-                     sync_buckets=sync_buckets, memory=run.memory)
-        # run.hist is past overflow: the report and the lengths' fingerprint are run's
-        alone = dataclasses.replace(alone, overflow=run.overflow, settings=run.settings)
+        alone = _run(request, [k_rec])
         solutions = tuple(alone.solution(k) if k == k_rec else sol
                           for k, sol in zip(feasible, solutions))
         note = run.objective.sweep_row_note()
@@ -540,33 +423,21 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad=DEFAULT_PAD, profile
     >>> bucketopt.evaluate([3, 4, 10, 11, 12], [4, 12]).padded_tokens
     4
     """
-    from .cost.memory import load_memory
+    r = build_request(lengths, boundaries=boundaries, token_budget=token_budget, pad=pad,
+                      profile=profile, world_size=world_size, epochs=epochs,
+                      sync_buckets=sync_buckets, max_length=max_length, overflow=overflow,
+                      memory=memory, memory_headroom=memory_headroom, gpu_memory=gpu_memory)
+    return evaluate_request(r)
 
-    sync_buckets = check_sync(sync_buckets)
-    if pad not in PADS:
-        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.",
-                             param="pad")
-    memory = load_memory(memory, gpu_memory=gpu_memory, headroom=memory_headroom)
-    source = as_histogram(lengths)
-    hist, overflow_report = apply_overflow(source, max_length, overflow)
-    edges = check_boundaries(boundaries, hist)
-    token_budget = check_token_budget(token_budget, hist)
-    cost_model = None
-    if profile is not None:
-        from .cost.costmodel import resolve_cost_model
 
-        cost_model, token_budget = resolve_cost_model(profile, world_size, token_budget, hist,
-                                                      budget_needed=memory is None)
-        cost_model = cost_model.with_epochs(epochs)
-    sol = make_solution(hist, edges, token_budget=token_budget, pad=pad, memory=memory)
-    if cost_model is not None:
+def evaluate_request(r: SolveRequest) -> Solution:
+    """:func:`evaluate` of a built request (its boundaries)."""
+    sol = make_solution(r.hist, r.edges, token_budget=r.token_budget, pad=r.pad, memory=r.memory)
+    if r.cost_model is not None:
         from .cost.intervals import annotate
 
-        sol = annotate(sol, hist, cost_model, sync_buckets=sync_buckets)
-    settings = plan_settings(source, cost_model, sync_buckets=sync_buckets,
-                             world_size=world_size, epochs=epochs, max_length=max_length,
-                             overflow=overflow)
-    return dataclasses.replace(with_notes(sol, overflow_report), settings=settings)
+        sol = annotate(sol, r.hist, r.cost_model, sync_buckets=r.sync_buckets)
+    return dataclasses.replace(with_notes(sol, r.overflow_report), settings=r.settings)
 
 
 def evaluate_plan(plan, lengths, *, allow_other_lengths=False):

@@ -13,8 +13,10 @@ The one set of defaults of the planning entries (``DEFAULT_PAD``, ``DEFAULT_SYNC
 
 The checks of the solver's and the samplers' settings live here too (:func:`check_k`,
 :func:`check_align`, :func:`check_shares`, :func:`check_min_fill`, :func:`check_objective`,
-:func:`check_exact`, :func:`check_sync`, :func:`check_token_budget` with
-:func:`check_budget_scale`). This module sits in the bottom layer (``docs/layers.md``), so a
+:func:`check_exact`, :func:`check_sync`, :func:`check_pad`, :func:`check_ks`,
+:func:`check_token_budget` with :func:`check_budget_scale`, and the rules between them:
+:func:`check_batch_rule`, :func:`check_edge_fits`). :mod:`bucketopt.request` runs them, once,
+at the entry of every planning call. This module sits in the bottom layer (``docs/layers.md``), so a
 check that needs more reads it from its caller: :func:`check_objective` is given the registered
 names, :func:`check_token_budget` reads a histogram's ``n``, ``min_length`` and ``max_length``.
 The one check kept above it is :func:`bucketopt.solution.check_boundaries`: boundaries go
@@ -24,6 +26,7 @@ knows the ``Histogram``), in the data layer.
 
 from __future__ import annotations
 
+import itertools
 import math
 import reprlib
 
@@ -56,6 +59,10 @@ INT64_MAX = 2**63 - 1
 DEFAULT_PAD = "edge"
 DEFAULT_SYNC_BUCKETS = True
 DEFAULT_PACKING = "fixed"
+# The paddings of a plan: to the bucket's edge, or to each batch's longest member.
+PADS = ("edge", "batch")
+# sweep() refuses more k values than this (the CLI's -k A:B spans at most as many).
+MAX_SWEEP_KS = 4097
 
 
 def default_objective(profile) -> str:
@@ -240,6 +247,64 @@ def check_k(k, name: str = "k") -> int:
     """At most ``k`` buckets: an integer >= 1 (beyond :data:`K_LIMIT` refused: beyond the
     distinct lengths k changes nothing)."""
     return check_int(k, name, low=1, high=K_LIMIT)
+
+
+def check_ks(ks) -> list:
+    """The bucket counts of a sweep, sorted and without repeats: an integer K (1..K) or an
+    iterable of integers >= 1, at most :data:`MAX_SWEEP_KS` of them."""
+    if isinstance(ks, (int, np.integer)) and not isinstance(ks, bool):
+        ks = range(1, int(ks) + 1)
+
+    def refused():
+        text = isinstance(ks, (str, bytes))
+        hint = " (on the command line, -k A:B gives a range)" if text else ""
+        return BucketoptError(f"`ks` must be an integer or a list of integers >= 1; got "
+                              f"{shown(ks)}{hint}.", param="ks")
+
+    if isinstance(ks, (str, bytes)):
+        raise refused()
+    try:
+        ks = list(itertools.islice(ks, MAX_SWEEP_KS + 1))
+    except TypeError:
+        raise refused() from None
+    if len(ks) > MAX_SWEEP_KS:
+        raise BucketoptError(f"`ks` holds more than {MAX_SWEEP_KS:,} values.", param="ks")
+    ks = sorted({check_k(k, "ks") for k in ks})
+    if not ks:
+        raise BucketoptError("`ks` is empty: give at least one k.", param="ks")
+    return ks
+
+
+def check_pad(pad) -> str:
+    """How batches are padded: one of :data:`PADS`."""
+    if not isinstance(pad, str) or pad not in PADS:
+        raise BucketoptError(f"`pad` must be one of {', '.join(PADS)}; got {shown(pad)}.",
+                             param="pad")
+    return pad
+
+
+def check_batch_rule(pad, token_budget, memory, min_fill=0.0) -> None:
+    """Batch sizes must come from somewhere: ``pad="batch"`` (each batch padded to its longest
+    member, an expectation over batches of B rows) needs a token budget or a memory model, and
+    ``min_fill`` (a share of the budget) needs a token budget."""
+    if pad == "batch" and token_budget is None and memory is None:
+        raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
+                             'size comes from it).', param=None)
+    if min_fill > 0 and token_budget is None:
+        raise BucketoptError("min_fill needs a token_budget (the fill is per batch).",
+                             param=None)
+
+
+def check_edge_fits(edge, token_budget, align: int = 1) -> None:
+    """A bucket of edge b holds at least one sample under the budget: b <= token_budget (no
+    budget: nothing to check). ``align`` > 1: the edge is the longest length rounded up to it,
+    which the message says."""
+    if token_budget is None or edge <= token_budget:
+        return
+    rounded = f" (align={align} rounds the last edge up to it)" if align > 1 else ""
+    raise BucketoptError(f"bucket edge {int(edge)} exceeds token_budget={token_budget}{rounded}: "
+                         "a batch of that bucket cannot hold even one sample.",
+                         param="token_budget" if align <= 1 else None)
 
 
 def check_align(align) -> int:
@@ -459,3 +524,28 @@ def state_text(most: int = 256, *, param: str = "state"):
             raise _state_error(name, f"a string of at most {most} characters", value, param)
         return value
     return check
+
+
+# The DPs of batch padding and of the time objective hold some 1 KB a candidate edge (prices,
+# relaxation cells, layers): 1.1 GB at 10**6 distinct lengths, 3 GB at 3 x 10**6. Beyond this
+# many they are refused at once (edge padding, O(k m) in int32 and two layers, is not).
+MAX_DP_GROUPS = 1_000_000
+
+
+def check_dp_scale(g: int, pad: str, objective: str, align: int) -> None:
+    """Refuse, before any allocation of the DP, an objective whose DP would not fit beside the
+    data on ``g`` candidate edges: one line saying what to do."""
+    if g <= MAX_DP_GROUPS or (pad == "edge" and objective == "padding"):
+        return
+    what = "the time objective" if objective == "time" else f'pad="{pad}"'
+    raise BucketoptError(
+        f"{what} on {g:,} distinct lengths needs more memory than a solve should take (about "
+        f"1 KB each); at most {MAX_DP_GROUPS:,} are solved: merge nearby lengths with "
+        f"align={_align_for(g, align)}, cap them with max_length=, or solve "
+        'pad="edge", which takes any number.', param=None)
+
+
+def _align_for(g: int, align: int) -> int:
+    """An align that brings ``g`` groups at ``align`` under MAX_DP_GROUPS (a power of 2)."""
+    need = align * -(-g // MAX_DP_GROUPS)
+    return 1 << (need - 1).bit_length()

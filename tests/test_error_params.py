@@ -171,7 +171,8 @@ def test_named_path_rewords_its_parameter_only():
     (["solve", "-k", "3", "--min-share", "0.6", "--max-share", "0.5"],
      "--min-share (0.6) must not exceed --max-share (0.5)."),
     (["solve", "-k", "3", "--align", "64", "--token-budget", "99"],
-     "--align 64 rounds the last edge up to 128, above --token-budget 99."),
+     "bucket edge 128 exceeds --token-budget 99 (--align 64 rounds the last edge up to it): a "
+     "batch of that bucket cannot hold even one sample."),
 ])
 def test_cli_lines_name_flags(tmp_path, argv, line):
     lens = tmp_path / "lens.npy"

@@ -143,7 +143,8 @@ def test_token_budget_gives_batch_sizes_and_checks_edges():
     assert sol.batch_sizes == tuple(1000 // b for b in sol.boundaries)
     with pytest.raises(BucketoptError, match="smaller than the longest sample"):
         bucketopt.solve([10, 20, 30, 40, 100], 3, token_budget=99)
-    with pytest.raises(BucketoptError, match="align=64 rounds the last edge up to 128"):
+    with pytest.raises(BucketoptError,
+                       match=r"bucket edge 128 exceeds token_budget=100 \(align=64 rounds"):
         bucketopt.solve([10, 100], 2, token_budget=100, align=64)
 
 

@@ -27,9 +27,10 @@ from .base import Objective
 
 @dataclass(frozen=True)
 class Registration:
-    """One registered objective: ``build(pad=, cost_model=, min_fill=, sync_buckets=, exact=)``
-    returns a fresh :class:`~.base.Objective`; ``check(pad=, min_fill=, ...)`` (optional)
-    raises a BucketoptError for options the objective refuses, before any data is read."""
+    """One registered objective: ``build(pad=, cost_model=, min_fill=, sync_buckets=, exact=,
+    memory=)`` returns a fresh :class:`~.base.Objective`; ``check(pad=, min_fill=, ...)``
+    (optional) raises a BucketoptError for options the objective refuses, before any data is
+    read (:func:`bucketopt.request.build_request` runs it, once)."""
 
     name: str
     pads: tuple
@@ -46,7 +47,8 @@ def register_objective(name: str, pads=("edge", "batch"), build=None, *, check=N
     """Register an objective under ``name`` for each padding in ``pads``.
 
     ``build`` is called with keyword arguments ``pad``, ``cost_model``, ``min_fill``,
-    ``sync_buckets`` and ``exact`` and returns an :class:`~.base.Objective`. Without ``build``
+    ``sync_buckets``, ``exact`` and ``memory`` (the memory model the batch sizes come from, or
+    None: B = floor(T / b)) and returns an :class:`~.base.Objective`. Without ``build``
     this is a decorator (of a builder, or of an Objective subclass whose constructor takes those
     keywords). A second registration of the same (name, pad) replaces the first.
     """
@@ -76,31 +78,34 @@ def registration(objective: str, pad: str) -> Registration:
 
 
 def make_objective(objective: str, pad: str, *, cost_model=None, min_fill: float = 0.0,
-                   sync_buckets=True, exact=False) -> Objective:
-    """The registered objective for ``objective`` and ``pad``."""
+                   sync_buckets=True, exact=False, memory=None) -> Objective:
+    """The registered objective for ``objective`` and ``pad``, its options already checked
+    (:func:`bucketopt.request.build_request`); ``memory``: the memory model its batch sizes
+    come from (None: B = floor(T / b))."""
     return registration(objective, pad).build(pad=pad, cost_model=cost_model, min_fill=min_fill,
-                                              sync_buckets=sync_buckets, exact=exact)
+                                              sync_buckets=sync_buckets, exact=exact,
+                                              memory=memory)
 
 
 # --- the built-in objectives (their modules load on first use) -------------------------------
 
 
-def _padding_edge(*, min_fill, **_):
+def _padding_edge(*, min_fill, memory=None, **_):
     from .edge import EdgePadding
 
-    return EdgePadding(min_fill=min_fill)
+    return EdgePadding(min_fill=min_fill, memory=memory)
 
 
-def _padding_batch(*, min_fill, exact, **_):
+def _padding_batch(*, min_fill, exact, memory=None, **_):
     from .batch import BatchPadding
 
-    return BatchPadding(min_fill=min_fill, exact=exact)
+    return BatchPadding(min_fill=min_fill, exact=exact, memory=memory)
 
 
-def _time(*, pad, cost_model, sync_buckets, exact, **_):
+def _time(*, pad, cost_model, sync_buckets, exact, memory=None, **_):
     from .time import Time
 
-    return Time(cost_model, pad=pad, sync_buckets=sync_buckets, exact=exact)
+    return Time(cost_model, pad=pad, sync_buckets=sync_buckets, exact=exact, memory=memory)
 
 
 def _time_check(*, min_fill=0.0, **_):

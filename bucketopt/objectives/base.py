@@ -1,7 +1,8 @@
 """The seam between the solver and what it minimises.
 
 An objective knows the cost of one bucket and how to run the exact DP over it; the solver only
-calls, in this order: ``fit`` (validate, build the arrays once), ``layers`` (the DP: ``opt`` and
+calls, in this order: ``fit`` (build the arrays once; the options were checked at the entry,
+:func:`bucketopt.request.build_request`), ``layers`` (the DP: ``opt`` and
 ``best`` for every bucket count up to ``kmax``), then, for each solution it backtracks, ``refine``
 (better boundaries, a last step some objectives need; by default None: the solution as it is).
 ``cost`` re-scores any
@@ -25,8 +26,9 @@ class Objective:
     pad = "edge"
     # True when relaxation(cells) tightens with cells of starts (certified.certified_layers)
     relaxation_cells = False
-    # The memory model the batch sizes come from (set by the solver before ``fit``), or None:
-    # then B(b) = floor(T / b). Every objective reads batch sizes through ``batch_sizes``.
+    # The memory model the batch sizes come from (a constructor parameter of the objectives
+    # that take one), or None: then B(b) = floor(T / b). Every objective reads batch sizes
+    # through ``batch_sizes``.
     memory = None
 
     def candidates(self, groups: Groups, token_budget) -> Groups:

@@ -67,19 +67,11 @@ class BatchPadding(Objective):
     pad = "batch"
     relaxation_cells = True
 
-    def __init__(self, min_fill: float = 0.0, candidates="auto", exact=False):
+    def __init__(self, min_fill: float = 0.0, candidates="auto", exact=False, memory=None):
         self.min_fill = min_fill
         self.candidates_rule = candidates
         self.exact = exact
-
-    def fit(self, groups, *, token_budget, win_lo, win_hi):
-        if token_budget is None and self.memory is None:
-            raise BucketoptError('pad="batch" needs a token_budget or a memory model (the batch '
-                                 'size comes from it).', param=None)
-        if self.min_fill > 0 and token_budget is None:  # (before any DP runs)
-            raise BucketoptError("min_fill needs a token_budget (the fill is per batch).",
-                                 param=None)
-        return super().fit(groups, token_budget=token_budget, win_lo=win_lo, win_hi=win_hi)
+        self.memory = memory
 
     def layers(self, kmax, ks=None):
         free = self._finest_cover(kmax, ks)
@@ -183,8 +175,7 @@ class BatchPadding(Objective):
         from .time import Time
 
         unit_cost = SimpleNamespace(alpha=0.0, beta=1.0, gamma=0.0, world_size=1)
-        unit = Time(unit_cost, pad="batch", exact=True)
-        unit.memory = self.memory  # the same batch-size rule
+        unit = Time(unit_cost, pad="batch", exact=True, memory=self.memory)
         unit.fit(self.groups, token_budget=self.token_budget, win_lo=self.win_lo,
                  win_hi=self.win_hi)
         unit.seeds = seeds
@@ -396,8 +387,6 @@ def batch_layers(groups, kmax, *, token_budget, win_lo, win_hi, candidates="auto
     """
     if sizes is None:
         sizes = token_budget // np.maximum(groups.edges, 1)
-    if min_fill > 0 and token_budget is None:
-        raise BucketoptError("min_fill needs a token_budget (the fill is per batch).", param=None)
     data = _Data(groups, sizes, win_lo, win_hi, min_fill * (token_budget or 0))
     g = groups.g
     if isinstance(candidates, str):

@@ -25,15 +25,13 @@ class EdgePadding(Objective):
     pad = "edge"
     bounded_memory = True  # any k x groups: the table of starts goes to disk when too large
 
-    def __init__(self, min_fill: float = 0.0):
+    def __init__(self, min_fill: float = 0.0, memory=None):
         self.min_fill = min_fill
+        self.memory = memory
 
     def candidates(self, groups, token_budget):
-        if self.min_fill <= 0:
+        if self.min_fill <= 0:  # (min_fill > 0 comes with a token budget: build_request)
             return groups
-        if token_budget is None:
-            raise BucketoptError("min_fill needs a token_budget (the fill is per batch).",
-                                 param=None)
         sizes = self.batch_sizes_at(groups.edges[1:], token_budget)
         return _fill_candidates(groups, token_budget, self.min_fill, sizes)
 

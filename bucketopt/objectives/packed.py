@@ -34,7 +34,6 @@ import functools
 
 import numpy as np
 
-from ..errors import BucketoptError
 from .base import Objective
 
 
@@ -80,13 +79,7 @@ class PackedTime(Objective):
         self.cost_model = cost_model
 
     def fit(self, groups, *, token_budget, win_lo, win_hi):
-        if token_budget is None:
-            raise BucketoptError("packing levels need a token_budget (the row capacity).",
-                                 param="token_budget")
-        if groups.edges[-1] > token_budget:
-            raise BucketoptError(f"the longest document ({int(groups.edges[-1])}) exceeds "
-                                 f"token_budget={token_budget}: no row can hold it.",
-                                 param="token_budget")
+        # (a token budget that holds the longest level: packing_levels checks it, at its entry)
         hist = groups.hist
         per_value = moments_of(hist.values, hist.counts, token_budget)
         per_group = np.add.reduceat(per_value, groups.first_value, axis=0)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import TOKEN_LIMIT, check_number, shown
+from ..validate import TOKEN_LIMIT, check_edge_fits, check_number, shown
 
 # Default fraction of the card's memory a plan may fill (NeMo's OOMptimizer uses the same).
 HEADROOM = 0.9
@@ -170,18 +170,12 @@ def batch_sizes(edges, token_budget=None, memory: MemoryModel | None = None):
             return None
         over = edges > token_budget
         if over.any():
-            b = int(edges[np.flatnonzero(over)[0]])
-            raise BucketoptError(
-                f"bucket edge {b} exceeds token_budget={token_budget}: a batch of that bucket "
-                "cannot hold even one sample.", param="token_budget")
+            check_edge_fits(edges[np.flatnonzero(over)[0]], token_budget)
         return token_budget // edges
     sizes = memory.batch_size(edges, token_budget)
     if sizes.size and sizes.min() < 1:
         b = int(edges[np.flatnonzero(sizes < 1)[0]])
-        if token_budget is not None and b > token_budget:
-            raise BucketoptError(
-                f"bucket edge {b} exceeds token_budget={token_budget}: a batch of that bucket "
-                "cannot hold even one sample.", param="token_budget")
+        check_edge_fits(b, token_budget)
         raise BucketoptError(
             f"bucket edge {b}: one sample of that length needs {memory.peak_bytes(1, b):.4g} "
             f"bytes, above headroom x capacity = {memory.usable:.4g} (the memory model's "

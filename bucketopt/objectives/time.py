@@ -17,7 +17,6 @@ import functools
 
 import numpy as np
 
-from ..errors import BucketoptError
 from ..groups import backtrack
 from .base import Objective
 from .certified import Rows, in_worker
@@ -27,8 +26,10 @@ from .synced import TimeArrays, bucket_seconds
 class Time(Objective):
     name = "time"
 
-    def __init__(self, cost_model, pad: str = "edge", sync_buckets=True, exact=False):
+    def __init__(self, cost_model, pad: str = "edge", sync_buckets=True, exact=False,
+                 memory=None):
         self.cost_model = cost_model
+        self.memory = memory
         self.exact = exact
         self.seeds = None  # k -> group ends of covers found elsewhere (seed_chains)
         self.relaxation_cells = pad == "batch"
@@ -38,15 +39,6 @@ class Time(Objective):
         self.world = cost_model.world_size if synced else 1
 
     def fit(self, groups, *, token_budget, win_lo, win_hi):
-        if token_budget is None and self.memory is None:
-            raise BucketoptError(
-                'objective="time" needs a token_budget (or a profile that has one) or a memory '
-                'model.', param=None)
-        if self.memory is None and groups.edges[-1] > token_budget:
-            raise BucketoptError(
-                f"the last bucket edge {int(groups.edges[-1])} exceeds token_budget="
-                f"{token_budget}: a batch of that bucket cannot hold one sample.",
-                param="token_budget")
         for memo in ("_sizes", "_moments", "_relaxed"):  # of the groups fitted before
             self.__dict__.pop(memo, None)
         self.arrays = TimeArrays(groups.hist, self.pad)
@@ -73,8 +65,8 @@ class Time(Objective):
             return {}
         from .certified import certified_layers
 
-        edge = Time(self.cost_model, pad="edge", sync_buckets=self.sync_buckets)
-        edge.memory = self.memory
+        edge = Time(self.cost_model, pad="edge", sync_buckets=self.sync_buckets,
+                    memory=self.memory)
         edge.fit(self.groups, token_budget=self.token_budget, win_lo=self.win_lo,
                  win_hi=self.win_hi)
         opt, best, _ = certified_layers(edge, kmax, ks, limit=SEED_WORK)

@@ -16,13 +16,7 @@ import numpy as np
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
 from ..heuristics import RULES
-from ..validate import (
-    DEFAULT_PAD,
-    DEFAULT_SYNC_BUCKETS,
-    check_k,
-    check_token_budget,
-    check_world_size,
-)
+from ..validate import DEFAULT_PAD, DEFAULT_SYNC_BUCKETS, check_k, check_world_size
 from .rows import strategy_row
 
 MAX_SIMULATIONS = 1000
@@ -314,8 +308,6 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
 
     objective = check_objective(solver_kwargs.pop("objective", None), profile,
                                 objective_names())
-    if objective == "time" and cost_model is None:
-        raise BucketoptError('objective="time" needs a profile (--profile).', param=None)
     mem = None
     if memory is not None or gpu_memory is not None:
         from ..cost.memory import load_memory
@@ -337,12 +329,18 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
                             **memory_kwargs)
         if token_budget is None:
             token_budget = fit_plan.token_budget
-    token_budget = check_token_budget(token_budget, hist)
     if token_budget is None:
         raise BucketoptError("compare needs a token_budget (--token-budget): batches are built "
                              "under it.", param="token_budget")
-    if pad not in ("batch", "edge"):
-        raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {pad!r}.", param="pad")
+    # the bucketed row's request: every solver option checked once, as solve() checks it
+    from ..request import build_request
+
+    options = dict(solver_kwargs)
+    if cost_model is not None:
+        options.update(profile=profile, world_size=cost_model.world_size, epochs=epochs)
+    request = build_request(hist, k=k, token_budget=token_budget, pad=pad, objective=objective,
+                            **options)
+    token_budget, pad = request.token_budget, request.pad
     if isinstance(simulations, bool) or not isinstance(simulations, (int, np.integer)) \
             or simulations < 1:
         raise BucketoptError(f"`simulations` must be an integer >= 1; got {simulations!r}.",
@@ -368,7 +366,7 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
     context = Context(hist, sim_lengths, k, token_budget, pad, seed, simulations, cost_model,
                       profile, solver_kwargs, tuple(rules), ranks, grad_accum, bool(sampler),
                       objective=objective, epochs=epochs, given_plan=plan,
-                      plan_solution=plan_solution)
+                      plan_solution=plan_solution, request=request)
     rows, epochs, scales = context.rows, {}, {}
 
     def add(name, kind, eps, boundaries=None, analytic=None, extra=None):
@@ -488,8 +486,7 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
                 rows[name].update(plan_prediction(rows[name], plan))
     for name, row in rows.items():
         row["settings"] = row_settings(name, row, pad=pad, objective=objective, ranks=ranks,
-                                       sync_buckets=solver_kwargs.get("sync_buckets",
-                                                                      DEFAULT_SYNC_BUCKETS))
+                                       sync_buckets=request.sync_buckets)
         row["bucketopt"] = row["settings"]["source"] == "bucketopt"
     from .packed_rows import recommended_row
 

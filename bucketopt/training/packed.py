@@ -210,7 +210,7 @@ def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_s
     from ..groups import backtrack, make_groups
     from ..objectives import make_objective
     from ..solver import run_layers
-    from ..validate import check_align, check_k, check_shares
+    from ..validate import check_align, check_edge_fits, check_k, check_shares
 
     k = check_k(k)
     hist = as_histogram(lengths)
@@ -222,10 +222,7 @@ def packing_levels(lengths, k, *, token_budget, cost_model, min_share=0.0, max_s
         raise BucketoptError(f"packing levels over {groups.g:,} candidate edges visit "
                              f"{pairs:,.0f} pairs of edges, too many for the exact DP; pass "
                              "align= (e.g. align=16) to merge nearby edges.", param="align")
-    if groups.edges[-1] > token_budget:
-        raise BucketoptError(f"align={align} rounds the last edge up to "
-                             f"{int(groups.edges[-1])}, above token_budget={token_budget}.",
-                             param=None)
+    check_edge_fits(groups.edges[-1], token_budget, align)
     objective = make_objective("packed", "varlen", cost_model=cost_model)
     kmax, opt, best = run_layers(objective, groups, k, token_budget=int(token_budget),
                                  min_share=min_share, max_share=max_share, stage=False)

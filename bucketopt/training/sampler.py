@@ -31,6 +31,7 @@ from ..validate import (
     WORLD_SIZE_LIMIT,
     check_fields,
     check_int,
+    check_sync,
     check_token_budget,
     shown,
     state_int,
@@ -206,8 +207,6 @@ class BucketBatchSampler(RankedSampler):
         self._init_ranks(seed=seed, rank=rank, world_size=world_size)
         self.grad_accum = check_int(grad_accum, "grad_accum", low=1, high=INT64_MAX)
         self.packing = packing
-        from ..validate import check_sync
-
         self.sync_buckets = check_sync(sync_buckets)
         self.drop_last = _check_bool("drop_last", drop_last)
         self.lengths = lengths

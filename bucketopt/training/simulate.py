@@ -32,7 +32,7 @@ import numpy as np
 from ..data.histogram import validate_lengths
 from ..errors import BucketoptError
 from ..solution import batch_sizes_for, check_boundaries
-from ..validate import INT64_MAX, check_int, check_token_budget, shown
+from ..validate import INT64_MAX, check_int, check_pad, check_token_budget, shown
 from .epoch import Epoch
 
 STRATEGIES = ("sorted", "shuffle", "bucketed", "best-fit")
@@ -215,8 +215,7 @@ def simulate(lengths, strategy, *, token_budget=None, boundaries=None, seed=0, e
         strategy = RENAMED["packed"]
     if strategy == "best-fit":
         return _best_fit(lengths, token_budget, row_length, seed, epoch)
-    if pad not in ("batch", "edge"):
-        raise BucketoptError(f"`pad` must be 'batch' or 'edge'; got {shown(pad)}.", param="pad")
+    check_pad(pad)
     lengths = validate_lengths(lengths)
     token_budget, rng = _check_plan(lengths, strategy, token_budget, seed, epoch, packing,
                                     batch_sizes is not None)

@@ -69,29 +69,26 @@ class Context:
     epochs: int = 1  # the ETA's epochs (with a profile)
     plans: dict = field(default_factory=dict)  # row name -> the Solution solve() returned
 
-    def plan(self, name: str, objective: str | None = None, **options):
+    def plan(self, name: str, objective: str | None = None):
         """The Solution :func:`bucketopt.solve` returns for this comparison's data, k, token
         budget, padding and solver options (``objective``: the comparison's by default), with the
         sampler's synced ranks (``DEFAULT_SYNC_BUCKETS``) and, with a profile, its world size
-        and epochs: the very call ``bucketopt solve`` makes for the same flags. Kept in
-        :attr:`plans` under ``name`` (its row then carries the plan's Ktok/s and ETA)."""
-        from ..solver import solve
-        from ..validate import DEFAULT_SYNC_BUCKETS
+        and epochs: the very call ``bucketopt solve`` makes for the same flags, solved from the
+        request compare() built (:attr:`request`). Kept in :attr:`plans` under ``name`` (its row
+        then carries the plan's Ktok/s and ETA)."""
+        from ..solver import solve_request
 
-        kwargs = dict(token_budget=self.token_budget, pad=self.pad,
-                      objective=self.objective if objective is None else objective,
-                      sync_buckets=DEFAULT_SYNC_BUCKETS)
-        kwargs.update(self.solver_kwargs)  # the caller's solver options (a sync_buckets too)
-        if self.cost_model is not None:
-            kwargs.update(profile=self.profile, world_size=self.cost_model.world_size,
-                          epochs=self.epochs)
-        kwargs.update(options)
-        sol = self.plans[name] = solve(self.hist, self.k, **kwargs)
+        request = self.request
+        if objective is not None and objective != request.objective:
+            request = request.with_objective(objective)
+        sol = self.plans[name] = solve_request(request)
         return sol
     # a plan (bucketopt.plan) whose boundaries are the "bucketed" row, with its own figures
     # re-scored on these lengths as the plan was scored (Solution), or None
     given_plan: dict | None = None
     plan_solution: object = None
+    # the bucketed row's SolveRequest (bucketopt.request), built and checked once by compare()
+    request: object = None
 
     def simulate(self, strategy: str, **kw) -> list:
         """``simulations`` epochs of ``bucketopt.simulate`` on the simulated samples."""
