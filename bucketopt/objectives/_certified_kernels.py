@@ -92,7 +92,7 @@ REF_BIN = 32
 TAIL_BLOCK = 32
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top, lo, xs, ys):
     # (the least of A[c, j] - U[c, j] P[i] + F over the hulls of the cells holding starts in
     # [lo, top], the start where it is reached or -1); each cell's tangent walks from ptr[c]
@@ -111,14 +111,14 @@ def _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top, lo, xs, ys):
     return least, at
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, T, xs):
     # the largest of the four lower bounds of the bucket (i, j] (i in cell c)
     return _bound_of(xs[i], R[i], i <= big[j], top_at(T, j, xs[j] - xs[i]), A2[c, j], U2[c, j],
                      A[c, j], U[c, j], Mm[j], Um[j])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _bound_of(x, r, is_big, top, a2, u2, a, u, mm, um):
     # _bound from its terms: x = P[i], r = R[i], the top bound, and the lines of the end and
     # cell (a scan reads those once per cell)
@@ -221,7 +221,7 @@ def _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U,
                         stamp, cand, ncand, work)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _quick(pq1, pq2, group_end, xs, i, j, size_full, world, alpha, beta, gamma, m1, m2):
     # a quick lower bound of the bucket (i, j] whose full steps' rows are, in expectation, at
     # least (m1, m2) long (a reference's, below its start), in O(1) (tilde's bound with the
@@ -263,7 +263,7 @@ def _improve(e, i, v, best, barg):
         barg[e] = i
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _charge(work, scratch, pad_code):
     # the work of the buckets priced since the last charge (:func:`pair_cost` counts the
     # lengths it walks in scratch[7])
@@ -280,6 +280,7 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
     # tangent and a ladder around it) bounded from their moments and priced by walks while
     # that bound is below the best found, then every start the bounds leave, checked against
     # the nearest reference below it, priced by capped walks
+    zero = np.int64(0)  # not the literal 0: one compiled signature for every call
     it = tang[j]
     top = min(win_hi[j], j - 1)
     nref = 0
@@ -327,7 +328,7 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
         if ok:
             _improve(j, i, ys[i] + c, best, barg)
     ncand = _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
-                      Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0, work)
+                      Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, zero, work)
     # every start the bounds leave, with its best lower bound, then priced best-first: the
     # threshold falls fastest, and once a start's bound reaches it every later one's does. The
     # bound of a start with dynamic padding: its step types exact, its moments those of the
@@ -423,7 +424,7 @@ def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo, s
     return m1, m2, f1, f2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _full_moments(m1, m2, u1, u2, xs, i, ref, j, full):
     # the full steps' (E[M], E[M^2]) of the bucket (i, j] from those of (ref, j] (ref <= i) at
     # full and full + 1 draws: diluted (:func:`._pricing.diluted`) where the bucket has more
@@ -444,11 +445,12 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     # ladder of references, then each end's remaining starts (checked against the nearest
     # reference below them) priced by rectangles, in bins (:func:`_price_in_bins`), each start
     # carried only up to the last end that needs it
+    zero = np.int64(0)  # not the literal 0: one compiled signature for every call
     first = block[0]
     s = world * bsz
     lo_s = max(blo, 0)
     hi_s = min(bhi, first - 1)
-    n0 = 0
+    n0 = np.int64(0)
     for k in range(LADDER + 2, 2, -1):
         i = hi_s + (1 << k)
         if i <= first - 1 and ys[i] < np.inf:
@@ -496,8 +498,8 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         for q in range(ns):
             mark[starts[q]] = stamp
         ncand = _scan_end(e, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2,
-                          Mm, Um, R, T, min(best[e], cap[e]), win_lo, win_hi, mark, stamp, cand, 0,
-                          work)
+                          Mm, Um, R, T, min(best[e], cap[e]), win_lo, win_hi, mark, stamp, cand,
+                          zero, work)
         for q in range(ncand):
             i = cand[q]
             r = np.searchsorted(down, -i)  # the nearest priced start at or below i
@@ -673,6 +675,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     (then its F is incomplete: the caller knows by work[0] > work[1]) and sets ``halt[0]``,
     which the calls on other ranges of the layer read before each end: the layer is incomplete
     whatever they find, so they stop too (an incomplete layer proves nothing)."""
+    zero = np.int64(0)  # not the literal 0: one compiled signature for every call
     g = P.size - 1
     nc = cells.size
     inf = np.inf
@@ -719,14 +722,14 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     # lengths at k = 16 in 8 ranges a layer
     learned = False
     tangent = np.zeros(g + 1, np.int64)  # each alive end's tangent, unshifted
-    mh = 0
+    mh = np.int64(0)
     ymin = inf  # the least F_{t-1} of the starts in the hulls (the top bound's term)
-    nxt = 0
-    nxt_big = 0
-    nb = 0
-    bsz = -1
+    nxt = np.int64(0)
+    nxt_big = np.int64(0)
+    nb = np.int64(0)
+    bsz = np.int64(-1)
     blo = g
-    bhi = -1
+    bhi = np.int64(-1)
     for j in range(j_lo, j_hi + 1):
         if work[0] > work[1]:
             halt[0] = 1
@@ -749,7 +752,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
             while nxt <= top:  # every start up to top: the mean hull and the fewest-rows hulls
                 if ys[nxt] < inf:
                     ymin = min(ymin, ys[nxt])
-                    mh = hull_add(mstk, 0, mh, xs, ym, nxt)
+                    mh = hull_add(mstk, zero, mh, xs, ym, nxt)
                     c = cell[nxt]
                     hn2[c] = hull_add(stk2, cells[c], hn2[c], xs, ys, nxt)
                 nxt += 1
@@ -760,7 +763,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                 nxt_big += 1
             if (keep[j] and cj > -inf and mh > 0 and win_lo[j] <= top
                     and T[0, j] + ymin <= cj):
-                vm, _ = hull_min(mstk, 0, mh, xs, ym, Um[j])
+                vm, _ = hull_min(mstk, zero, mh, xs, ym, Um[j])
                 if Mm[j] + vm <= cj:
                     # the full-steps bound over the big buckets, the fewest-rows bound over
                     # every start
@@ -798,7 +801,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                 if best[e] <= cap[e]:
                     F[t, e] = best[e]
                     arg[t, e] = barg[e]
-            nb = 0
+            nb = np.int64(0)
         if not alive:
             continue
         if not sweep:
@@ -842,7 +845,7 @@ def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, bet
     scratch = step_scratch()
     m = g - first
     cost = np.full((m + 1, m + 1), np.inf)  # cost[i - first, j - first] of the bucket (i, j]
-    s = 0
+    s = np.int64(0)
     for j in range(first + 1, g + 1):
         s = max(s, world * sizes[j])
     sweep = pad_code == 1 and s <= SWEEP_MAX
@@ -891,7 +894,7 @@ def _window_rect(values, pcv, pq1, pq2, group_end, sizes, world, alpha, beta, ga
     # window_chain's buckets from the starts of window t - 1 below every end of window t to
     # those ends, as one rectangle of sweeps where every step holds at most SWEEP_MAX rows;
     # returns the least end: the starts below it are done (0: none is)
-    s = 0
+    s = np.int64(0)
     for q in range(offsets[t], offsets[t + 1]):
         s = max(s, world * sizes[flat[q]])
     if s > SWEEP_MAX:

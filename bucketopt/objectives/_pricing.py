@@ -28,6 +28,7 @@ from numba import njit
 from ._batch_sweep import _grow
 from ._time_kernels import (
     MAX_STEP_TYPES,
+    NEGLIGIBLE,
     bucket_steps,
     fewest_rows,
     walk_moments_capped,
@@ -220,7 +221,7 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
     return priced + entered * (s + 1) // SWEEP_TERMS
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def diluted(m, up, full, n_ref, n):
     """A lower bound of E[M] (or E[M^2]) of ``full`` draws from a bucket of ``n`` samples, from
     a reference bucket with the same samples and ``n_ref - n`` shorter ones: its E[M] of
@@ -241,7 +242,7 @@ def diluted(m, up, full, n_ref, n):
     return m + w * (up - m)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _bucket(values, pcv, group_end, i, j, size_full, world, scratch):
     # the bucket (i, j]: its value range [lo, hi), n samples, batch size, step types in
     # scratch (nt of them) and longest length
@@ -286,7 +287,7 @@ def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, a
         wm = tm[q] * tw[q]
         slack = cap - (cost - part) - tm[q] * alpha
         m1, m2, ok, walked = walk_moments_capped(values, pcv, lo, hi, r, lf_hi, lf_lo, wm * beta,
-                                                 wm * gamma, slack)
+                                                 wm * gamma, slack, NEGLIGIBLE)
         scratch[7][0] += walked
         cost += tm[q] * (alpha + tw[q] * (beta * m1 + gamma * m2)) - part
         if not ok:
@@ -303,7 +304,7 @@ def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta,
                         gamma, m1, m2, f1, f2, scratch)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def tilde_inline(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta, gamma,
                  m1, m2, f1, f2, scratch):
     """A lower bound of the seconds of (i, j]: the step types exact, the full steps' E[M] at

@@ -44,7 +44,7 @@ def _log_falling(hi, lo, a, b):
     return (hi[a] - hi[a - b]) + (lo[a] - lo[a - b])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _floor_div(a, b):
     # a // b for 0 <= a < 2**52 and b >= 1 through a float division (an int64 division costs
     # tens of cycles in the DP's inner loop), corrected to the exact quotient.
@@ -72,7 +72,7 @@ def walk_moments(values, pcv, lo, hi, draws, lf_hi, lf_lo, rel=NEGLIGIBLE):
     return m1, m2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fewest_rows(world, size):
     """The fewest rows a step holds, unless it holds all of its bucket, at batch size ``size``
     on ``world`` synced ranks: (world - 1) floor(size / 2) + 1 (a full batch split in two leaves
@@ -81,7 +81,7 @@ def fewest_rows(world, size):
     return (world - 1) * (size // 2) + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def split_count(n, nb, world):
     """The full batches the synced sampler splits in two so that a bucket of ``n`` samples in
     ``nb`` batches fills whole steps of ``world`` batches: world * ceil(nb / world) - nb, or 0
@@ -93,7 +93,7 @@ def split_count(n, nb, world):
     return extra
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, cls_s, cls_c, heap_s, heap_c):
     """The steps of one bucket as the synced sampler runs them; returns the number of types.
 
@@ -262,7 +262,7 @@ def bucket_features(values, pcv, pq1, pq2, lo, hi, edge, batch_size, world, pad_
             m1 = (pq1[hi] - pq1[lo]) / n
             m2 = (pq2[hi] - pq2[lo]) / n
         else:
-            m1, m2 = walk_moments(values, pcv, lo, hi, typ_rows[t], lf_hi, lf_lo)
+            m1, m2 = walk_moments(values, pcv, lo, hi, typ_rows[t], lf_hi, lf_lo, NEGLIGIBLE)
         steps += typ_mult[t]
         f1 += typ_mult[t] * typ_w[t] * m1
         f2 += typ_mult[t] * typ_w[t] * m2
@@ -327,7 +327,7 @@ def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, w1, w2, slack,
     return top - s1, top * top - s2, True, walked
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _binom_ratio(a, c, s, lf_hi, lf_lo):
     # C(a, s) / C(a + c, s) = prod_{t=1..c} (a + t - s) / (a + t): a few divisions for the small
     # counts of long tails, one exp of the log-factorial table otherwise.
@@ -345,7 +345,7 @@ def _binom_ratio(a, c, s, lf_hi, lf_lo):
 SCALE = 2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _chord_deficit(a, b, va, vb, top):
     # max over r in [a, b] of r (top - (va + (r - a) s)), s the chord's slope: a concave
     # quadratic in r, at its vertex or an end
