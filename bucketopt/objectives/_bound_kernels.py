@@ -10,8 +10,8 @@ j exchanged; :func:`prefix_moments` gives the moments the bounds of a cell use.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba import njit
 from ._hulls import hull_add, hull_min
 from ._time_kernels import NEGLIGIBLE, _binom_ratio, walk_moments
 

@@ -27,8 +27,8 @@ The exact DP F_t(j) = min_i F_{t-1}(i) + c(i, j), one layer t per call of
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba import njit
 from ._bound_kernels import cell_of, top_at, top_of
 from ._hulls import (
     hull_add,

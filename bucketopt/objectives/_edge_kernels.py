@@ -9,8 +9,8 @@ Monge property of the edge cost exact (see docs/method.md).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba import njit
 from ..groups import INF
 
 

@@ -9,7 +9,8 @@ Points are (x, y) pairs held by index in arrays ``xs``, ``ys``. A hull kept left
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba import njit
 
 
 @njit(cache=True)

@@ -4,7 +4,8 @@ numbers in, arrays out."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba import njit
 
 
 @njit(cache=True)

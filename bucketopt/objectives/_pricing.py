@@ -23,8 +23,8 @@ A bucket (i, j] of candidate groups: the samples of groups i+1..j, its edge the 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba import njit
 from ._batch_sweep import _grow
 from ._time_kernels import (
     MAX_STEP_TYPES,

@@ -22,7 +22,8 @@ C(N, S) and E[M^2] likewise with x_{v+1}^2 - x_v^2.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba import njit
 
 # Step types of one bucket: at most this many kinds (size classes are halved at most ~60 times).
 MAX_STEP_TYPES = 256

@@ -7,7 +7,8 @@ Arrays and numbers in, arrays out; the callers in ``packing.py`` validate first.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba import njit
 
 
 @njit(cache=True)
