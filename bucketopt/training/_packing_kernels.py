@@ -131,8 +131,38 @@ def _grow(a, need):
     if need <= a.size:
         return a
     out = np.empty(max(need, 2 * a.size), dtype=np.int64)
-    out[:a.size] = a
+    for t in range(a.size):  # (a loop: a slice assignment compiles numba's shape checks)
+        out[t] = a[t]
     return out
+
+
+@njit(cache=True)
+def _sort_ints(a):
+    """``a`` sorted increasing, in place (heapsort: a few lines to compile, where np.sort
+    compiles numba's whole quicksort)."""
+    n = a.size
+    for start in range(n // 2 - 1, -1, -1):
+        _sift(a, start, n)
+    for end in range(n - 1, 0, -1):
+        a[0], a[end] = a[end], a[0]
+        _sift(a, np.int64(0), end)
+    return a
+
+
+@njit(cache=True)
+def _sift(a, i, n):
+    # move a[i] down the max-heap a[:n]
+    while True:
+        left = 2 * i + 1
+        big = i
+        if left < n and a[left] > a[big]:
+            big = left
+        if left + 1 < n and a[left + 1] > a[big]:
+            big = left + 1
+        if big == i:
+            return
+        a[i], a[big] = a[big], a[i]
+        i = big
 
 
 @njit(cache=True)
@@ -152,7 +182,7 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
             used[u] = c
             u += 1
         count[c] += 1
-    used = np.sort(used[:u])
+    used = _sort_ints(used[:u].copy())
     offset = np.empty(u + 1, dtype=np.int64)
     offset[0] = 0
     for j in range(u):
@@ -172,22 +202,26 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
     size = np.empty(g_cap, dtype=np.int64)
     fit = np.empty(g_cap, dtype=np.int64)  # min-heap on (room, first row): rooms >= x
     low = np.empty(g_cap, dtype=np.int64)  # max-heap on room: rooms < x
-    n_fit = 0
-    n_low = 0
-    groups = 0
+    # (counters and heap signs as int64 variables, not literals: one compiled signature of
+    # each helper)
+    n_fit = np.int64(0)
+    n_low = np.int64(0)
+    groups = np.int64(0)
+    up = np.int64(1)  # min-heap
+    down = np.int64(-1)  # max-heap
     # events: rows a .. a + f - 1 take q documents each from by_class[src ..]
     ev_a = np.empty(2 * u + 16, dtype=np.int64)
     ev_f = np.empty(2 * u + 16, dtype=np.int64)
     ev_q = np.empty(2 * u + 16, dtype=np.int64)
-    n_ev = 0
-    rows = 0
+    n_ev = np.int64(0)
+    rows = np.int64(0)
     for j in range(u):
         x = values[used[j]]
         c = offset[j + 1] - offset[j]
         while n_low > 0 and room[low[0]] >= x:
             top = low[0]
-            n_low = _heap_pop(low, n_low, room, first, -1)
-            n_fit = _heap_push(fit, n_fit, top, room, first, 1)
+            n_low = _heap_pop(low, n_low, room, first, down)
+            n_fit = _heap_push(fit, n_fit, top, room, first, up)
         while c > 0:
             if n_ev + 2 > ev_a.size:
                 ev_a = _grow(ev_a, n_ev + 2)
@@ -202,20 +236,20 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
                     n_ev += 1
                     room[groups], first[groups], size[groups] = capacity - q * x, rows, f
                     if room[groups] > 0:
-                        n_low = _heap_push(low, n_low, groups, room, first, -1)
+                        n_low = _heap_push(low, n_low, groups, room, first, down)
                     groups += 1
                     rows += f
                 if r > 0:
                     ev_a[n_ev], ev_f[n_ev], ev_q[n_ev] = rows, 1, r
                     n_ev += 1
                     room[groups], first[groups], size[groups] = capacity - r * x, rows, 1
-                    n_low = _heap_push(low, n_low, groups, room, first, -1)
+                    n_low = _heap_push(low, n_low, groups, room, first, down)
                     groups += 1
                     rows += 1
                 c = 0
                 break
             g = fit[0]
-            n_fit = _heap_pop(fit, n_fit, room, first, 1)
+            n_fit = _heap_pop(fit, n_fit, room, first, up)
             q = room[g] // x
             k = size[g]
             if c >= k * q:  # every row of the group fills up with this length
@@ -224,7 +258,7 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
                 c -= k * q
                 room[g] -= q * x
                 if room[g] > 0:
-                    n_low = _heap_push(low, n_low, g, room, first, -1)
+                    n_low = _heap_push(low, n_low, g, room, first, down)
                 continue
             f = c // q
             r = c - f * q
@@ -235,18 +269,18 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
                 n_ev += 1
                 room[groups], first[groups], size[groups] = room[g] - q * x, a, f
                 if room[groups] > 0:
-                    n_low = _heap_push(low, n_low, groups, room, first, -1)
+                    n_low = _heap_push(low, n_low, groups, room, first, down)
                 groups += 1
             if r > 0:
                 ev_a[n_ev], ev_f[n_ev], ev_q[n_ev] = a + f, 1, r
                 n_ev += 1
                 room[groups], first[groups], size[groups] = room[g] - r * x, a + f, 1
-                n_low = _heap_push(low, n_low, groups, room, first, -1)
+                n_low = _heap_push(low, n_low, groups, room, first, down)
                 groups += 1
             if rest > 0:  # the untouched rows keep their room
                 first[g] = a + k - rest
                 size[g] = rest
-                n_fit = _heap_push(fit, n_fit, g, room, first, 1)
+                n_fit = _heap_push(fit, n_fit, g, room, first, up)
             c = 0
     # lay the documents out: row sizes, offsets, then the events in placement order
     cursor = np.zeros(rows + 1, dtype=np.int64)
@@ -287,7 +321,7 @@ def bfd_windows(keys, slot, values, capacity, window):
     order = np.empty(n, dtype=np.int64)
     starts = np.empty(n, dtype=np.int64)
     count = np.zeros(values.size, dtype=np.int64)
-    n_rows = 0
+    n_rows = np.int64(0)
     for lo in range(0, n, window):
         hi = min(n, lo + window)
         n_rows += _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, lo,
