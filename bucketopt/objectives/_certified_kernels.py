@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._numba import njit
+from .._sort_kernels import argsort_stable, sort_ints, unique_ints
 from ._bound_kernels import cell_of, top_at, top_of
 from ._hulls import (
     hull_add,
@@ -316,7 +317,7 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
                                      ref_m[3, r], scratch)
         else:
             rkeys[r] = ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, T, xs)
-    for r in np.argsort(rkeys[:nref], kind="mergesort"):
+    for r in argsort_stable(rkeys[:nref]):
         i = refs[r]
         if not rkeys[r] < min(best[j], cap[j]):
             break
@@ -336,7 +337,7 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
     # REF_GAP more samples than the bucket (a reference far below bounds its E[max] loosely)
     work[0] += ncand // BOUND_STARTS
     thr = min(best[j], cap[j])
-    up = np.sort(cand[:ncand])
+    up = sort_ints(cand[:ncand].copy())
     keys = np.empty(ncand)
     kept = 0
     low = nref - 1  # refs decrease: refs[low] is the lowest ladder reference not above i
@@ -380,7 +381,7 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
         keys[kept] = lb
         cand[kept] = i
         kept += 1
-    order = np.argsort(keys[:kept], kind="mergesort")
+    order = argsort_stable(keys[:kept])
     for q in order:
         i = cand[q]
         thr = min(best[j], cap[j])
@@ -466,7 +467,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
             cand[n0] = i
             n0 += 1
     # (none when every start there is dead: then the scan below still finds every start left)
-    starts = np.unique(cand[:n0])[::-1].copy()
+    starts = unique_ints(cand[:n0])[::-1].copy()
     ns = starts.size
     ends = block[:nb].copy()
     out = np.empty((nb, ns))
@@ -557,7 +558,7 @@ def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, va
     # most REF_BIN - 1 groups below them, and against the best costs found, and the starts
     # that remain priced (docs/method.md, "References in bins")
     bins = need_i // REF_BIN
-    ubins = np.unique(bins)
+    ubins = unique_ints(bins)
     lowest = np.full(ubins.size, g + 1, np.int64)
     kb = np.searchsorted(ubins, bins)
     for p in range(need_i.size):
@@ -568,7 +569,7 @@ def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, va
         if least[a] < 0 or need_b[p] < need_b[least[a]]:
             least[a] = p
     firsts = np.concatenate((lowest, need_i[least[least >= 0]]))
-    refs = np.unique(firsts)[::-1].copy()
+    refs = unique_ints(firsts)[::-1].copy()
     if refs.size >= need_i.size:
         _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end, sizes, s,
                      world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
@@ -626,7 +627,7 @@ def _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end,
                  world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work):
     # the buckets (need_i[p], ends[need_a[p]]] by one rectangle of sweeps, each start carried
     # only up to the last end that needs it (the ends between priced as well)
-    extra = np.unique(need_i)[::-1].copy()
+    extra = unique_ints(need_i)[::-1].copy()
     used = np.zeros(nb, np.bool_)
     for p in range(need_a.size):
         used[need_a[p]] = True

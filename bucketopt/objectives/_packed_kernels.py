@@ -64,5 +64,6 @@ def level_layers_kernel(prefix, win_lo, win_hi, kmax, capacity, alpha, beta, gam
                     cur[j] = v
                     opt[layer, j] = i
         best[layer] = cur[g]
-        prev[:] = cur
+        for j in range(g + 1):  # (a loop: a slice assignment compiles numba's shape checks)
+            prev[j] = cur[j]
     return opt, best

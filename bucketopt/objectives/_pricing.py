@@ -164,8 +164,9 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
             entered += k
             lo = new_lo
             n = new_n
-        st1[q, :] = u1
-        st2[q, :] = u2
+        for m in range(s + 1):  # (a loop: a slice assignment compiles numba's shape checks)
+            st1[q, m] = u1[m]
+            st2[q, m] = u2[m]
     old_hi = hi0
     priced = 0
     for a in range(ends.size):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._numba import njit
+from .._sort_kernels import sort_ints
 
 
 @njit(cache=True)
@@ -137,35 +138,6 @@ def _grow(a, need):
 
 
 @njit(cache=True)
-def _sort_ints(a):
-    """``a`` sorted increasing, in place (heapsort: a few lines to compile, where np.sort
-    compiles numba's whole quicksort)."""
-    n = a.size
-    for start in range(n // 2 - 1, -1, -1):
-        _sift(a, start, n)
-    for end in range(n - 1, 0, -1):
-        a[0], a[end] = a[end], a[0]
-        _sift(a, np.int64(0), end)
-    return a
-
-
-@njit(cache=True)
-def _sift(a, i, n):
-    # move a[i] down the max-heap a[:n]
-    while True:
-        left = 2 * i + 1
-        big = i
-        if left < n and a[left] > a[big]:
-            big = left
-        if left + 1 < n and a[left + 1] > a[big]:
-            big = left + 1
-        if big == i:
-            return
-        a[i], a[big] = a[big], a[i]
-        i = big
-
-
-@njit(cache=True)
 def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out, first_row):
     """Best-fit decreasing of the documents ``lo .. hi - 1`` (document i in class
     ``slot[keys[i]]``, of length ``values[slot[keys[i]]]``); writes their positions into
@@ -182,7 +154,7 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
             used[u] = c
             u += 1
         count[c] += 1
-    used = _sort_ints(used[:u].copy())
+    used = sort_ints(used[:u].copy())  # (np.sort's values; a small sort to compile)
     offset = np.empty(u + 1, dtype=np.int64)
     offset[0] = 0
     for j in range(u):
