@@ -90,3 +90,21 @@ def test_small_edge_solves_take_one_path():
     assert first == {"numpy": 3, "kernel": 0, "numba": False}
     assert after == {"numpy": 3, "kernel": 1}
     assert distinct == 1  # the same boundaries by both paths
+
+
+def test_small_sorts_give_numpys_results():
+    """The kernels' own sorts (smaller to compile than numba's) against numpy: values, distinct
+    values, and the stable order of floats with ties, infinities and NaN."""
+    import numpy as np
+
+    from bucketopt._sort_kernels import argsort_stable, sort_ints, unique_ints
+
+    rng = np.random.default_rng(0)
+    for trial in range(400):
+        n = int(rng.integers(0, 80))
+        ints = rng.integers(-6, 9 if trial % 2 else 10**6, n).astype(np.int64)
+        assert np.array_equal(sort_ints(ints.copy()), np.sort(ints))
+        assert np.array_equal(unique_ints(ints), np.unique(ints))
+        assert np.array_equal(argsort_stable(ints), np.argsort(ints, kind="mergesort"))
+        floats = rng.choice([0.0, 0.5, 1.0, 2.0, np.inf, -np.inf, np.nan], n)
+        assert np.array_equal(argsort_stable(floats), np.argsort(floats, kind="mergesort"))
