@@ -191,7 +191,8 @@ def range_min_table(values):
     while (1 << levels) <= n:
         levels += 1
     table = np.empty((levels, n))
-    table[0] = values
+    for j in range(n):  # (a loop: a row assignment compiles numba's shape checks)
+        table[0, j] = values[j]
     for L in range(1, levels):
         half = 1 << (L - 1)
         for j in range(n - (1 << L) + 1):

@@ -44,7 +44,6 @@ from ._pricing import (
     rect_costs,
     step_scratch,
     tilde,
-    tilde_inline,
 )
 from ._time_kernels import BOUND_REL, fewest_rows, split_count, walk_moments_capped
 
@@ -374,8 +373,8 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
                 m1, m2, f1, f2 = d1, d2, e1, e2
                 _charge(work, scratch, pad_code)
                 work[0] += WALK_WORK
-            lb = ys[i] + tilde_inline(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world,
-                                      alpha, beta, gamma, m1, m2, f1, f2, scratch)
+            lb = ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world, alpha,
+                               beta, gamma, m1, m2, f1, f2, scratch)
         if not lb < thr:
             continue
         keys[kept] = lb

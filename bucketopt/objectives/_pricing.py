@@ -299,15 +299,6 @@ def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, a
 @njit(cache=True)
 def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta, gamma, m1, m2,
           f1, f2, scratch):
-    """A lower bound of the seconds of (i, j] from a reference's moments: :func:`tilde_inline`
-    as a function of its own (the exact layers' hottest loop inlines it)."""
-    return tilde_inline(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta,
-                        gamma, m1, m2, f1, f2, scratch)
-
-
-@njit(cache=True)
-def tilde_inline(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta, gamma,
-                 m1, m2, f1, f2, scratch):
     """A lower bound of the seconds of (i, j]: the step types exact, the full steps' E[M] at
     least (m1, m2) and every other step's of at least the fewest rows
     (:func:`._time_kernels.fewest_rows`) at least (f1, f2) (the moments of that many draws from a
@@ -351,3 +342,8 @@ def tilde_inline(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha
                 a2 = max(a2, mean2 + w * (f2 - mean2))
         out += tm[q] * (alpha + tw[q] * (beta * a1 + gamma * a2))
     return out
+
+
+# The name the exact layers' hottest loop calls it by (it was inlined there; LLVM now decides,
+# and numba compiles it once instead of at every call site).
+tilde_inline = tilde
