@@ -49,7 +49,7 @@ PACK = """
 import time
 import numpy as np
 rng = np.random.default_rng(0)
-lengths = np.minimum(rng.lognormal(7.0, 1.0, 200_000), 32_768).astype(np.int64) + 1
+lengths = np.minimum(rng.lognormal(7.0, 1.0, 200_000), 32_767).astype(np.int64) + 1
 from bucketopt.training.packing import pack_rows
 t = time.perf_counter()
 pack_rows(lengths, 32_768)
