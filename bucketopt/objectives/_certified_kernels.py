@@ -92,7 +92,7 @@ REF_BIN = 32
 TAIL_BLOCK = 32
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top, lo, xs, ys):
     # (the least of A[c, j] - U[c, j] P[i] + F over the hulls of the cells holding starts in
     # [lo, top], the start where it is reached or -1); each cell's tangent walks from ptr[c]
@@ -111,14 +111,14 @@ def _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top, lo, xs, ys):
     return least, at
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, T, xs):
     # the largest of the four lower bounds of the bucket (i, j] (i in cell c)
     return _bound_of(xs[i], R[i], i <= big[j], top_at(T, j, xs[j] - xs[i]), A2[c, j], U2[c, j],
                      A[c, j], U[c, j], Mm[j], Um[j])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _bound_of(x, r, is_big, top, a2, u2, a, u, mm, um):
     # _bound from its terms: x = P[i], r = R[i], the top bound, and the lines of the end and
     # cell (a scan reads those once per cell)
@@ -221,7 +221,7 @@ def _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U,
                         stamp, cand, ncand, work)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _quick(pq1, pq2, group_end, xs, i, j, size_full, world, alpha, beta, gamma, m1, m2):
     # a quick lower bound of the bucket (i, j] whose full steps' rows are, in expectation, at
     # least (m1, m2) long (a reference's, below its start), in O(1) (tilde's bound with the
@@ -263,7 +263,7 @@ def _improve(e, i, v, best, barg):
         barg[e] = i
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _charge(work, scratch, pad_code):
     # the work of the buckets priced since the last charge (:func:`pair_cost` counts the
     # lengths it walks in scratch[7])
@@ -424,7 +424,7 @@ def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo, s
     return m1, m2, f1, f2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _full_moments(m1, m2, u1, u2, xs, i, ref, j, full):
     # the full steps' (E[M], E[M^2]) of the bucket (i, j] from those of (ref, j] (ref <= i) at
     # full and full + 1 draws: diluted (:func:`._pricing.diluted`) where the bucket has more

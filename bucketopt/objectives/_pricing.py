@@ -222,7 +222,7 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
     return priced + entered * (s + 1) // SWEEP_TERMS
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def diluted(m, up, full, n_ref, n):
     """A lower bound of E[M] (or E[M^2]) of ``full`` draws from a bucket of ``n`` samples, from
     a reference bucket with the same samples and ``n_ref - n`` shorter ones: its E[M] of
@@ -243,7 +243,7 @@ def diluted(m, up, full, n_ref, n):
     return m + w * (up - m)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _bucket(values, pcv, group_end, i, j, size_full, world, scratch):
     # the bucket (i, j]: its value range [lo, hi), n samples, batch size, step types in
     # scratch (nt of them) and longest length

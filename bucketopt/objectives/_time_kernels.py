@@ -45,7 +45,7 @@ def _log_falling(hi, lo, a, b):
     return (hi[a] - hi[a - b]) + (lo[a] - lo[a - b])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _floor_div(a, b):
     # a // b for 0 <= a < 2**52 and b >= 1 through a float division (an int64 division costs
     # tens of cycles in the DP's inner loop), corrected to the exact quotient.
@@ -73,7 +73,7 @@ def walk_moments(values, pcv, lo, hi, draws, lf_hi, lf_lo, rel=NEGLIGIBLE):
     return m1, m2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def fewest_rows(world, size):
     """The fewest rows a step holds, unless it holds all of its bucket, at batch size ``size``
     on ``world`` synced ranks: (world - 1) floor(size / 2) + 1 (a full batch split in two leaves
@@ -82,7 +82,7 @@ def fewest_rows(world, size):
     return (world - 1) * (size // 2) + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def split_count(n, nb, world):
     """The full batches the synced sampler splits in two so that a bucket of ``n`` samples in
     ``nb`` batches fills whole steps of ``world`` batches: world * ceil(nb / world) - nb, or 0
@@ -94,7 +94,7 @@ def split_count(n, nb, world):
     return extra
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def bucket_steps(n, size, world, typ_w, typ_rows, typ_mult, cls_s, cls_c, heap_s, heap_c):
     """The steps of one bucket as the synced sampler runs them; returns the number of types.
 
@@ -328,7 +328,7 @@ def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, w1, w2, slack,
     return top - s1, top * top - s2, True, walked
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _binom_ratio(a, c, s, lf_hi, lf_lo):
     # C(a, s) / C(a + c, s) = prod_{t=1..c} (a + t - s) / (a + t): a few divisions for the small
     # counts of long tails, one exp of the log-factorial table otherwise.
@@ -346,7 +346,7 @@ def _binom_ratio(a, c, s, lf_hi, lf_lo):
 SCALE = 2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _chord_deficit(a, b, va, vb, top):
     # max over r in [a, b] of r (top - (va + (r - a) s)), s the chord's slope: a concave
     # quadratic in r, at its vertex or an end
