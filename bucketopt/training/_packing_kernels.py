@@ -174,13 +174,11 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
     size = np.empty(g_cap, dtype=np.int64)
     fit = np.empty(g_cap, dtype=np.int64)  # min-heap on (room, first row): rooms >= x
     low = np.empty(g_cap, dtype=np.int64)  # max-heap on room: rooms < x
-    # (counters and heap signs as int64 variables, not literals: one compiled signature of
-    # each helper)
+    # (counters as int64 variables, not literals: one compiled signature of each helper a heap;
+    # the heaps' signs stay literals, so each heap's order compiles without a branch)
     n_fit = np.int64(0)
     n_low = np.int64(0)
     groups = np.int64(0)
-    up = np.int64(1)  # min-heap
-    down = np.int64(-1)  # max-heap
     # events: rows a .. a + f - 1 take q documents each from by_class[src ..]
     ev_a = np.empty(2 * u + 16, dtype=np.int64)
     ev_f = np.empty(2 * u + 16, dtype=np.int64)
@@ -192,8 +190,8 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
         c = offset[j + 1] - offset[j]
         while n_low > 0 and room[low[0]] >= x:
             top = low[0]
-            n_low = _heap_pop(low, n_low, room, first, down)
-            n_fit = _heap_push(fit, n_fit, top, room, first, up)
+            n_low = _heap_pop(low, n_low, room, first, -1)
+            n_fit = _heap_push(fit, n_fit, top, room, first, 1)
         while c > 0:
             if n_ev + 2 > ev_a.size:
                 ev_a = _grow(ev_a, n_ev + 2)
@@ -208,20 +206,20 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
                     n_ev += 1
                     room[groups], first[groups], size[groups] = capacity - q * x, rows, f
                     if room[groups] > 0:
-                        n_low = _heap_push(low, n_low, groups, room, first, down)
+                        n_low = _heap_push(low, n_low, groups, room, first, -1)
                     groups += 1
                     rows += f
                 if r > 0:
                     ev_a[n_ev], ev_f[n_ev], ev_q[n_ev] = rows, 1, r
                     n_ev += 1
                     room[groups], first[groups], size[groups] = capacity - r * x, rows, 1
-                    n_low = _heap_push(low, n_low, groups, room, first, down)
+                    n_low = _heap_push(low, n_low, groups, room, first, -1)
                     groups += 1
                     rows += 1
                 c = 0
                 break
             g = fit[0]
-            n_fit = _heap_pop(fit, n_fit, room, first, up)
+            n_fit = _heap_pop(fit, n_fit, room, first, 1)
             q = room[g] // x
             k = size[g]
             if c >= k * q:  # every row of the group fills up with this length
@@ -230,7 +228,7 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
                 c -= k * q
                 room[g] -= q * x
                 if room[g] > 0:
-                    n_low = _heap_push(low, n_low, g, room, first, down)
+                    n_low = _heap_push(low, n_low, g, room, first, -1)
                 continue
             f = c // q
             r = c - f * q
@@ -241,18 +239,18 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
                 n_ev += 1
                 room[groups], first[groups], size[groups] = room[g] - q * x, a, f
                 if room[groups] > 0:
-                    n_low = _heap_push(low, n_low, groups, room, first, down)
+                    n_low = _heap_push(low, n_low, groups, room, first, -1)
                 groups += 1
             if r > 0:
                 ev_a[n_ev], ev_f[n_ev], ev_q[n_ev] = a + f, 1, r
                 n_ev += 1
                 room[groups], first[groups], size[groups] = room[g] - r * x, a + f, 1
-                n_low = _heap_push(low, n_low, groups, room, first, down)
+                n_low = _heap_push(low, n_low, groups, room, first, -1)
                 groups += 1
             if rest > 0:  # the untouched rows keep their room
                 first[g] = a + k - rest
                 size[g] = rest
-                n_fit = _heap_push(fit, n_fit, g, room, first, up)
+                n_fit = _heap_push(fit, n_fit, g, room, first, 1)
             c = 0
     # lay the documents out: row sizes, offsets, then the events in placement order
     cursor = np.zeros(rows + 1, dtype=np.int64)
