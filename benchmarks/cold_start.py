@@ -120,9 +120,10 @@ def all_commands(pages, extra, quick: bool) -> list:
     return cmds
 
 
-def run(cmd: Command, code: Path, cwd: Path, cache: Path, timeout: float) -> dict:
+def run(cmd: Command, code: Code, cwd: Path, cache: Path, timeout: float) -> dict:
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache),
-               PYTHONPATH=os.pathsep.join(p for p in (str(code), os.environ.get("PYTHONPATH"))
+               PYTHONPATH=os.pathsep.join(p for p in (str(code.path),
+                                                      os.environ.get("PYTHONPATH"))
                                           if p),
                MPLBACKEND="Agg")
     if cmd.kind == "python":
@@ -202,12 +203,29 @@ def table(rows, codes) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class Code:
+    """A checkout to import, and its name in the table."""
+
+    path: Path
+    label: str
+
+    def __str__(self):
+        return self.label
+
+
+def _code(text: str) -> Code:
+    name, _, path = text.rpartition("=")
+    path = Path(path).resolve()
+    return Code(path, name or path.name)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--code", action="append", type=Path,
-                        help="a checkout to import (PYTHONPATH); repeat to compare, "
-                             "interleaved (default: this one)")
+    parser.add_argument("--code", action="append", metavar="[NAME=]PATH",
+                        help="a checkout to import (PYTHONPATH), shown as NAME (default: the "
+                             "folder's name); repeat to compare, interleaved (default: this one)")
     parser.add_argument("--quick", action="store_true",
                         help="only the pages' solves (and the data they read) and pack_rows")
     parser.add_argument("--command", action="append", default=[], metavar="CMD",
@@ -220,7 +238,7 @@ def main(argv=None) -> int:
     parser.add_argument("--list", action="store_true", help="print the commands and stop")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folders")
     args = parser.parse_args(argv)
-    codes = [p.resolve() for p in (args.code or [ROOT])]
+    codes = [_code(c) for c in (args.code or [str(ROOT)])]
     cmds = all_commands(args.page or PAGES, args.command, args.quick)
     if args.list:
         for cmd in cmds:
