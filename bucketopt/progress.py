@@ -127,6 +127,16 @@ class Progress:
 
 # The CLI turns the step lines on (not with --quiet); the library stays silent.
 STAGES = {"enabled": False}
+_DRAWN = {"stage": None}  # the Stage whose line is drawn on a terminal now, if any
+
+
+def clear_stage_line() -> None:
+    """Blank a step line drawn on a terminal, so that a note printed now starts on a line of
+    its own (the step redraws its line below it)."""
+    stage = _DRAWN["stage"]
+    if stage is not None and stage._width:
+        stage.stream.write("\r" + " " * stage._width + "\r")
+        stage.stream.flush()
 
 
 class Stage:
@@ -173,6 +183,7 @@ class Stage:
                 if self.tty:
                     self.stream.write("\r" + text.ljust(self._width))  # cover a longer line
                     self._width = len(text)
+                    _DRAWN["stage"] = self
                 else:
                     self.stream.write(text + "\n")
                 self.stream.flush()
@@ -193,6 +204,8 @@ class Stage:
         if self.enabled:
             self._stop.set()
             self._thread.join()
+            if _DRAWN["stage"] is self:
+                _DRAWN["stage"] = None
             if self._drawn and self.tty:
                 try:
                     self.stream.write("\n")

@@ -14,7 +14,7 @@ import pytest
 import bucketopt
 from bucketopt.errors import BucketoptError
 from bucketopt.objectives import edge
-from bucketopt.solver import MAX_DP_GROUPS
+from bucketopt.validate import MAX_DP_GROUPS
 
 from .naive import textbook_dp_edge
 

@@ -9,8 +9,8 @@ terms cancel), not from a table of log(a!).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba import njit
 from ._batch_sweep import pascal_table, stage_costs, sweep_costs, sweep_suits
 
 # Below this argument the Stirling series is not used (its truncation error at 100 is < 1e-17).

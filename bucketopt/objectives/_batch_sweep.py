@@ -22,7 +22,8 @@ One end costs O(D s) for its D distinct lengths plus O(s^2) per start, against O
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba import njit
 
 # The grid DP prices an end's starts by a sweep when its batch size is at most SWEEP_MAX and it has
 # at least SWEEP_MIN_STARTS starts: each start costs a Vandermonde step of s^2 / 2, and above 48 a
@@ -151,7 +152,8 @@ def _sweep(values, prefix_count, prefix_tokens, hi, s, starts, out, states, xs, 
             n = new_n
         out[q] = _cost(u, s, n, top, float(prefix_tokens[hi] - prefix_tokens[lo]))
         if keep:
-            states[q, :] = u
+            for m in range(u.size):  # (loops: a slice assignment compiles numba's shape checks)
+                states[q, m] = u[m]
 
 
 @njit(cache=True)
@@ -232,6 +234,8 @@ def stage_costs(values, prefix_count, prefix_tokens, group_end, group_size, wind
                 ends[e - a] = group_end[windows[offsets[t] + e]]
             block = np.empty((b - a, starts.size))
             window_costs(values, prefix_count, prefix_tokens, ends, size, starts, block, pascal)
-            out[a:b, below:] = block
+            for e in range(b - a):  # (loops, not a slice assignment: a smaller compile)
+                for q in range(starts.size):
+                    out[a + e, below + q] = block[e, q]
         a = b
     return out

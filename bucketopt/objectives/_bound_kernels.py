@@ -10,13 +10,13 @@ j exchanged; :func:`prefix_moments` gives the moments the bounds of a cell use.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba import njit
 from ._hulls import hull_add, hull_min
 from ._time_kernels import NEGLIGIBLE, _binom_ratio, walk_moments
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def top_at(T, j, n):
     """The top bound of a bucket of ``n`` samples that ends at j: the step holding its longest
     sample runs it and, in its largest batch, at least max(1, min(n, fewest) / G) rows (a step
@@ -26,13 +26,13 @@ def top_at(T, j, n):
     return top_of(T[0, j], T[1, j], T[2, j], T[3, j], n)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def top_of(t0, t1, t2, t3, n):
     """:func:`top_at` from the end's four rows of T (a scan over starts reads them once)."""
     return t0 + max(0.0, min(n * t3, t2) - 1.0) * t1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _hull_push(hl, start, cnt, line, slopes, icpt):
     # append ``line`` (slope below every line of the hull hl[start:start+cnt]) to a lower
     # envelope; returns the new count. The last line never wins when the new one overtakes the
@@ -54,7 +54,7 @@ def _hull_push(hl, start, cnt, line, slopes, icpt):
     return cnt + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _hull_place(hl, start, cnt, line, slopes, icpt):
     # :func:`_hull_push` by bisection: the position the line takes (the lines from there on
     # are dropped: the test is monotone along a hull), so that the push can be undone by
@@ -164,7 +164,7 @@ def block_hulls(xs, ys, n, levels):
     hulls = np.empty((levels, max(n, 1)), dtype=np.int64)
     counts = np.zeros((levels, n // SMALL_LEAF + 1), dtype=np.int64)
     for b in range(n // SMALL_LEAF):
-        cnt = 0
+        cnt = np.int64(0)
         for i in range(b * SMALL_LEAF, b * SMALL_LEAF + SMALL_LEAF):
             if ys[i] < np.inf:
                 cnt = hull_add(hulls[0], b * SMALL_LEAF, cnt, xs, ys, i)
@@ -173,7 +173,7 @@ def block_hulls(xs, ys, n, levels):
         size = SMALL_LEAF << L
         half = size // 2
         for b in range(n // size):
-            cnt = 0
+            cnt = np.int64(0)
             for h in range(2):
                 first = b * size + h * half
                 for q in range(counts[L - 1, first // half]):
@@ -191,7 +191,8 @@ def range_min_table(values):
     while (1 << levels) <= n:
         levels += 1
     table = np.empty((levels, n))
-    table[0] = values
+    for j in range(n):  # (a loop: a row assignment compiles numba's shape checks)
+        table[0, j] = values[j]
     for L in range(1, levels):
         half = 1 << (L - 1)
         for j in range(n - (1 << L) + 1):
@@ -199,7 +200,7 @@ def range_min_table(values):
     return table
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def range_min(table, a, b):
     """The least of values[a:b] (a < b) from :func:`range_min_table`."""
     L = 0
@@ -208,14 +209,14 @@ def range_min(table, a, b):
     return min(table[L, a], table[L, b - (1 << L)])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _small_cost(P, icpt, T, j, i, a2, u, af, uf):
     """The forward pass's bound of the small bucket (i, j] (start i, with icpt[i] finite, in a
     cell whose rows of end j are a2, u, af, uf)."""
     return max(a2 - u * P[i], af - uf * P[i], top_at(T, j, P[j] - P[i])) + icpt[i]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _block_floor(hulls, counts, P, icpt, T, j, L, first, a2, u, af, uf, stop):
     """A lower bound of :func:`_small_cost` over the aligned block of SMALL_LEAF << L starts
     from ``first`` (:func:`block_hulls`; inf for a block of no finite start): each of its three
@@ -350,6 +351,7 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, 
     bound. The top bound (:func:`top_at`, at the least count of the envelope's buckets) joins
     each envelope's minimum as that plus the least value among the same starts (forward) or
     ends (backward): min_i max(a_i, T + b_i) >= max(min_i a_i, T + min_i b_i)."""
+    zero = np.int64(0)  # not the literal 0: one compiled signature for every call
     g = A.shape[1] - 1
     nc = cells.size
     fwd = np.full((kmax + 1, g + 1), np.inf)
@@ -393,15 +395,15 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, 
         for i in range(g):
             icpt[i] = fwd[k - 1, i] + R[i]
             icm[i] = fwd[k - 1, i] + Rm[i]
-        cm = 0
-        nm = 0
+        cm = np.int64(0)
+        nm = np.int64(0)
         built = False  # the block hulls of this layer's starts, once an end needs them
         cnt[:] = 0
         fcnt[:] = 0
         least[:] = np.inf
         for c in range(nc):
             mid[c] = cells[c] - 1
-        nxt = 0  # starts below nxt are in their cell's hulls
+        nxt = np.int64(0)  # starts below nxt are in their cell's hulls
         low = 0  # starts below low have left them
         for j in range(1, g + 1):
             last = min(big[j], tops[j])  # the large buckets' starts: a prefix
@@ -484,10 +486,10 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, 
                 if mean:
                     while nm <= tops[j]:
                         if icm[nm] < np.inf:
-                            cm = hull_add(hm, 0, cm, P, icm, nm)
+                            cm = hull_add(hm, zero, cm, P, icm, nm)
                         nm += 1
                     if cm > 0:
-                        fwd[k, j] = max(best, hull_min(hm, 0, cm, P, icm, Um[j])[0] + Mm[j])
+                        fwd[k, j] = max(best, hull_min(hm, zero, cm, P, icm, Um[j])[0] + Mm[j])
     if backward:
         from_big = ends_of_big(big, g)
         first = window_firsts(tops, g)
@@ -508,6 +510,7 @@ def mean_layer(k, Mm, Um, Rm, P, bwd):
     share windows allow is still a lower bound), from a Li Chao tree of those lines. Exact for
     buckets of one row a batch on one GPU, which the cells' lines price from shorter samples
     below them; nothing where Mm is -inf (an objective without the bound)."""
+    zero = np.int64(0)  # not the literal 0: one compiled signature for every call
     g = P.size - 1
     if not Mm[g] > -np.inf:
         return
@@ -519,8 +522,8 @@ def mean_layer(k, Mm, Um, Rm, P, bwd):
     tree = np.full(4 * g + 4, -1, dtype=np.int64)
     for i in range(g - 1, -1, -1):
         if icpt[i + 1] < np.inf:
-            _lichao_insert(tree, 0, g - 1, P, slopes, icpt, i + 1)
-        v = _lichao_min(tree, 0, g - 1, P, slopes, icpt, i)
+            _lichao_insert(tree, zero, g - 1, P, slopes, icpt, i + 1)
+        v = _lichao_min(tree, zero, g - 1, P, slopes, icpt, i)
         if v < np.inf:
             bwd[k, i] = max(bwd[k, i], Rm[i] + v)
 
@@ -707,7 +710,7 @@ def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first,
     g = group_end.size - 1
     m1 = np.zeros(g + 1)
     m2 = np.zeros(g + 1)
-    s = -1
+    s = np.int64(-1)
     d1 = 0.0
     d2 = 0.0
     lo = group_end[first]

@@ -27,8 +27,9 @@ The exact DP F_t(j) = min_i F_{t-1}(i) + c(i, j), one layer t per call of
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba import njit
+from .._sort_kernels import argsort_stable, sort_ints, unique_ints
 from ._bound_kernels import cell_of, top_at, top_of
 from ._hulls import (
     hull_add,
@@ -43,7 +44,6 @@ from ._pricing import (
     rect_costs,
     step_scratch,
     tilde,
-    tilde_inline,
 )
 from ._time_kernels import BOUND_REL, fewest_rows, split_count, walk_moments_capped
 
@@ -280,6 +280,7 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
     # tangent and a ladder around it) bounded from their moments and priced by walks while
     # that bound is below the best found, then every start the bounds leave, checked against
     # the nearest reference below it, priced by capped walks
+    zero = np.int64(0)  # not the literal 0: one compiled signature for every call
     it = tang[j]
     top = min(win_hi[j], j - 1)
     nref = 0
@@ -315,7 +316,7 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
                                      ref_m[3, r], scratch)
         else:
             rkeys[r] = ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, T, xs)
-    for r in np.argsort(rkeys[:nref], kind="mergesort"):
+    for r in argsort_stable(rkeys[:nref]):
         i = refs[r]
         if not rkeys[r] < min(best[j], cap[j]):
             break
@@ -327,7 +328,7 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
         if ok:
             _improve(j, i, ys[i] + c, best, barg)
     ncand = _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
-                      Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, 0, work)
+                      Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, zero, work)
     # every start the bounds leave, with its best lower bound, then priced best-first: the
     # threshold falls fastest, and once a start's bound reaches it every later one's does. The
     # bound of a start with dynamic padding: its step types exact, its moments those of the
@@ -335,7 +336,7 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
     # REF_GAP more samples than the bucket (a reference far below bounds its E[max] loosely)
     work[0] += ncand // BOUND_STARTS
     thr = min(best[j], cap[j])
-    up = np.sort(cand[:ncand])
+    up = sort_ints(cand[:ncand].copy())
     keys = np.empty(ncand)
     kept = 0
     low = nref - 1  # refs decrease: refs[low] is the lowest ladder reference not above i
@@ -372,14 +373,14 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
                 m1, m2, f1, f2 = d1, d2, e1, e2
                 _charge(work, scratch, pad_code)
                 work[0] += WALK_WORK
-            lb = ys[i] + tilde_inline(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world,
-                                      alpha, beta, gamma, m1, m2, f1, f2, scratch)
+            lb = ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world, alpha,
+                               beta, gamma, m1, m2, f1, f2, scratch)
         if not lb < thr:
             continue
         keys[kept] = lb
         cand[kept] = i
         kept += 1
-    order = np.argsort(keys[:kept], kind="mergesort")
+    order = argsort_stable(keys[:kept])
     for q in order:
         i = cand[q]
         thr = min(best[j], cap[j])
@@ -444,11 +445,12 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     # ladder of references, then each end's remaining starts (checked against the nearest
     # reference below them) priced by rectangles, in bins (:func:`_price_in_bins`), each start
     # carried only up to the last end that needs it
+    zero = np.int64(0)  # not the literal 0: one compiled signature for every call
     first = block[0]
     s = world * bsz
     lo_s = max(blo, 0)
     hi_s = min(bhi, first - 1)
-    n0 = 0
+    n0 = np.int64(0)
     for k in range(LADDER + 2, 2, -1):
         i = hi_s + (1 << k)
         if i <= first - 1 and ys[i] < np.inf:
@@ -464,7 +466,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
             cand[n0] = i
             n0 += 1
     # (none when every start there is dead: then the scan below still finds every start left)
-    starts = np.unique(cand[:n0])[::-1].copy()
+    starts = unique_ints(cand[:n0])[::-1].copy()
     ns = starts.size
     ends = block[:nb].copy()
     out = np.empty((nb, ns))
@@ -496,8 +498,8 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         for q in range(ns):
             mark[starts[q]] = stamp
         ncand = _scan_end(e, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2,
-                          Mm, Um, R, T, min(best[e], cap[e]), win_lo, win_hi, mark, stamp, cand, 0,
-                          work)
+                          Mm, Um, R, T, min(best[e], cap[e]), win_lo, win_hi, mark, stamp, cand,
+                          zero, work)
         for q in range(ncand):
             i = cand[q]
             r = np.searchsorted(down, -i)  # the nearest priced start at or below i
@@ -555,7 +557,7 @@ def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, va
     # most REF_BIN - 1 groups below them, and against the best costs found, and the starts
     # that remain priced (docs/method.md, "References in bins")
     bins = need_i // REF_BIN
-    ubins = np.unique(bins)
+    ubins = unique_ints(bins)
     lowest = np.full(ubins.size, g + 1, np.int64)
     kb = np.searchsorted(ubins, bins)
     for p in range(need_i.size):
@@ -566,7 +568,7 @@ def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, va
         if least[a] < 0 or need_b[p] < need_b[least[a]]:
             least[a] = p
     firsts = np.concatenate((lowest, need_i[least[least >= 0]]))
-    refs = np.unique(firsts)[::-1].copy()
+    refs = unique_ints(firsts)[::-1].copy()
     if refs.size >= need_i.size:
         _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end, sizes, s,
                      world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
@@ -624,7 +626,7 @@ def _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end,
                  world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work):
     # the buckets (need_i[p], ends[need_a[p]]] by one rectangle of sweeps, each start carried
     # only up to the last end that needs it (the ends between priced as well)
-    extra = np.unique(need_i)[::-1].copy()
+    extra = unique_ints(need_i)[::-1].copy()
     used = np.zeros(nb, np.bool_)
     for p in range(need_a.size):
         used[need_a[p]] = True
@@ -673,6 +675,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     (then its F is incomplete: the caller knows by work[0] > work[1]) and sets ``halt[0]``,
     which the calls on other ranges of the layer read before each end: the layer is incomplete
     whatever they find, so they stop too (an incomplete layer proves nothing)."""
+    zero = np.int64(0)  # not the literal 0: one compiled signature for every call
     g = P.size - 1
     nc = cells.size
     inf = np.inf
@@ -719,14 +722,14 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     # lengths at k = 16 in 8 ranges a layer
     learned = False
     tangent = np.zeros(g + 1, np.int64)  # each alive end's tangent, unshifted
-    mh = 0
+    mh = np.int64(0)
     ymin = inf  # the least F_{t-1} of the starts in the hulls (the top bound's term)
-    nxt = 0
-    nxt_big = 0
-    nb = 0
-    bsz = -1
+    nxt = np.int64(0)
+    nxt_big = np.int64(0)
+    nb = np.int64(0)
+    bsz = np.int64(-1)
     blo = g
-    bhi = -1
+    bhi = np.int64(-1)
     for j in range(j_lo, j_hi + 1):
         if work[0] > work[1]:
             halt[0] = 1
@@ -749,7 +752,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
             while nxt <= top:  # every start up to top: the mean hull and the fewest-rows hulls
                 if ys[nxt] < inf:
                     ymin = min(ymin, ys[nxt])
-                    mh = hull_add(mstk, 0, mh, xs, ym, nxt)
+                    mh = hull_add(mstk, zero, mh, xs, ym, nxt)
                     c = cell[nxt]
                     hn2[c] = hull_add(stk2, cells[c], hn2[c], xs, ys, nxt)
                 nxt += 1
@@ -760,7 +763,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                 nxt_big += 1
             if (keep[j] and cj > -inf and mh > 0 and win_lo[j] <= top
                     and T[0, j] + ymin <= cj):
-                vm, _ = hull_min(mstk, 0, mh, xs, ym, Um[j])
+                vm, _ = hull_min(mstk, zero, mh, xs, ym, Um[j])
                 if Mm[j] + vm <= cj:
                     # the full-steps bound over the big buckets, the fewest-rows bound over
                     # every start
@@ -798,7 +801,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                 if best[e] <= cap[e]:
                     F[t, e] = best[e]
                     arg[t, e] = barg[e]
-            nb = 0
+            nb = np.int64(0)
         if not alive:
             continue
         if not sweep:
@@ -842,7 +845,7 @@ def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, bet
     scratch = step_scratch()
     m = g - first
     cost = np.full((m + 1, m + 1), np.inf)  # cost[i - first, j - first] of the bucket (i, j]
-    s = 0
+    s = np.int64(0)
     for j in range(first + 1, g + 1):
         s = max(s, world * sizes[j])
     sweep = pad_code == 1 and s <= SWEEP_MAX
@@ -891,7 +894,7 @@ def _window_rect(values, pcv, pq1, pq2, group_end, sizes, world, alpha, beta, ga
     # window_chain's buckets from the starts of window t - 1 below every end of window t to
     # those ends, as one rectangle of sweeps where every step holds at most SWEEP_MAX rows;
     # returns the least end: the starts below it are done (0: none is)
-    s = 0
+    s = np.int64(0)
     for q in range(offsets[t], offsets[t + 1]):
         s = max(s, world * sizes[flat[q]])
     if s > SWEEP_MAX:

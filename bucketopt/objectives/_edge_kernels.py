@@ -9,8 +9,8 @@ Monge property of the edge cost exact (see docs/method.md).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba import njit
 from ..groups import INF
 
 
@@ -75,7 +75,7 @@ _LANES = 8
 _LANE_ROWS = 2**25
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _hull_push(h, n, p, s, b, i, top, ftop):
     # Add the line (slope magnitude s, intercept b, start i) to the stack h[base:n] (rows of 4),
     # whose row p is the query pointer's; returns the new end. See _edge_layers_hull.
@@ -120,7 +120,7 @@ def _hull_push(h, n, p, s, b, i, top, ftop):
         return n + 4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _hull_query(h, n, p, x):
     # Move the pointer to the envelope's line at x (queries come in nondecreasing x).
     while p + 4 < n and h[p + 6] <= x:

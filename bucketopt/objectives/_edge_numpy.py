@@ -1,8 +1,9 @@
-"""The exact edge DP in numpy, for small inputs in a process that has not loaded numba yet.
+"""The exact edge DP in numpy, for small inputs in a process that has not loaded the kernel.
 
 The first numba call of a process costs 0.3-1 s (numba builds its compiler target even to load a
 cached kernel), several times what ``bucketopt solve`` needs for the embedded example. So while
-the compiled kernel is not loaded, a DP of at most :data:`SMALL_CELLS` cells runs here instead:
+the compiled kernel is not loaded, every DP of at most :data:`SMALL_CELLS` cells runs here
+instead (the first, the second and every later one alike: a small solve never pays the load):
 the divide-and-conquer pass of ``_edge_kernels._edge_layers_dc`` (same windows, same smallest best
 start), one recursion level of every segment at a time, O(g log g) vectorised work per layer.
 tests/test_edge_dp.py holds its whole ``opt`` table equal to the textbook DP and the kernel.
@@ -20,17 +21,20 @@ from ..groups import INF
 SMALL_CELLS = 1 << 18
 
 
-_SOLVES = [0]  # edge DPs run in this process
+# The edge DPs run in this process, by the path they took (EdgePadding.layers counts them).
+RAN = {"numpy": 0, "kernel": 0}
 
 
 def use_numpy(g: int, kmax: int) -> bool:
-    """Small, the first edge DP of this process and numba not loaded: then numpy is faster. From
-    the second DP on the compiled kernel runs (loaded once, it is 20x faster than numpy here),
-    so a process that solves more than once pays numba's start once, a one-shot call never."""
-    _SOLVES[0] += 1
+    """Small, and the compiled kernel not loaded in this process: then numpy is faster than
+    loading it. The rule does not change from one call to the next: a small DP runs here until
+    a large one (or a caller) has loaded the kernel, then there (20x faster than numpy once
+    loaded). So a process of small solves never pays the kernel's load, and the second small
+    solve costs what the third does."""
     if kmax * (g + 1) > SMALL_CELLS:
         return False
-    return _SOLVES[0] == 1 and "numba" not in sys.modules
+    kernels = sys.modules.get("bucketopt.objectives._edge_kernels")
+    return kernels is None or not kernels.edge_layers.signatures
 
 
 def edge_layers_numpy(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax):

@@ -9,10 +9,11 @@ Points are (x, y) pairs held by index in arrays ``xs``, ``ys``. A hull kept left
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba import njit
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def hull_add(stk, off, cnt, xs, ys, p):
     """Append point ``p`` (x at or right of every point so far); returns the new count."""
     while cnt >= 2:
@@ -26,7 +27,7 @@ def hull_add(stk, off, cnt, xs, ys, p):
     return cnt + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def hull_min(stk, off, cnt, xs, ys, u):
     """(min of y - u x over the hull, the vertex index where it is reached), by bisection."""
     lo = 0
@@ -43,7 +44,7 @@ def hull_min(stk, off, cnt, xs, ys, u):
     return ys[p] - u * xs[p], lo
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def hull_walk(stk, off, cnt, xs, ys, u, p):
     """:func:`hull_min` from the vertex index ``p`` (clamped), walking to the lower neighbour:
     the slopes of consecutive queries are close, so it takes few steps."""
@@ -72,7 +73,7 @@ def hull_walk(stk, off, cnt, xs, ys, u, p):
     return va, p
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def hull_segment(stk, off, xs, ys, t):
     """The hull's segment from vertex index t to t + 1 as (x0, y0, slope): its height at x is
     y0 + slope (x - x0); where both vertices share x, (x0, the lower y, nan): then y0 itself."""

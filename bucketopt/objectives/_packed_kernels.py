@@ -4,7 +4,8 @@ numbers in, arrays out."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba import njit
 
 
 @njit(cache=True)
@@ -63,5 +64,6 @@ def level_layers_kernel(prefix, win_lo, win_hi, kmax, capacity, alpha, beta, gam
                     cur[j] = v
                     opt[layer, j] = i
         best[layer] = cur[g]
-        prev[:] = cur
+        for j in range(g + 1):  # (a loop: a slice assignment compiles numba's shape checks)
+            prev[j] = cur[j]
     return opt, best

@@ -23,11 +23,12 @@ A bucket (i, j] of candidate groups: the samples of groups i+1..j, its edge the 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba import njit
 from ._batch_sweep import _grow
 from ._time_kernels import (
     MAX_STEP_TYPES,
+    NEGLIGIBLE,
     bucket_steps,
     fewest_rows,
     walk_moments_capped,
@@ -163,8 +164,9 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
             entered += k
             lo = new_lo
             n = new_n
-        st1[q, :] = u1
-        st2[q, :] = u2
+        for m in range(s + 1):  # (a loop: a slice assignment compiles numba's shape checks)
+            st1[q, m] = u1[m]
+            st2[q, m] = u2[m]
     old_hi = hi0
     priced = 0
     for a in range(ends.size):
@@ -286,7 +288,7 @@ def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, a
         wm = tm[q] * tw[q]
         slack = cap - (cost - part) - tm[q] * alpha
         m1, m2, ok, walked = walk_moments_capped(values, pcv, lo, hi, r, lf_hi, lf_lo, wm * beta,
-                                                 wm * gamma, slack)
+                                                 wm * gamma, slack, NEGLIGIBLE)
         scratch[7][0] += walked
         cost += tm[q] * (alpha + tw[q] * (beta * m1 + gamma * m2)) - part
         if not ok:
@@ -297,15 +299,6 @@ def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, a
 @njit(cache=True)
 def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta, gamma, m1, m2,
           f1, f2, scratch):
-    """A lower bound of the seconds of (i, j] from a reference's moments: :func:`tilde_inline`
-    as a function of its own (the exact layers' hottest loop inlines it)."""
-    return tilde_inline(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta,
-                        gamma, m1, m2, f1, f2, scratch)
-
-
-@njit(cache=True, inline="always")
-def tilde_inline(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta, gamma,
-                 m1, m2, f1, f2, scratch):
     """A lower bound of the seconds of (i, j]: the step types exact, the full steps' E[M] at
     least (m1, m2) and every other step's of at least the fewest rows
     (:func:`._time_kernels.fewest_rows`) at least (f1, f2) (the moments of that many draws from a
@@ -349,3 +342,8 @@ def tilde_inline(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha
                 a2 = max(a2, mean2 + w * (f2 - mean2))
         out += tm[q] * (alpha + tw[q] * (beta * a1 + gamma * a2))
     return out
+
+
+# The name the exact layers' hottest loop calls it by (it was inlined there; LLVM now decides,
+# and numba compiles it once instead of at every call site).
+tilde_inline = tilde

@@ -22,7 +22,8 @@ C(N, S) and E[M^2] likewise with x_{v+1}^2 - x_v^2.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba import njit
 
 # Step types of one bucket: at most this many kinds (size classes are halved at most ~60 times).
 MAX_STEP_TYPES = 256
@@ -262,7 +263,7 @@ def bucket_features(values, pcv, pq1, pq2, lo, hi, edge, batch_size, world, pad_
             m1 = (pq1[hi] - pq1[lo]) / n
             m2 = (pq2[hi] - pq2[lo]) / n
         else:
-            m1, m2 = walk_moments(values, pcv, lo, hi, typ_rows[t], lf_hi, lf_lo)
+            m1, m2 = walk_moments(values, pcv, lo, hi, typ_rows[t], lf_hi, lf_lo, NEGLIGIBLE)
         steps += typ_mult[t]
         f1 += typ_mult[t] * typ_w[t] * m1
         f2 += typ_mult[t] * typ_w[t] * m2

@@ -404,7 +404,8 @@ def backward_pass(rel, rows, P, win_lo, win_hi, kmax, tail):
         in_worker(*(functools.partial(backward_layer, k, cs, rel.A, rel.split, rel.U,
                                       rel.R, rel.T, rows.A2, rows.U2, rel.A2, P, rel.cells,
                                       from_big, first, win_lo, win_hi, bwd, tail)
-                    for cs in (order[0::2], order[1::2]) if cs.size))
+                    for cs in (np.ascontiguousarray(order[0::2]), np.ascontiguousarray(order[1::2]))
+                    if cs.size))
         mean_layer(k, rows.Mm, rows.Um, rows.R, P, bwd)
     return bwd
 

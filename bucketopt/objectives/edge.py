@@ -50,12 +50,14 @@ class EdgePadding(Objective):
             raise AssertionError("DP optimum and evaluated padding disagree")
 
     def layers(self, kmax, ks=None):
-        from ._edge_numpy import edge_layers_numpy, use_numpy
+        from ._edge_numpy import RAN, edge_layers_numpy, use_numpy
 
         g = self.groups
         args = (g.edges, g.prefix_count, g.prefix_tokens, self.win_lo, self.win_hi, kmax)
-        if use_numpy(g.g, kmax):  # small, and numba not started: its start would dominate
+        if use_numpy(g.g, kmax):  # small, and the kernel not loaded: its load would dominate
+            RAN["numpy"] += 1
             return edge_layers_numpy(*args)
+        RAN["kernel"] += 1
         from ._edge_kernels import _edge_layers_dc, edge_layers
 
         if kmax * (g.g + 1) > TABLE_ENTRIES:

@@ -7,7 +7,9 @@ Arrays and numbers in, arrays out; the callers in ``packing.py`` validate first.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba import njit
+from .._sort_kernels import sort_ints
 
 
 @njit(cache=True)
@@ -130,7 +132,8 @@ def _grow(a, need):
     if need <= a.size:
         return a
     out = np.empty(max(need, 2 * a.size), dtype=np.int64)
-    out[:a.size] = a
+    for t in range(a.size):  # (a loop: a slice assignment compiles numba's shape checks)
+        out[t] = a[t]
     return out
 
 
@@ -151,7 +154,7 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
             used[u] = c
             u += 1
         count[c] += 1
-    used = np.sort(used[:u])
+    used = sort_ints(used[:u].copy())  # (np.sort's values; a small sort to compile)
     offset = np.empty(u + 1, dtype=np.int64)
     offset[0] = 0
     for j in range(u):
@@ -171,15 +174,17 @@ def _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, out,
     size = np.empty(g_cap, dtype=np.int64)
     fit = np.empty(g_cap, dtype=np.int64)  # min-heap on (room, first row): rooms >= x
     low = np.empty(g_cap, dtype=np.int64)  # max-heap on room: rooms < x
-    n_fit = 0
-    n_low = 0
-    groups = 0
+    # (counters as int64 variables, not literals: one compiled signature of each helper a heap;
+    # the heaps' signs stay literals, so each heap's order compiles without a branch)
+    n_fit = np.int64(0)
+    n_low = np.int64(0)
+    groups = np.int64(0)
     # events: rows a .. a + f - 1 take q documents each from by_class[src ..]
     ev_a = np.empty(2 * u + 16, dtype=np.int64)
     ev_f = np.empty(2 * u + 16, dtype=np.int64)
     ev_q = np.empty(2 * u + 16, dtype=np.int64)
-    n_ev = 0
-    rows = 0
+    n_ev = np.int64(0)
+    rows = np.int64(0)
     for j in range(u):
         x = values[used[j]]
         c = offset[j + 1] - offset[j]
@@ -286,7 +291,7 @@ def bfd_windows(keys, slot, values, capacity, window):
     order = np.empty(n, dtype=np.int64)
     starts = np.empty(n, dtype=np.int64)
     count = np.zeros(values.size, dtype=np.int64)
-    n_rows = 0
+    n_rows = np.int64(0)
     for lo in range(0, n, window):
         hi = min(n, lo + window)
         n_rows += _bfd_window(keys, slot, values, capacity, lo, hi, count, order, starts, lo,

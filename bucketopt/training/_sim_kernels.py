@@ -8,7 +8,8 @@ arrays. Callers validate first.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba import njit
 
 
 @njit(cache=True)

@@ -1,0 +1,110 @@
+"""The first run: the CLI says once that it compiles its kernels (only when numba really
+compiles one: an empty cache; never with --quiet, never from the library), and a process of
+small edge solves takes one path for all of them (the second solve costs what the third does)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from bucketopt import _numba
+from bucketopt.progress import STAGES
+
+ROOT = Path(__file__).resolve().parent.parent
+# k = 40 on the embedded example: past the numpy pass's size, so the edge kernel runs (the
+# only kernel this command needs: a few seconds to compile)
+SOLVE = [sys.executable, "-m", "bucketopt", "solve", "-k", "40", "--token-budget", "65536"]
+
+
+def _run(argv, cache):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_compiling_line_cold_once_warm_never_quiet_never(tmp_path):
+    quiet_cold = _run([*SOLVE, "-q"], tmp_path / "a")  # compiles into a, silently
+    warm = _run(SOLVE, tmp_path / "a")  # loads from a: nothing to say
+    cold = _run(SOLVE, tmp_path / "b")
+    assert _numba.COMPILING not in quiet_cold
+    assert _numba.COMPILING not in warm
+    assert cold.count(_numba.COMPILING) == 1, cold
+    assert any((tmp_path / "a").rglob("*.nbi"))  # the cache the warm run read
+
+
+def _event(module):
+    func = types.SimpleNamespace(__module__=module)
+    return types.SimpleNamespace(data={"dispatcher": types.SimpleNamespace(py_func=func)})
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    monkeypatch.setitem(_numba._STATE, "announced", False)
+    monkeypatch.setitem(STAGES, "enabled", STAGES["enabled"])
+
+
+def test_line_only_for_our_kernels_once_and_only_with_the_cli_notes(fresh, capsys):
+    listener = _numba._Announcer()
+    STAGES["enabled"] = False  # the library: silent
+    listener.on_start(_event("bucketopt.objectives._edge_kernels"))
+    assert capsys.readouterr().err == ""
+    STAGES["enabled"] = True
+    listener.on_start(_event("numba.np.arrayobj"))  # numba's own helpers: not ours to announce
+    assert capsys.readouterr().err == ""
+    listener.on_start(_event("bucketopt.objectives._edge_kernels"))
+    listener.on_start(_event("bucketopt.training._packing_kernels"))
+    assert capsys.readouterr().err == _numba.COMPILING + "\n"
+
+
+def test_small_edge_solves_take_one_path():
+    """Three small solves in one process: the numpy pass each time (the kernel never loads,
+    numba never imports), not numpy once and then the kernel's load; once the kernel is loaded
+    (here by a direct call), small solves run it."""
+    code = ("import json, sys\n"
+            "import numpy as np\n"
+            "import bucketopt\n"
+            "from bucketopt.datasets import seed_like\n"
+            "from bucketopt.objectives._edge_numpy import RAN\n"
+            "lengths = seed_like()\n"
+            "sols = [bucketopt.solve(lengths, k=6).boundaries for _ in range(3)]\n"
+            "first = dict(RAN, numba='numba' in sys.modules)\n"
+            "from bucketopt.objectives._edge_kernels import edge_layers\n"
+            "z = np.zeros(2, dtype=np.int64)\n"
+            "edge_layers(np.arange(2), np.arange(2), np.arange(2), z, z - 1, 1)\n"
+            "sols.append(bucketopt.solve(lengths, k=6).boundaries)\n"
+            "print(json.dumps([first, RAN, len(set(sols))]))\n")
+    env = dict(os.environ,
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    first, after, distinct = json.loads(run.stdout.strip().splitlines()[-1])
+    assert first == {"numpy": 3, "kernel": 0, "numba": False}
+    assert after == {"numpy": 3, "kernel": 1}
+    assert distinct == 1  # the same boundaries by both paths
+
+
+def test_small_sorts_give_numpys_results():
+    """The kernels' own sorts (smaller to compile than numba's) against numpy: values, distinct
+    values, and the stable order of floats with ties, infinities and NaN."""
+    import numpy as np
+
+    from bucketopt._sort_kernels import argsort_stable, sort_ints, unique_ints
+
+    rng = np.random.default_rng(0)
+    for trial in range(400):
+        n = int(rng.integers(0, 80))
+        ints = rng.integers(-6, 9 if trial % 2 else 10**6, n).astype(np.int64)
+        assert np.array_equal(sort_ints(ints.copy()), np.sort(ints))
+        assert np.array_equal(unique_ints(ints), np.unique(ints))
+        assert np.array_equal(argsort_stable(ints), np.argsort(ints, kind="mergesort"))
+        floats = rng.choice([0.0, 0.5, 1.0, 2.0, np.inf, -np.inf, np.nan], n)
+        assert np.array_equal(argsort_stable(floats), np.argsort(floats, kind="mergesort"))
