@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bucketopt import _numba
+from bucketopt import jit
 from bucketopt.progress import STAGES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,9 +34,9 @@ def test_compiling_line_cold_once_warm_never_quiet_never(tmp_path):
     quiet_cold = _run([*SOLVE, "-q"], tmp_path / "a")  # compiles into a, silently
     warm = _run(SOLVE, tmp_path / "a")  # loads from a: nothing to say
     cold = _run(SOLVE, tmp_path / "b")
-    assert _numba.COMPILING not in quiet_cold
-    assert _numba.COMPILING not in warm
-    assert cold.count(_numba.COMPILING) == 1, cold
+    assert jit.COMPILING not in quiet_cold
+    assert jit.COMPILING not in warm
+    assert cold.count(jit.COMPILING) == 1, cold
     assert any((tmp_path / "a").rglob("*.nbi"))  # the cache the warm run read
 
 
@@ -47,12 +47,12 @@ def _event(module):
 
 @pytest.fixture
 def fresh(monkeypatch):
-    monkeypatch.setitem(_numba._STATE, "announced", False)
+    monkeypatch.setitem(jit._STATE, "announced", False)
     monkeypatch.setitem(STAGES, "enabled", STAGES["enabled"])
 
 
 def test_line_only_for_our_kernels_once_and_only_with_the_cli_notes(fresh, capsys):
-    listener = _numba._Announcer()
+    listener = jit._Announcer()
     STAGES["enabled"] = False  # the library: silent
     listener.on_start(_event("bucketopt.objectives._edge_kernels"))
     assert capsys.readouterr().err == ""
@@ -61,7 +61,7 @@ def test_line_only_for_our_kernels_once_and_only_with_the_cli_notes(fresh, capsy
     assert capsys.readouterr().err == ""
     listener.on_start(_event("bucketopt.objectives._edge_kernels"))
     listener.on_start(_event("bucketopt.training._packing_kernels"))
-    assert capsys.readouterr().err == _numba.COMPILING + "\n"
+    assert capsys.readouterr().err == jit.COMPILING + "\n"
 
 
 def test_small_edge_solves_take_one_path():
@@ -97,7 +97,7 @@ def test_small_sorts_give_numpys_results():
     values, and the stable order of floats with ties, infinities and NaN."""
     import numpy as np
 
-    from bucketopt._sort_kernels import argsort_stable, sort_ints, unique_ints
+    from bucketopt.sorting import argsort_stable, sort_ints, unique_ints
 
     rng = np.random.default_rng(0)
     for trial in range(400):

@@ -34,7 +34,7 @@ RULES = {
     "min_fill needs a budget": "min_fill needs a token_budget",
     "the edge fits the budget": "a batch of that bucket cannot hold even one sample",
     "align rounds the edge": "rounds the last edge up to",
-    "memory_headroom in (0, 1]": "`memory_headroom` must be",
+    "memory_headroom in (0, 1]": "check_number(headroom, \"memory_headroom\"",
     "ks of a sweep": "`ks` must be",
 }
 

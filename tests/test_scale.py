@@ -41,6 +41,9 @@ def test_starts_kept_on_disk_give_the_same_solutions_and_sweeps(monkeypatch, tmp
     table = bucketopt.solve(lengths, k, **share)
     rows = bucketopt.sweep(lengths, range(2, 9), **share)
     monkeypatch.setattr(edge, "TABLE_ENTRIES", 0)  # every DP keeps its starts on disk
+    from bucketopt.objectives import _edge_numpy
+
+    monkeypatch.setattr(_edge_numpy, "use_numpy", lambda g, kmax: False)  # not the numpy pass
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
 

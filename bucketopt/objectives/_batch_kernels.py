@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import njit
+from ..jit import njit
 from ._batch_sweep import pascal_table, stage_costs, sweep_costs, sweep_suits
 
 # Below this argument the Stirling series is not used (its truncation error at 100 is < 1e-17).

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import njit
+from ..jit import njit
 
 # The grid DP prices an end's starts by a sweep when its batch size is at most SWEEP_MAX and it has
 # at least SWEEP_MIN_STARTS starts: each start costs a Vandermonde step of s^2 / 2, and above 48 a

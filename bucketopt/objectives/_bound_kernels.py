@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import njit
+from ..jit import njit
 from ._hulls import hull_add, hull_min
 from ._time_kernels import NEGLIGIBLE, _binom_ratio, walk_moments
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import njit
-from .._sort_kernels import argsort_stable, sort_ints, unique_ints
+from ..jit import njit
+from ..sorting import argsort_stable, sort_ints, unique_ints
 from ._bound_kernels import cell_of, top_at, top_of
 from ._hulls import (
     hull_add,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import njit
 from ..groups import INF
+from ..jit import njit
 
 
 @njit(cache=True)

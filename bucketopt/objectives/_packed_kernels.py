@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import njit
+from ..jit import njit
 
 
 @njit(cache=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import njit
+from ..jit import njit
 from ._batch_sweep import _grow
 from ._time_kernels import (
     MAX_STEP_TYPES,

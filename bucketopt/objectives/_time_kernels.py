@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import njit
+from ..jit import njit
 
 # Step types of one bucket: at most this many kinds (size classes are halved at most ~60 times).
 MAX_STEP_TYPES = 256

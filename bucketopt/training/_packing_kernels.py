@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import njit
-from .._sort_kernels import sort_ints
+from ..jit import njit
+from ..sorting import sort_ints
 
 
 @njit(cache=True)
