@@ -242,7 +242,7 @@ def test_method_names_the_code_of_each_step():
         try:
             _resolve("bucketopt." + name)
         except (ImportError, AttributeError) as exc:
-            raise AssertionError(f"method.md names `{name}`, which does not exist: {exc}")
+            raise AssertionError(f"method.md names `{name}`, which does not exist: {exc}") from exc
 
 
 def test_architecture_names_only_what_exists():
@@ -253,7 +253,8 @@ def test_architecture_names_only_what_exists():
         try:
             _resolve(name)
         except (ImportError, AttributeError) as exc:
-            raise AssertionError(f"architecture.md names `{name}`, which does not exist: {exc}")
+            raise AssertionError(f"architecture.md names `{name}`, which does not exist: "
+                                 f"{exc}") from exc
 
 
 def test_the_name_check_catches_a_stale_name():
