@@ -195,6 +195,77 @@ def test_which_comments_show_a_value(comment, shown):
 
 # --- the names and messages the docs show -----------------------------------------------------
 
+CODE_NAME = re.compile(r"`([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)`")
+
+
+def _resolve(dotted):
+    """The object a dotted name under the package names (``objectives.certified.polish``):
+    the longest prefix that imports as a module, then an attribute for each part left."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)  # AttributeError: the docs name something that is gone
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
+def _code_names(text):
+    """Every dotted name in a *Code:* paragraph of ``text`` (a paragraph that starts with
+    "Code:", up to the next blank line)."""
+    names = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        if paragraph.strip().startswith("Code:"):
+            names += CODE_NAME.findall(paragraph)
+    return names
+
+
+def test_method_names_the_code_of_each_step():
+    """docs/method.md: every section past the definitions says where its step is implemented,
+    the certified DP's entry points among them, and every name it gives exists."""
+    text = (ROOT / "docs" / "method.md").read_text()
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    for section in sections:
+        title = section.splitlines()[0]
+        if title in ("Conventions", "Objectives"):
+            continue
+        assert _code_names(section), f"method.md, section {title!r}: no Code: line"
+    names = _code_names(text)
+    for entry in ("certified_layers", "relaxed_layers", "backward_pass", "forward_layer"):
+        assert any(name.endswith("." + entry) for name in names), entry
+    for name in sorted(set(names)):
+        try:
+            _resolve("bucketopt." + name)
+        except (ImportError, AttributeError) as exc:
+            raise AssertionError(f"method.md names `{name}`, which does not exist: {exc}") from exc
+
+
+def test_architecture_names_only_what_exists():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    names = sorted({n for n in CODE_NAME.findall(text) if n.startswith("bucketopt.")})
+    assert len(names) >= 30, names  # the page walks the code by its names
+    for name in names:
+        try:
+            _resolve(name)
+        except (ImportError, AttributeError) as exc:
+            raise AssertionError(f"architecture.md names `{name}`, which does not exist: "
+                                 f"{exc}") from exc
+
+
+def test_the_name_check_catches_a_stale_name():
+    assert _resolve("bucketopt.objectives.certified.certified_layers") is not None
+    assert _code_names("Code: `a.b` and `c`.\n\nNot code: `d.e`.") == ["a.b"]
+    with pytest.raises(AttributeError):
+        _resolve("bucketopt.objectives.certified.no_such_function")
+    with pytest.raises(AttributeError):
+        _resolve("bucketopt.no_such_module.f")
+
+
 def test_solution_carries_the_intervals_the_docs_name():
     import bucketopt
 
