@@ -329,32 +329,3 @@ def _edge_layers_dc(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax):
     return opt, best
 
 
-@njit(cache=True)
-def edge_layers_quadratic(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax):
-    """The textbook O(k g^2) DP with the same contract as :func:`edge_layers`.
-
-    Shipped only as the yardstick for ``benchmarks/solver.py``; the solver never calls it.
-    """
-    g = edges.size - 1
-    opt = np.full((kmax, g + 1), -1, dtype=np.int32)
-    best = np.empty(kmax, dtype=np.int64)
-    prev = np.full(g + 1, INF, dtype=np.int64)
-    prev[0] = 0
-    cur = np.empty(g + 1, dtype=np.int64)
-    for k in range(kmax):
-        cur[:] = INF
-        cur[0] = 0
-        for j in range(1, g + 1):
-            best_v = 3 * INF
-            best_i = -1
-            for i in range(win_lo[j], min(win_hi[j], j - 1) + 1):
-                v = prev[i] + _edge_cost(edges, prefix_count, prefix_tokens, i, j)
-                if v < best_v:
-                    best_v = v
-                    best_i = i
-            if best_i >= 0:
-                cur[j] = min(best_v, INF)
-                opt[k, j] = best_i
-        best[k] = cur[g]
-        prev, cur = cur, prev
-    return opt, best

@@ -271,16 +271,6 @@ def bucket_features(values, pcv, pq1, pq2, lo, hi, edge, batch_size, world, pad_
 
 
 @njit(cache=True)
-def bucket_time(values, pcv, pq1, pq2, lo, hi, edge, batch_size, alpha, beta, gamma, world,
-                pad_code, lf_hi, lf_lo):
-    """Expected seconds of the bucket made of distinct lengths ``values[lo:hi]`` (see
-    :func:`bucket_features`)."""
-    steps, f1, f2 = bucket_features(values, pcv, pq1, pq2, lo, hi, edge, batch_size, world,
-                                    pad_code, lf_hi, lf_lo)
-    return alpha * steps + beta * f1 + gamma * f2
-
-
-@njit(cache=True)
 def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, w1, w2, slack,
                         rel=NEGLIGIBLE):
     """:func:`walk_moments` (``draws`` below the bucket's size), stopping early once
