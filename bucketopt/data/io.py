@@ -232,15 +232,7 @@ def _resolve(text: str) -> tuple[str, list[Path]]:
     if kind == "other":
         raise BucketoptError(f"{short(text)} is not a regular file (a device or a pipe?).")
     if _GLOB_CHARS & set(text):
-        files = []
-        for match in glob.iglob(text, recursive=True):
-            if _is_file(match):
-                files.append(Path(match))
-                if len(files) > MAX_FILES:
-                    raise BucketoptError(
-                        f"{short(text)} matches more than {MAX_FILES:,} files; point at the "
-                        "shards of one data set.")
-        files.sort()
+        files = _glob_files(text)
         if not files:
             raise BucketoptError(f"no files match {short(text)}.")
         return "glob", files
@@ -294,6 +286,119 @@ def reads_new_file(source, path) -> str | None:
     except (BucketoptError, OSError, TypeError, ValueError):
         return None
     return None
+
+
+def _file_id(path) -> tuple[int, int] | None:
+    """(device, inode) of the file or folder ``path`` names, links followed; None if unreadable."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _once(files: list[Path]) -> list[Path]:
+    """``files`` in their order with each real file kept once: a link, a hard link or a second
+    path through a linked folder to a file already listed is dropped."""
+    seen, out = set(), []
+    for f in files:
+        key = _file_id(f)
+        if key is None or key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def _glob_files(pattern: str) -> list[Path]:
+    """The files ``pattern`` matches, by the rules of ``glob.glob(pattern, recursive=True)``
+    (``**`` is zero or more folders; ``*``, ``?``, ``[..]`` and ``**`` skip hidden names unless
+    the pattern part starts with a dot; links to folders are followed), except that each folder
+    is entered once at each step of the pattern (a link back to a parent is not a loop of reads)
+    and each real file is listed once (by device and inode). Sorted; unreadable folders are
+    skipped, as glob skips them."""
+    names = pattern.split(os.sep)
+    fixed = next((i for i, p in enumerate(names) if glob.has_magic(p)), len(names))
+    base = os.sep.join(names[:fixed]) or (os.sep if pattern.startswith(os.sep) else "")
+    # the names left to match ("a//b" is "a/b"; a final "/" stays: folders only)
+    parts = [p for p in names[fixed:-1] if p] + names[-1:] if fixed < len(names) else []
+    found: list[Path] = []
+    seen: set = set()
+
+    def listing(folder: str) -> list[tuple[str, bool]]:
+        try:
+            with os.scandir(folder or os.curdir) as it:
+                entries = []
+                for e in it:
+                    try:
+                        is_dir = e.is_dir()  # follows links, as glob does
+                    except OSError:
+                        is_dir = False
+                    entries.append((e.name, is_dir))
+        except (OSError, ValueError):
+            return []
+        return sorted(entries)
+
+    def add(path: str) -> None:
+        if _is_file(path):
+            found.append(Path(path))
+            if len(found) > MAX_FILES:
+                raise BucketoptError(
+                    f"{short(pattern)} matches more than {MAX_FILES:,} files; point at the "
+                    "shards of one data set.")
+
+    def walk(folder: str, i: int) -> None:
+        key = (_file_id(folder or os.curdir), i)
+        if key[0] is None or key in seen:
+            return
+        seen.add(key)
+        if i == len(parts):
+            return
+        part, last = parts[i], i == len(parts) - 1
+        if part == "**":
+            if last:  # anything below, files and folders alike
+                for name, is_dir in listing(folder):
+                    if name.startswith("."):
+                        continue
+                    path = os.path.join(folder, name)
+                    add(path)
+                    if is_dir:
+                        walk(path, i)
+                return
+            walk(folder, i + 1)  # zero folders
+            for name, is_dir in listing(folder):
+                if is_dir and not name.startswith("."):
+                    walk(os.path.join(folder, name), i)
+            return
+        if not glob.has_magic(part):
+            path = os.path.join(folder, part)
+            if last:
+                if part:
+                    add(path)
+            elif os.path.isdir(path):
+                walk(path, i + 1)
+            return
+        import fnmatch
+
+        for name, is_dir in listing(folder):
+            if name.startswith(".") and not part.startswith("."):
+                continue
+            if not fnmatch.fnmatchcase(name, part):
+                continue
+            path = os.path.join(folder, name)
+            if last:
+                add(path)
+            elif is_dir:
+                walk(path, i + 1)
+
+    try:
+        if parts:
+            walk(base, 0)
+        else:
+            add(base)
+    except RecursionError:
+        raise BucketoptError(f"{short(pattern)} reaches folders nested too deep to walk; point "
+                             "at the shards of one data set.") from None
+    return _once(sorted(found))
 
 
 def _relative_parts(target: str, folder: str) -> list[str] | None:
@@ -419,7 +524,7 @@ def _files_under(directory: Path) -> list[Path]:
                 "shards of one data set.")
     if not files:
         raise BucketoptError(f"{short(str(directory))} is an empty directory: no files to read.")
-    return files
+    return _once(files)
 
 
 def _multi_source(files: list[Path], label: str, column: str | None) -> Source:
@@ -484,6 +589,8 @@ def _table_source(table, column: str | None) -> Source:
                     counts = column_values(batch.column(chosen.count_column), kind="integer",
                                            label=label, column=chosen.count_column,
                                            start=rows)
+                    if counts.dtype.kind != "i" and counts.dtype.kind != "u":
+                        counts = _whole_counts(counts, label, chosen.count_column, rows)
                 rows += len(values)
                 where = (f"{label}[{chosen.name}]", rows - len(values))
                 yield values, counts, where
@@ -559,14 +666,36 @@ def choose_column(fields, column: str | None, label: str) -> Column:
 
 
 def _histogram_layout(fields) -> tuple[str, str] | None:
-    """(length column, count column) if the table is a histogram, else None."""
-    if len(fields) != 2 or any(kind != "integer" for _, kind, _, _ in fields):
+    """(length column, count column) if the table is a histogram, else None: two columns, one
+    named like a count, the lengths integers; the counts integers or floats (a float count
+    column must hold whole numbers, checked as it is read: :func:`_whole_counts`)."""
+    if len(fields) != 2:
         return None
-    (a, *_), (b, *_) = fields
+    (a, a_kind, *_), (b, b_kind, *_) = fields
     a_count, b_count = a.lower() in COUNT_COLUMN_NAMES, b.lower() in COUNT_COLUMN_NAMES
     if a_count == b_count:
         return None
-    return (b, a) if a_count else (a, b)
+    (length, length_kind), (count, count_kind) = (((b, b_kind), (a, a_kind)) if a_count
+                                                  else ((a, a_kind), (b, b_kind)))
+    if length_kind != "integer" or count_kind not in ("integer", "float"):
+        return None
+    return length, count
+
+
+def _whole_counts(counts: np.ndarray, label: str, column: str, start: int) -> np.ndarray:
+    """A chunk of a float count column as int64: whole, finite and >= 0, else one line that
+    names the column and the row (never one sample a length)."""
+    where = f"{label}: count column {column!r}"
+    try:
+        arr = np.asarray(counts, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise BucketoptError(f"{where} must hold whole numbers.") from None
+    bad = ~np.isfinite(arr) | (arr < 0) | (arr != np.floor(arr)) | (arr >= 2.0 ** 62)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise BucketoptError(f"{where} must hold whole counts >= 0; got {float(arr[i])!r} at row "
+                             f"{start + i:,}.")
+    return arr.astype(np.int64)
 
 
 def _check_usable(label: str, name: str, kind: str, type_: str, nested: bool = False) -> None:
