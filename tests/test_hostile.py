@@ -9,6 +9,7 @@ input in its own process under a memory limit, is benchmarks/hostile.py.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -511,20 +512,83 @@ def test_lens_dash_bad_stdin_is_one_line(data, words):
     assert len(lines) == 1 and words in lines[0] and "bucketopt-stdin" not in lines[0]
 
 
-@pytest.mark.parametrize("threads", ["0", "-1"])
+@pytest.mark.parametrize("threads", ["0", "-1", "+0", "abc", "1.5", "\u00b2", "3 4"])
 def test_numba_threads_of_zero_or_less_is_one_line(threads):
-    """numba refuses NUMBA_NUM_THREADS below 1 when it is imported (a ValueError traceback);
-    the CLI says so in one line, exit 2, before anything compiles. A valid value runs."""
+    """numba refuses NUMBA_NUM_THREADS below 1 when it is imported (a ValueError traceback) and
+    ignores one that is not a number; the CLI refuses both in one line, exit 2, before anything
+    compiles. A valid value runs."""
     env = {**os.environ, "NUMBA_NUM_THREADS": threads}
     done = subprocess.run([sys.executable, "-m", "bucketopt", "solve", "-k", "2", "-q"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert lines == [f"bucketopt: error: the environment variable NUMBA_NUM_THREADS is {threads}: "
-                     "it must be a whole number >= 1 (1 keeps the certified DP on one CPU), or "
-                     "unset."]
+    assert lines == ["bucketopt: error: the environment variable NUMBA_NUM_THREADS is "
+                     f"{threads!r}: it must be a whole number >= 1 (1 keeps the certified DP on "
+                     "one CPU), or unset."]
     env["NUMBA_NUM_THREADS"] = "1"
     assert subprocess.run([sys.executable, "-m", "bucketopt", "solve", "-k", "2", "-q"],
                           capture_output=True, text=True, env=env,
                           timeout=300).returncode == 0
+
+
+@pytest.mark.parametrize("threads", ["", " ", "+3", "007", "99999", "9" * 5000])
+def test_numba_threads_unset_or_huge_runs(threads):
+    """Empty is unset; a whole number >= 1 of any size is a cap on bucketopt's CPUs (at most
+    2 are used), read without converting thousands of digits."""
+    env = {**os.environ, "NUMBA_NUM_THREADS": threads}
+    done = subprocess.run([sys.executable, "-m", "bucketopt", "solve", "-k", "2", "-q"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_numba_threads_from_python_is_read_in_one_place(monkeypatch):
+    from bucketopt.env import numba_threads
+
+    for value, expected in (("", None), ("4", 4), ("+2", 2), ("9" * 5000, 10 ** 9), ("abc", None),
+                            ("0", None), ("-3", None)):
+        monkeypatch.setenv("NUMBA_NUM_THREADS", value)
+        assert numba_threads() == expected
+        if expected is None and value:
+            with pytest.raises(BucketoptError, match="NUMBA_NUM_THREADS"):
+                numba_threads(strict=True)
+
+
+@pytest.mark.parametrize("tmpdir", ["missing", "a-file", ""])
+def test_tmpdir_that_is_no_folder_falls_back(tmp_path, tmpdir):
+    """TMPDIR missing, a file or empty: Python's next temporary folder takes the spooled copy of
+    standard input (documented in bucketopt/env.py), and nothing is left behind in TMPDIR."""
+    (tmp_path / "a-file").write_text("x")
+    env_tmp = str(tmp_path / tmpdir) if tmpdir else ""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+           "TMPDIR": env_tmp}
+    done = subprocess.run([sys.executable, "-m", "bucketopt", "solve", "-k", "2", "--lens", "-",
+                           "-q"], input=b"5\n6\n7\n100\n", capture_output=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_no_usable_temporary_folder_is_one_line(monkeypatch, capsys):
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", "/nonexistent-bucketopt/x")
+    monkeypatch.setattr(tempfile, "tempdir", "/nonexistent-bucketopt/x")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"5\n6\n7\n100\n")))
+    one_line(capsys, ["solve", "-k", "2", "--lens", "-", "-q"], "TMPDIR",
+             "/nonexistent-bucketopt/x", "writable folder")
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/below"])
+def test_numba_cache_dir_that_is_no_folder_runs(tmp_path, where):
+    """numba falls back to its other cache places (beside the sources, the user's cache)."""
+    (tmp_path / "a-file").write_text("x")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+           "NUMBA_CACHE_DIR": str(tmp_path / where)}
+    done = subprocess.run([sys.executable, "-m", "bucketopt", "solve", "-k", "2", "--lens", "-",
+                           "-q"], input=b"5\n6\n7\n100\n", capture_output=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr
+    assert (tmp_path / "a-file").read_text() == "x"

@@ -10,6 +10,7 @@ import os
 import sys
 
 from ..data.guards import path_kind, path_size, short
+from ..env import numba_threads
 from ..errors import BucketoptError
 
 
@@ -193,10 +194,7 @@ def check_args(args) -> None:
     def bad(message):
         raise BucketoptError(message)
 
-    threads = os.environ.get("NUMBA_NUM_THREADS", "").strip()
-    if threads.lstrip("+-").isdigit() and int(threads) < 1:  # numba refuses it on import
-        bad(f"the environment variable NUMBA_NUM_THREADS is {threads}: it must be a whole number "
-            ">= 1 (1 keeps the certified DP on one CPU), or unset.")
+    numba_threads(strict=True)  # a bad value: one line (numba would refuse 0 on import)
     for flag, attr in (("--lens", "lens"), ("PATH", "path"), ("--measurements", "measurements"),
                        ("--output", "output"), ("--plot", "plot"), ("--plan", "plan"),
                        ("--column", "column")):  # given, yet empty
@@ -399,6 +397,22 @@ def remove_spools() -> None:
             _SPOOLS.pop().unlink(missing_ok=True)
 
 
+def _spool_file(suffix: str) -> tuple[int, str]:
+    """A new file for standard input's copy in the temporary folder (TMPDIR, else Python's
+    fallbacks): one line naming TMPDIR when none can take it."""
+    import tempfile
+
+    try:
+        return tempfile.mkstemp(prefix="bucketopt-stdin-", suffix=suffix)
+    except OSError as exc:
+        where = os.environ.get("TMPDIR")
+        told = f" (TMPDIR is {short(where)})" if where is not None else ""
+        raise BucketoptError(
+            f"--lens - : standard input cannot be copied to a temporary folder{told}: "
+            f"{exc.strerror or exc}; set TMPDIR to a writable folder, or give a file path."
+        ) from None
+
+
 def name_stdin(text: str, spooled) -> str:
     """``text`` with the spooled copy's path (quoted, shortened, bare, or its file name alone)
     said as standard input."""
@@ -420,7 +434,6 @@ def spool_stdin_lens(args):
     is not ``-``. At most STDIN_LIMIT bytes; a terminal is refused (it would wait for typing)."""
     if getattr(args, "lens", None) != "-":
         return None
-    import tempfile
     from pathlib import Path
 
     stream = sys.stdin
@@ -437,7 +450,7 @@ def spool_stdin_lens(args):
         if not more:
             break
         head += more.encode() if isinstance(more, str) else more
-    fd, name = tempfile.mkstemp(prefix="bucketopt-stdin-", suffix=stdin_suffix(head))
+    fd, name = _spool_file(stdin_suffix(head))
     path = Path(name)
     _SPOOLS.append(path)
     total = len(head)

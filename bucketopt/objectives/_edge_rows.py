@@ -125,7 +125,11 @@ def edge_layers_rows(edges, prefix_count, prefix_tokens, win_lo, win_hi, kmax, a
     ``asked``; memory: three arrays of the groups, whatever ``kmax``."""
     g = edges.size - 1
     row_bytes = 4 * (g + 1)
-    folder = tempfile.gettempdir()
+    try:
+        folder = tempfile.gettempdir()
+    except OSError as exc:  # TMPDIR, TEMP, TMP, /tmp, /var/tmp... none can be written
+        raise BucketoptError(f"no temporary folder to keep the DP's rows in ({exc}); set TMPDIR "
+                             "to a writable folder.") from None
     need = row_bytes * kmax
     if shutil.disk_usage(folder).free < need + (1 << 30):
         raise BucketoptError(

@@ -29,6 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..env import numba_threads
+
 # Cells of starts with their own bounds: this far (share of the samples) below every boundary of
 # the seed chains, and at most MAX_CELLS of them.
 CELL_SHIFTS = np.array([0.0, 0.002, 0.01, 0.04])
@@ -91,8 +93,7 @@ def _cpus() -> int:
     """Two, or fewer where fewer CPUs are free to this process or NUMBA_NUM_THREADS (numba's
     own knob for its threads, read from the environment) asks for fewer."""
     free = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    asked = os.environ.get("NUMBA_NUM_THREADS", "").strip()
-    limit = int(asked) if asked.isdigit() and int(asked) > 0 else 2
+    limit = numba_threads() or 2
     return max(1, min(2, free or 1, limit))
 
 
