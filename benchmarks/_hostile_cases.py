@@ -7,7 +7,8 @@ Python snippet asserts its own answer). ``output`` names a file that a failed ru
 whole or absent (its old content is written first). The classes follow the hostile-input issue:
 file formats, flags, profiles, states, sampler and plan arguments, API numbers, overflow,
 outputs under a file-size limit or /dev/full, closed stdout, FIFOs, permissions, nesting, huge
-numbers, strings for numbers, and Ctrl-C.
+numbers, strings for numbers, Ctrl-C, links in a source, float count columns and the
+environment.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class Case:
     interrupt: float | None = None  # the signal after this many seconds: expect exit 130/143
     signal: str = "SIGINT"  # the signal sent after ``interrupt`` seconds
     chmod: dict = field(default_factory=dict)  # name -> mode, applied after files
+    env: dict = field(default_factory=dict)  # extra environment ("{folder}": the case's folder)
+    stdin: bytes | None = None  # standard input (else /dev/null)
 
 
 # --- file makers ---------------------------------------------------------------------------------
@@ -996,7 +999,8 @@ def special_cases() -> list[Case]:
 def all_cases() -> list[Case]:
     cases = (file_cases() + flag_cases() + profile_cases() + state_cases() + api_cases()
              + output_cases() + input_output_cases() + signal_write_cases()
-             + special_cases() + tampered_state_cases() + count_cases() + scale_cases())
+             + special_cases() + tampered_state_cases() + count_cases() + scale_cases()
+             + link_loop_cases() + float_count_cases() + environment_cases())
     seen = set()
     for case in cases:  # names are unique: a table row is one case
         while case.name in seen:
@@ -1204,4 +1208,127 @@ def scale_cases() -> list[Case]:
     cases.append(Case("solve(list(range(1, 10**7 + 1)), 3)", "scale", "ok",
                       code="import bucketopt\ns = bucketopt.solve(list(range(1, 10**7 + 1)), 3)\n"
                            "assert s.boundaries[-1] == 10**7"))
+    return cases
+
+
+# --- links in a source, float count columns, the environment -------------------------------------
+
+def tree(links=(), outside=False):
+    """d/a.npy and d/sub/b.npy (40 lengths each), then ``links`` (name in d -> target)."""
+    def make(path):
+        os.makedirs(os.path.join(path, "sub"))
+        np.save(os.path.join(path, "a.npy"), np.arange(1, 41))
+        np.save(os.path.join(path, "sub", "b.npy"), np.arange(101, 141))
+        if outside:
+            np.save(os.path.join(os.path.dirname(path), "outside.npy"), np.arange(500, 510))
+        for name, target in links:
+            os.symlink(target, os.path.join(path, name))
+    return make
+
+
+def link_loop_cases() -> list[Case]:
+    """A ``**`` glob or a folder through links: each real file read once, no walk of a loop."""
+    cases = []
+    trees = {
+        "a link back to the parent": ([("sub/loop", "..")], 80),
+        "two links to themselves": ([("self", "."), ("sub/again", "."), ("sub/up", "..")], 80),
+        "a link to a file outside": ([("sub/c.npy", "../../outside.npy")], 90),
+        "a second name for a file": ([("a2.npy", "a.npy"), ("sub/b2.npy", "b.npy")], 80),
+    }
+    for name, (links, n) in trees.items():
+        files = {"d": tree(links, outside=n == 90)}
+        for source in ("d/**/*.npy", "d"):
+            cases.append(Case(f"link loop: {name}: load_lengths({source!r})", "link loops", "ok",
+                              files=files,
+                              code=f"import bucketopt\na = bucketopt.load_lengths({source!r})\n"
+                                   f"assert a.size == {n}, a.size"))
+            cases.append(Case(f"link loop: {name}: solve --lens {source}", "link loops", "ok",
+                              argv=["solve", "--lens", source, "-k", "2", "--json", "-q"],
+                              files=files, check=_json_ok(lambda d, n=n: d["n_samples"] == n)))
+        cases.append(Case(f"link loop: {name}: export -o into the glob", "link loops", "error",
+                          argv=["export", "--lens", "d/**/*.npy", "-k", "2", "--format",
+                                "sampler", "-q", "-o", "d/sub/loop/a.npy"
+                                if "parent" in name else "d/a.npy"],
+                          files=files, output="d/a.npy"))
+    return cases
+
+
+def _hist_parquet(counts, count_type="float64"):
+    def make(path):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"length": pa.array([10, 20, 30][:len(counts)], pa.int64()),
+                                 "count": pa.array(counts, getattr(pa, count_type)())}), path)
+    return make
+
+
+def float_count_cases() -> list[Case]:
+    """A ``length,count`` table whose count column is float: whole numbers are counts (n = 6),
+    anything else one error naming the column, never one sample a length."""
+    cases = []
+    good = {"float64 2.0,3.0,1.0": _hist_parquet([2.0, 3.0, 1.0]),
+            "float32 2.0,3.0,1.0": _hist_parquet([2.0, 3.0, 1.0], "float32"),
+            "float64 0.0,5.0,1.0": _hist_parquet([0.0, 5.0, 1.0])}
+    bad = {f"float64 {v}": _hist_parquet([1.0, 2.0, v])
+           for v in (2.5, float("nan"), -1.0, float("inf"), 1e300, 0.1)}
+    texts = {"csv 2.0,3.0,1.0": ("length,count\n10,2.0\n20,3.0\n30,1.0\n", "ok"),
+             "csv 2.5": ("length,count\n10,1\n20,2\n30,2.5\n", "error"),
+             "csv nan": ("length,count\n10,1\n20,2\n30,nan\n", "error"),
+             "csv -1.0": ("length,count\n10,1\n20,2\n30,-1.0\n", "error"),
+             "csv inf": ("length,count\n10,1\n20,2\n30,inf\n", "error")}
+    variants = [(name, "h.parquet", maker, "ok") for name, maker in good.items()]
+    variants += [(name, "h.parquet", maker, "error") for name, maker in bad.items()]
+    variants += [(name, "h.csv", text(content), expect)
+                 for name, (content, expect) in texts.items()]
+    for name, filename, maker, expect in variants:
+        files = {filename: maker}
+        check = _json_ok(lambda d: d["n_samples"] == 6) if expect == "ok" else None
+        cases.append(Case(f"float counts: {name}: solve", "float count histograms", expect,
+                          argv=["solve", "--lens", filename, "-k", "2", "--json", "-q"],
+                          files=files, check=check))
+        code = (f"import bucketopt\nh = bucketopt.load_histogram({filename!r})\n"
+                "assert h.n == 6, h.n\n"
+                f"assert bucketopt.load_lengths({filename!r}).size == 6")
+        if expect == "error":
+            code = (f"import bucketopt\ntry:\n    bucketopt.load_lengths({filename!r})\n"
+                    "except BucketoptError as exc:\n    assert 'count' in str(exc), exc\n"
+                    "    raise\n")
+        cases.append(Case(f"float counts: {name}: load", "float count histograms", expect,
+                          files=files, code=code))
+    return cases
+
+
+def environment_cases() -> list[Case]:
+    """Bad environment variables: one line and exit 2 where bucketopt cannot use the value, the
+    documented default where it can (bucketopt/env.py)."""
+    cases = []
+    lens = {"lens.txt": text("5\n7\n9\n12\n30\n")}
+    solve = ["solve", "--lens", "lens.txt", "-k", "2", "--json", "-q"]
+    ok = _json_ok(lambda d: d["n_samples"] == 5)
+    threads = {"abc": "error", "0": "error", "-1": "error", "+0": "error", "1.5": "error",
+               "\u00b2": "error", "\u0663": "error", "1e3": "error", "2 3": "error",
+               "": "ok", " ": "ok", "1": "ok", "+2": "ok", "007": "ok", "99999": "ok",
+               "9" * 5000: "ok", str(2**70): "ok"}
+    for value, expect in threads.items():
+        shown = value if len(value) <= 20 else f"{len(value)} digits"
+        for command, argv in (("solve", solve),
+                              ("solve --profile", [*solve, "--profile",
+                                                   "rtx-pro-6000-blackwell",
+                                                   "--token-budget", "4096"])):
+            cases.append(Case(f"env NUMBA_NUM_THREADS={shown!r}: {command}", "environment",
+                              expect, argv=argv, files=lens, env={"NUMBA_NUM_THREADS": value},
+                              check=ok if expect == "ok" else None))
+    afile = {"afile": text("x")}
+    for name, env in (("NUMBA_CACHE_DIR a file", {"NUMBA_CACHE_DIR": "{folder}/afile"}),
+                      ("NUMBA_CACHE_DIR below a file", {"NUMBA_CACHE_DIR": "{folder}/afile/x"}),
+                      ("NUMBA_CACHE_DIR empty", {"NUMBA_CACHE_DIR": ""}),
+                      ("TMPDIR missing", {"TMPDIR": "{folder}/missing"}),
+                      ("TMPDIR a file", {"TMPDIR": "{folder}/afile"}),
+                      ("TMPDIR empty", {"TMPDIR": ""})):
+        cases.append(Case(f"env {name}: solve --lens -", "environment", "ok",
+                          argv=["solve", "--lens", "-", "-k", "2", "--json", "-q"],
+                          files=afile, env=env, stdin=b"5\n7\n9\n12\n30\n", check=ok))
+        cases.append(Case(f"env {name}: solve", "environment", "ok", argv=solve,
+                          files={**lens, **afile}, env=env, check=ok))
     return cases

@@ -106,6 +106,12 @@ def run_case(case: Case) -> dict:
         env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1",
                "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "2",
                "PYTHONDONTWRITEBYTECODE": "1"}
+        env.update({k: v.replace("{folder}", folder) for k, v in case.env.items()})
+        stdin = subprocess.DEVNULL
+        if case.stdin is not None:  # a file outside the case's folder: no leftover of ours
+            stdin = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
+            stdin.write(case.stdin)
+            stdin.seek(0)
         stdout_file = None
         if case.stdout == "devfull":
             stdout = open("/dev/full", "wb")  # noqa: SIM115 (closed below)
@@ -118,13 +124,15 @@ def run_case(case: Case) -> dict:
             stdout = subprocess.PIPE
         start = time.monotonic()
         proc = subprocess.Popen(
-            _command(case), cwd=folder, env=env, stdin=subprocess.DEVNULL,
+            _command(case), cwd=folder, env=env, stdin=stdin,
             stdout=stdout if stdout is not None else subprocess.DEVNULL,
             stderr=subprocess.PIPE, preexec_fn=_limits(case.fsize, case.stdout == "closed"))
         out, err, status, rusage, hung = _wait(proc, case)
         elapsed = time.monotonic() - start
         if stdout not in (None, subprocess.PIPE):
             stdout.close()
+        if stdin is not subprocess.DEVNULL:
+            stdin.close()
         result = {"case": case, "elapsed": elapsed, "rss": rusage.ru_maxrss * 1024.0,
                   "stdout": out, "stderr": err, "hung": hung, "status": status}
         result["outcome"] = classify(case, result, folder, before)

@@ -5,6 +5,8 @@ CPUs its certified DP runs on (at most 2). Unset or empty: no cap. A whole numbe
 (above the CPUs free it changes nothing; any number of digits is read without converting it).
 Anything else (``abc``, ``1.5``, ``0``, ``-1``): the CLI refuses it with one line and exit code 2
 before any data is read; from Python it is ignored (numba itself warns and uses its default).
+The CLI hands numba the value it read, before numba is imported: an empty one is unset, a
+number of thousands of digits becomes 10**9 (numba would warn with a parse traceback).
 
 ``TMPDIR`` (and ``TEMP`` / ``TMP``): where ``--lens -`` spools standard input and where the
 bounded-memory DP keeps its rows; Python's :mod:`tempfile` rules apply (a folder that is missing,
@@ -50,3 +52,13 @@ def numba_threads(*, strict: bool = False) -> int | None:
     shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text):,} characters)"
     raise BucketoptError(f"the environment variable NUMBA_NUM_THREADS is {shown!r}: it must be a "
                          "whole number >= 1 (1 keeps the certified DP on one CPU), or unset.")
+
+
+def settle_numba_threads() -> None:
+    """The CLI's check of NUMBA_NUM_THREADS (a bad value: :class:`BucketoptError`), leaving in
+    the environment the value read (unset when empty) for numba, which is not imported yet."""
+    threads = numba_threads(strict=True)
+    if threads is None:
+        os.environ.pop("NUMBA_NUM_THREADS", None)
+    else:
+        os.environ["NUMBA_NUM_THREADS"] = str(threads)

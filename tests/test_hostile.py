@@ -532,15 +532,19 @@ def test_numba_threads_of_zero_or_less_is_one_line(threads):
                           timeout=300).returncode == 0
 
 
-@pytest.mark.parametrize("threads", ["", " ", "+3", "007", "99999", "9" * 5000])
+@pytest.mark.parametrize("threads", ["", " ", "+3", "007", "99999",
+                                     pytest.param("9" * 5000, id="5000-digits")])
 def test_numba_threads_unset_or_huge_runs(threads):
     """Empty is unset; a whole number >= 1 of any size is a cap on bucketopt's CPUs (at most
     2 are used), read without converting thousands of digits."""
-    env = {**os.environ, "NUMBA_NUM_THREADS": threads}
-    done = subprocess.run([sys.executable, "-m", "bucketopt", "solve", "-k", "2", "-q"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    env = {**os.environ, "NUMBA_NUM_THREADS": threads,
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-m", "bucketopt", "solve", "-k", "2", "--lens", "-",
+                           "--profile", "rtx-pro-6000-blackwell", "--token-budget", "4096",
+                           "-q"], input="5\n7\n9\n12\n30\n", capture_output=True, text=True,
+                          env=env, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in done.stderr and "Environment variable" not in done.stderr
 
 
 def test_numba_threads_from_python_is_read_in_one_place(monkeypatch):

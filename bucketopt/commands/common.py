@@ -10,7 +10,7 @@ import os
 import sys
 
 from ..data.guards import path_kind, path_size, short
-from ..env import numba_threads
+from ..env import settle_numba_threads
 from ..errors import BucketoptError
 
 
@@ -194,7 +194,7 @@ def check_args(args) -> None:
     def bad(message):
         raise BucketoptError(message)
 
-    numba_threads(strict=True)  # a bad value: one line (numba would refuse 0 on import)
+    settle_numba_threads()  # a bad value: one line (numba would refuse 0 on import)
     for flag, attr in (("--lens", "lens"), ("PATH", "path"), ("--measurements", "measurements"),
                        ("--output", "output"), ("--plot", "plot"), ("--plan", "plan"),
                        ("--column", "column")):  # given, yet empty

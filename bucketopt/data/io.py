@@ -609,7 +609,8 @@ def choose_column(fields, column: str | None, label: str) -> Column:
     """Pick the lengths column from ``fields`` = [(name, kind, type, nested_list), ...].
 
     Rules: a given ``column`` must exist and be an integer or list column. Without one: a table of
-    exactly two integer columns, one named like a count (``count``), is a histogram; else an
+    exactly two columns, one named like a count (``count``, integer or float), the other integer
+    lengths, is a histogram; else an
     integer column named like a length (``seq_len``, ``length``, ``num_tokens``, ...); else the
     token list column (``input_ids`` / ``token_ids`` / ``tokens``, or the only list column); else
     the table's only column. Anything else is an error that lists the candidates.
