@@ -415,7 +415,12 @@ def main(argv=None) -> int:
             from .commands.common import remove_spools
 
             remove_spools()
-        endings.close()
+        if argv is not None:
+            # called in a process that goes on (tests, a program): its handlers back. A process
+            # run as the command line (no argv: the console script, python -m bucketopt) keeps
+            # the endings to its exit, so a signal just after the work is done is one line and
+            # its exit code too, not Python's KeyboardInterrupt traceback.
+            endings.close()
 
 
 if __name__ == "__main__":  # pragma: no cover
