@@ -16,7 +16,10 @@ import threading
 
 from . import __version__
 from .data.guards import short
-from .data.output import remove_temporaries  # imported here: an ending may come mid-import
+from .data.output import (  # imported here: an ending may come mid-import
+    remove_temporaries,
+    unlist_temporary,
+)
 from .errors import BucketoptError
 
 # name -> module in bucketopt.commands; each module has add_parser(subparsers) and run(args).
@@ -260,14 +263,12 @@ def _end(signum) -> None:
     code, word = _ENDINGS.get(signal.Signals(signum).name, (128 + signum, "stopped"))
     try:
         try:
-            remove_temporaries()
-            # --lens -: the spooled copy of standard input goes too; a progress line drawn on
-            # the terminal ends first, so the message has its own (modules already loaded only:
-            # no import from a signal)
-            for name, call in (("commands.common", "remove_spools"), ("progress", "end_line")):
-                module = sys.modules.get(f"{__package__}.{name}")
-                if module is not None:
-                    getattr(module, call)()
+            remove_temporaries()  # the spooled copy of standard input (--lens -) among them
+            # a progress line drawn on the terminal ends first, so the message has its own (the
+            # module if already loaded: no import from a signal)
+            progress = sys.modules.get(f"{__package__}.progress")
+            if progress is not None:
+                progress.end_line()
         finally:
             os.write(2, f"bucketopt: {word}\n".encode())  # no lock a busy thread could hold
     finally:
@@ -412,9 +413,7 @@ def main(argv=None) -> int:
         STAGES["enabled"] = False
         if spooled is not None:
             spooled.unlink(missing_ok=True)
-            from .commands.common import remove_spools
-
-            remove_spools()
+            unlist_temporary(spooled)
         if argv is not None:
             # called in a process that goes on (tests, a program): its handlers back. A process
             # run as the command line (no argv: the console script, python -m bucketopt) keeps

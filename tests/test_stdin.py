@@ -195,7 +195,7 @@ import sys, tempfile
 from pathlib import Path
 import numba
 from bucketopt import cli
-from bucketopt.commands import common
+from bucketopt.data import output
 
 @numba.njit(nogil=True, cache=False)
 def spin(n):
@@ -207,7 +207,7 @@ def spin(n):
 spin(10)  # compiled before the copy exists
 endings = cli._SignalEndings()  # what main() holds while a command runs
 path = Path(tempfile.mkstemp(prefix="bucketopt-stdin-", suffix=".npy")[1])
-common._SPOOLS.append(path)
+output.list_temporary(path)
 print("ready", flush=True)
 print(spin(10**12))  # minutes in a kernel that never returns to the interpreter
 """

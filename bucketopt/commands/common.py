@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -379,22 +378,12 @@ STDIN_NAME = "standard input"
 _STDIN_MAGIC = ((b"\x93NUMPY", ".npy"), (b"PAR1", ".parquet"), (b"ARROW1", ".arrow"),
                 (b"FEA1", ".feather"), (b"\xff\xff\xff\xff", ".arrows"), (b"PK\x03\x04", ".npz"),
                 (b"PK\x05\x06", ".npz"))
-# the spooled copies alive in this process: removed on every way out (return, exception,
-# the command line's signal endings: SIGINT, SIGTERM, SIGHUP)
-_SPOOLS: list = []
 
 
 def stdin_suffix(head: bytes) -> str:
     """The file suffix for standard input starting with ``head``: .npy, .parquet, .arrow,
     .feather, .arrows (Arrow IPC stream), .npz, or .txt (one length per line)."""
     return next((suffix for magic, suffix in _STDIN_MAGIC if head.startswith(magic)), ".txt")
-
-
-def remove_spools() -> None:
-    """Remove every spooled copy of standard input (safe in a signal handler: errors ignored)."""
-    while _SPOOLS:
-        with contextlib.suppress(OSError, IndexError):
-            _SPOOLS.pop().unlink(missing_ok=True)
 
 
 def _spool_file(suffix: str) -> tuple[int, str]:
@@ -429,9 +418,10 @@ def name_stdin(text: str, spooled) -> str:
 def spool_stdin_lens(args):
     """``--lens -``: copy standard input (one length per line, or .npy, .npz, Parquet or Arrow
     IPC bytes, told apart by their magic bytes) to a temporary file with the matching suffix that
-    every reader opens as it would the file; returns its path (the caller removes it, as
-    :func:`remove_spools` does on the other ways out), or None when --lens
-    is not ``-``. At most STDIN_LIMIT bytes; a terminal is refused (it would wait for typing)."""
+    every reader opens as it would the file; returns its path, or None when --lens is not ``-``.
+    The caller removes and unlists it; meanwhile it is among the temporaries the command line's
+    signal endings remove (:func:`bucketopt.data.output.list_temporary`). At most STDIN_LIMIT
+    bytes; a terminal is refused (it would wait for typing)."""
     if getattr(args, "lens", None) != "-":
         return None
     from pathlib import Path
@@ -452,7 +442,9 @@ def spool_stdin_lens(args):
         head += more.encode() if isinstance(more, str) else more
     fd, name = _spool_file(stdin_suffix(head))
     path = Path(name)
-    _SPOOLS.append(path)
+    from ..data.output import list_temporary, unlist_temporary
+
+    list_temporary(path)
     total = len(head)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -473,6 +465,7 @@ def spool_stdin_lens(args):
                                  "line, or .npy, .npz, Parquet or Arrow bytes.")
     except BaseException:
         path.unlink(missing_ok=True)
+        unlist_temporary(path)
         raise
     args.lens_label = STDIN_NAME
     args.lens = str(path)

@@ -47,16 +47,27 @@ def remove_temporaries() -> None:
             _TEMPORARIES.discard(path)
 
 
+def list_temporary(path) -> None:
+    """List ``path``, a file of the command's own (the spooled copy of standard input), for
+    :func:`remove_temporaries` until :func:`unlist_temporary`; the caller removes it itself."""
+    with _LOCK:
+        _TEMPORARIES.add(os.path.abspath(os.fsdecode(os.fspath(path))))
+
+
+def unlist_temporary(path) -> None:
+    with _LOCK:
+        _TEMPORARIES.discard(os.path.abspath(os.fsdecode(os.fspath(path))))
+
+
 @contextlib.contextmanager
 def temporary_path(path):
     """Within the block, ``path`` is removed should the command line be interrupted (SIGINT,
     SIGTERM); the caller still removes it itself when the block ends."""
-    text = os.path.abspath(os.fsdecode(os.fspath(path)))
-    _TEMPORARIES.add(text)
+    list_temporary(path)
     try:
         yield path
     finally:
-        _TEMPORARIES.discard(text)
+        unlist_temporary(path)
 
 
 def _is_special(path: str) -> bool:
