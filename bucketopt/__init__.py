@@ -20,6 +20,7 @@ _LAZY = {
     "BatchPlan": ".training.plans", "batch_plan": ".training.plans",
     "BucketBatchSampler": ".training.sampler",
     "simulate": ".training.simulate",
+    "report": ".show.html_report",
 }
 
 
@@ -62,6 +63,7 @@ __all__ = [
     "load_histogram",
     "load_lengths",
     "load_profile",
+    "report",
     "simulate",
     "solve",
     "sweep",

@@ -42,6 +42,7 @@ BASE_ARGS = {
     "export": ["-k", "2", "--format", "sampler"],
     "calibrate": [],
     "probe": ["--token-budget", "64", "--max-length", "8"],
+    "report": ["-k", "2", "--token-budget", "4096"],
 }
 # The flags a command needs whatever is tested (its required inputs), by the input flag.
 REQUIRED = {"--measurements": ["--measurements", "m.csv"], "--model": ["--model", "model.py:build"]}
@@ -83,6 +84,9 @@ KINDS = {
     },
     "--plan": {
         "plan file": (["--plan", "plan.json"], "plan.json"),
+    },
+    "--verify": {
+        "verify result": (["--verify", "verify.json"], "verify.json"),
     },
 }
 
@@ -164,6 +168,7 @@ def inputs(tmp_path, monkeypatch):
     Path("cfgdir/config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 1}))
     Path("m.csv").write_text("batch_size,padded_len,seconds\n1,512,0.01\n2,512,0.02\n")
     Path("plan.json").write_text("{}")
+    Path("verify.json").write_text("{}")
     for link, target in (("link-to-a.npy", "shards/a.npy"), ("link-to-lens.npy", "lens.npy"),
                          ("link-to-mem.json", "mem.json"), ("link-to-m.csv", "m.csv"),
                          ("shards-link", "shards")):

@@ -196,7 +196,7 @@ def check_args(args) -> None:
     settle_numba_threads()  # a bad value: one line (numba would refuse 0 on import)
     for flag, attr in (("--lens", "lens"), ("PATH", "path"), ("--measurements", "measurements"),
                        ("--output", "output"), ("--plot", "plot"), ("--plan", "plan"),
-                       ("--column", "column")):  # given, yet empty
+                       ("--column", "column"), ("--verify", "verify_json")):  # given, yet empty
         value = getattr(args, attr, None)
         if value is not None and not str(value).strip():
             bad(f"{flag} is empty: give a "
@@ -269,7 +269,8 @@ def check_args(args) -> None:
 # parser's dest). A command reads those of them it has, but for the ones it writes (probe writes
 # --measurements, calibrate reads it); a new input flag is one more entry here.
 INPUT_FLAGS = (("--lens", "lens"), ("--profile", "profile"), ("--memory", "memory"),
-               ("--measurements", "measurements"), ("--model", "model"), ("--plan", "plan"))
+               ("--measurements", "measurements"), ("--model", "model"), ("--plan", "plan"),
+               ("--verify", "verify_json"))
 # Every flag whose value names a file some command writes; a command writes those it has.
 OUTPUT_FLAGS = (("--output", "output"), ("--plot", "plot"))
 # Input flags that name what a command writes instead.
