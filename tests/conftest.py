@@ -6,8 +6,8 @@ would skip because a package ``.ci/run`` installs is missing fails instead, nami
 Accelerate or Lhotse tests would silently never run. Elsewhere such tests still skip (the
 packages are optional extras). A skip is read as "missing" from the reason
 ``pytest.importorskip`` gives ("could not import 'lhotse': ...") and the one the documentation
-examples give (docs/examples.py: "needs lhotse, which is not installed"), for a test or for a
-whole module.
+examples and the browser test give ("needs lhotse, which is not installed", docs/examples.py;
+"needs chromium, ...", tests/test_report_browser.py), for a test or for a whole module.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import re
 import pytest
 
 # The import names of what .ci/run installs: torch, lhotse (with urllib3), '.[transformers]'
-# (transformers, accelerate, datasets), trl, lightning and '.[test]'. tests/test_ci.py holds this
-# set equal to the one read from .ci/run and pyproject.toml.
+# (transformers, accelerate, datasets), trl, lightning, selenium and '.[test]'; and the name of
+# what it installs with apt (chromium: Debian's chromium and chromium-driver). tests/test_ci.py
+# holds this set equal to the one read from .ci/run and pyproject.toml.
 CI_INSTALLS = frozenset({
     "torch", "lhotse", "urllib3", "transformers", "accelerate", "datasets", "trl", "lightning",
     "pytest", "hypothesis", "nbclient", "nbformat", "ipykernel", "ruff", "dask", "distributed",
-    "duckdb",
+    "duckdb", "selenium", "chromium",
 })
 _MISSING = (re.compile(r"could not import '([\w.]+)'"),
             re.compile(r"needs ([\w.]+), which is not installed"))

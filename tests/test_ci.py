@@ -29,16 +29,19 @@ def optional_dependencies(pyproject: str) -> dict[str, list[str]]:
 
 def ci_run_installs() -> set[str]:
     """The import names of everything .ci/run installs: its ``install WHAT SPEC...`` lines and
-    its last line's ``pip install '.[test]'``, extras read from pyproject.toml."""
+    its last line's ``pip install '.[test]'``, extras read from pyproject.toml; and the WHAT of
+    its ``apt_install WHAT PACKAGE...`` lines (a program, not a module: the name its tests'
+    skip reason gives)."""
     extras = optional_dependencies((ROOT / "pyproject.toml").read_text())
-    specs = []
+    specs, names = [], set()
     for line in (ROOT / ".ci" / "run").read_text().splitlines():
         words = shlex.split(line.split("||")[0].split("&&")[0], comments=True)
         if words[:1] == ["install"]:
             specs += words[2:]
+        elif words[:1] == ["apt_install"]:
+            names.add(words[1])
         elif words[:3] == ["pip", "install", ".[test]"]:
             specs.append(".[test]")
-    names = set()
     for spec in specs:
         extra = re.fullmatch(r"\.\[(\w+)\]", spec)
         names |= {_import_name(s) for s in extras[extra.group(1)]} if extra else \
@@ -48,7 +51,7 @@ def ci_run_installs() -> set[str]:
 
 def test_conftest_requires_what_ci_run_installs():
     installs = ci_run_installs()
-    assert {"lightning", "accelerate", "duckdb"} <= installs  # lines and extras were read
+    assert {"lightning", "accelerate", "duckdb", "chromium"} <= installs  # lines, extras, apt
     assert set(CI_INSTALLS) == installs
 
 
@@ -63,6 +66,8 @@ def test_the_reasons_read_as_missing():
     assert missing_install("could not import 'dask.dataframe': No module named 'dask'") == \
         "dask.dataframe"
     assert missing_install("needs lhotse, which is not installed") == "lhotse"
+    assert missing_install("needs chromium, which is not installed (Debian's chromium and "
+                           "chromium-driver)") == "chromium"
     assert missing_install("could not import 'matplotlib': No module named 'matplotlib'") is None
     assert missing_install("needs Linux /proc") is None
     assert in_ci({"CI": "true"}) and in_ci({"CI": "1"}) and in_ci({"CI": "True"})

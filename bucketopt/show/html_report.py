@@ -294,7 +294,7 @@ def _fmt(value, kind: str) -> str:
     if kind == "seconds":
         return f"{value:.4g} s"
     if kind == "bytes":
-        return f"{value / 2**30:.2f} GiB"
+        return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:,.1f} MiB"
     if kind == "tokens_per_s":
         return f"{value:,.0f} tok/s"
     raise ValueError(kind)
