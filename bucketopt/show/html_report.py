@@ -274,30 +274,24 @@ def _pointer(*parts) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+# How each kind of figure is shown (the tests read the units back: %, GiB, MiB, s, tok/s).
+_FORMATS = {
+    "count": "{:,.0f}".format,
+    "pct": lambda v: f"{v * 100:.2f}%",
+    "signed_pct": lambda v: f"{v * 100:+.1f}%",
+    "rate": "{:,.1f}".format,
+    "days": "{:.2f}".format,
+    "gap3": "{:.3f}".format,
+    "general": "{:,.6g}".format,
+    "sci": "{:.3e}".format,
+    "seconds": "{:.4g} s".format,
+    "bytes": lambda v: f"{v / 2**30:.2f} GiB" if v >= 2**30 else f"{v / 2**20:,.1f} MiB",
+    "tokens_per_s": "{:,.0f} tok/s".format,
+}
+
+
 def _fmt(value, kind: str) -> str:
-    if kind == "count":
-        return f"{value:,.0f}"
-    if kind == "pct":
-        return f"{value * 100:.2f}%"
-    if kind == "signed_pct":
-        return f"{value * 100:+.1f}%"
-    if kind == "rate":
-        return f"{value:,.1f}"
-    if kind == "days":
-        return f"{value:.2f}"
-    if kind == "gap3":
-        return f"{value:.3f}"
-    if kind == "general":
-        return f"{value:,.6g}"
-    if kind == "sci":
-        return f"{value:.3e}"
-    if kind == "seconds":
-        return f"{value:.4g} s"
-    if kind == "bytes":
-        return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:,.1f} MiB"
-    if kind == "tokens_per_s":
-        return f"{value:,.0f} tok/s"
-    raise ValueError(kind)
+    return _FORMATS[kind](value)
 
 
 def _num(value, kind: str, *path, tag: str = "span") -> str:
