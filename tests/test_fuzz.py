@@ -246,6 +246,7 @@ BASES = {  # one valid call per command; the fuzzing bends it
     "export": ["export", "--lens", LENS, "-k", "3", "--token-budget", "8192", "-f", "nemo"],
     "inspect": ["inspect", LENS],
     "calibrate": ["calibrate", "--measurements", str(_WORK / "m.csv"), "--bootstrap", "0"],
+    "report": ["report", "--lens", LENS, "-k", "3", "--token-budget", "8192", "--json"],
 }
 
 

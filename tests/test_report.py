@@ -272,12 +272,17 @@ def test_the_report_replaces_an_old_one_atomically(capsys, lens, tmp_path):
 
 def test_the_python_function(lens):
     lengths = np.load(lens)
-    result = bucketopt.report(lengths, 3, token_budget=8192, verify=str(VERIFY),
-                              ks=[1, 2, 3, 4])
+    result = bucketopt.report(lengths, 3, token_budget=8192, profile=PROFILE,
+                              verify=str(VERIFY), ks=[1, 2, 3, 4])
     assert isinstance(result, bucketopt.show.html_report.Report)
     assert set(result.figures) == {"distribution", "sweep", "strategies", "verify"}
-    assert result.data["plan"]["boundaries"] == list(bucketopt.solve(
-        lengths, 3, token_budget=8192).boundaries)
+    # solve's defaults (one GPU unless world_size is given), in the plan and compare's row
+    solved = bucketopt.solve(lengths, 3, token_budget=8192, profile=PROFILE)
+    plan = result.data["plan"]
+    assert plan["boundaries"] == list(solved.boundaries) and plan["world_size"] == 1
+    assert plan["ktok_per_s"] == solved.ktok_per_s == \
+        result.data["strategies"]["strategies"]["bucketed"]["ktok_per_s"]
+    assert result.data["sweep"]["rows"][2]["ktok_per_s"] == pytest.approx(solved.ktok_per_s)
     page = result.to_html()
     assert check_figures(result.data, html_cells(page)) == []
     with pytest.raises(BucketoptError, match="a report needs k"):
@@ -308,3 +313,22 @@ def test_the_fixture_is_a_valid_verify_result():
     assert checked == check_verify(json.loads(VERIFY.read_text()))
     assert checked["predicted"]["peak_memory_bytes"]["interval"] is None
     assert checked["verdicts"]["step_time_p90"] == {"inside": False, "off_by": 0.0389}
+
+
+def test_with_a_memory_model_the_plan_is_solve_s(capsys, lens, tmp_path):
+    memory = tmp_path / "memory.json"
+    memory.write_text(json.dumps({"m0": 2e9, "m1": 2e5, "m2": 20, "capacity": 8e10}))
+    flags = ["-k", "3", "--profile", PROFILE, "--memory", memory]
+    out = tmp_path / "memory.html"
+    code, stdout, _ = _run(capsys, ["report", "--lens", lens, *flags, "-o", out, "--json",
+                                    "-q", "--sweep", "1:4"])
+    assert code == 0
+    data = json.loads(stdout)
+    code, solved, _ = _run(capsys, ["solve", "--lens", lens, *flags, "--json"])
+    solved = json.loads(solved)
+    for key in ("boundaries", "batch_sizes", "padding_fraction", "ktok_per_s"):
+        assert data["plan"][key] == solved[key], key
+    assert [r["peak_memory_bytes"] for r in data["buckets"]] == solved["peak_memory_bytes"]
+    assert data["sweep"]["rows"][2]["boundaries"] == solved["boundaries"]
+    text = out.read_text()
+    assert "peak memory" in text and check_figures(data, html_cells(text)) == []

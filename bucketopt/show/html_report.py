@@ -64,10 +64,11 @@ class Report:
 # ------------------------------------------------------------------------------ building
 def report(lengths, k=None, *, plan=None, verify=None, ks=None, seed=0, simulations=1,
            allow_other_lengths=False, source=None, figures=True, **solver_kwargs) -> Report:
-    """The report of ``lengths`` planned with at most ``k`` buckets (solved as :func:`compare`
-    solves its ``bucketed`` row, which is what :func:`~bucketopt.solve` returns for the same
-    options), or of a ``plan`` (a dict from ``Solution.to_plan()`` or a plan path, whose
-    settings replace the solver options, as in ``compare --plan``).
+    """The report of ``lengths`` planned with at most ``k`` buckets (what
+    :func:`~bucketopt.solve` returns for the same options, which is also :func:`compare`'s
+    ``bucketed`` row but with a memory model), or of a ``plan`` (a dict from
+    ``Solution.to_plan()`` or a plan path, whose settings replace the solver options, as in
+    ``compare --plan``).
 
     ``solver_kwargs``: ``token_budget``, ``pad``, ``objective``, ``profile``, ``world_size``,
     ``epochs``, ``min_share``, ``max_share``, ``align``, ``min_fill``, ``max_length``,
@@ -88,7 +89,7 @@ def report(lengths, k=None, *, plan=None, verify=None, ks=None, seed=0, simulati
     True
     """
     from ..data.histogram import as_histogram
-    from ..solver import sweep
+    from ..solver import solve, sweep
     from ..training.compare import compare
 
     if solver_kwargs.pop("exact", False):
@@ -119,16 +120,15 @@ def report(lengths, k=None, *, plan=None, verify=None, ks=None, seed=0, simulati
         if k is None:
             raise BucketoptError("a report needs k (the most buckets) or a plan.", param="k")
         kwargs = {key: value for key, value in solver_kwargs.items() if value is not None}
-        comparison = compare(lengths, k, **kwargs, **common)
-        solution = comparison.solutions["bucketed"]
+        # solve's default (one GPU); None: the profile's GPUs, as the command line passes it
+        kwargs["world_size"] = solver_kwargs.get("world_size", 1)
+        solution = solve(lengths, k, **kwargs)
         optimality = solution.optimality
-        sweep_kwargs = {key: value for key, value in kwargs.items()
-                        if key not in ("gpu_memory", "memory_headroom")
-                        or "memory" in kwargs}
-        sweep_kwargs["token_budget"] = comparison.token_budget
-        if comparison.timing:  # the GPUs and epochs compare resolved (the profile's default)
-            sweep_kwargs.update(world_size=comparison.timing["world_size"],
-                                epochs=comparison.timing["epochs"])
+        comparison = compare(lengths, k, **kwargs, **common)
+        sweep_kwargs = dict(kwargs)
+        for key in ("world_size", "epochs"):  # as solve resolved them (the profile's GPUs)
+            if solution.extra.get(key) is not None:
+                sweep_kwargs[key] = solution.extra[key]
         origin = "solved"
     if ks is None:
         ks = range(1, max(SWEEP_MIN, min(SWEEP_MAX, 2 * k), k) + 1)
