@@ -332,3 +332,12 @@ def test_with_a_memory_model_the_plan_is_solve_s(capsys, lens, tmp_path):
     assert data["sweep"]["rows"][2]["boundaries"] == solved["boundaries"]
     text = out.read_text()
     assert "peak memory" in text and check_figures(data, html_cells(text)) == []
+
+
+def test_text_from_the_inputs_cannot_end_the_data_or_add_markup(lens):
+    source = "data</script><script>alert(1)</script><b>.npy"
+    result = bucketopt.report(np.load(lens), 2, token_budget=8192, ks=[1, 2], figures=False,
+                              source=source)
+    page = result.to_html()
+    assert page.count("<script") == 1 and "<b>" not in page
+    assert embedded_data(page)["source"] == source

@@ -37,6 +37,8 @@ _STRATEGY_COLUMNS = (
     ("eta_days", "ETA (days)", "days"),
     ("wait_fraction", "wait", "pct"),
     ("step_mix_gap", "step mix gap", "gap3"),
+    ("step_time_p50", "step time p50", "seconds"),
+    ("step_time_p90", "step time p90", "seconds"),
 )
 _VERIFY_LABELS = {"step_time_mean": "step time, mean", "step_time_p50": "step time, p50",
                   "step_time_p90": "step time, p90", "tokens_per_s": "tokens/s",
@@ -560,8 +562,10 @@ def render_html(data: dict, figures: dict | None = None) -> str:
 
     figures = figures or {}
     payload = json.dumps(data, allow_nan=False, separators=(",", ":"))
-    # inside <script> only "</" could end the element early; "<\\/" is the same JSON string
-    payload = payload.replace("</", "<\\/")
+    # nothing in the data can end the script element or open markup: <, > and & as JSON's
+    # \u escapes (the same strings to JSON.parse)
+    for char in "<>&":
+        payload = payload.replace(char, f"\\u{ord(char):04x}")
     source = data.get("source")
     title = "bucketopt report" + (f": {source}" if source else "")
     nav = "".join(f'<a href="#{anchor}">{label}</a>' for anchor, label in (
