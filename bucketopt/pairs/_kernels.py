@@ -1,0 +1,383 @@
+"""numba kernels of the exact 2-D (hierarchical) DP.
+
+A 2-D plan is a set of dim0 buckets (consecutive distinct inputs, edge = the bucket's largest
+input), each cut into dim1 sub-buckets (consecutive distinct outputs of that bucket's samples,
+edge = the sub-bucket's largest output). Every bin is a rectangle and every objective is a sum
+over bins of a cost that depends only on the bin's samples and edges, so the optimum is an outer
+DP over dim0 ranges whose cost with m sub-buckets is an inner 1-D DP over the outputs of the
+samples in that range:
+
+    F[j][k] = min over i < j, 1 <= m <= k of  F[i][k - m] + C(i, j, m)
+
+(free distribution of k bins; with a grid (K1, K2) every dim0 bucket counts one layer and takes
+at most K2 sub-buckets). The outer loop walks each range end j and extends the range downwards
+one distinct input at a time, so the range's output histogram is built incrementally.
+
+Edge padding is Monge in the inner dimension (the 1-D edge cost): each inner layer is a
+divide-and-conquer pass over the monotone argmin, exact. Dynamic padding and time are not
+Monge: their inner DP is the textbook O(m p^2) over a matrix of rectangle costs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..jit import njit
+
+INF = np.int64(2**62)
+FINF = 1e300
+
+# kinds of rectangle cost (general DP)
+KIND_BATCH = 1  # expected padded tokens, batches padded to their longest input and output
+KIND_TIME = 2  # seconds of static-shape batches (edge padding) under the pair cost model
+
+
+@njit(cache=True)
+def _edge_cost(pv, prefc, prefs, u, v):
+    # sub-bucket of present groups u+1..v (1-based), padded to the output pv[v-1]
+    return pv[v - 1] * (prefc[v] - prefc[u]) - (prefs[v] - prefs[u])
+
+
+@njit(cache=True)
+def inner_edge(pv, pc, p, mmax, D, prev, cur, prefc, prefs, arg, want_arg):
+    """Best 1-D edge padding of the p present outputs ``pv[:p]`` (counts ``pc``) with at most
+    m = 1..mmax sub-buckets: ``D[m]``. With ``want_arg`` the argmins land in ``arg[m, v]``."""
+    prefc[0] = 0
+    prefs[0] = 0
+    for v in range(1, p + 1):
+        prefc[v] = prefc[v - 1] + pc[v - 1]
+        prefs[v] = prefs[v - 1] + pc[v - 1] * pv[v - 1]
+    prev[0] = 0
+    for v in range(1, p + 1):
+        prev[v] = _edge_cost(pv, prefc, prefs, 0, v)
+        if want_arg:
+            arg[1, v] = 0
+    D[1] = prev[p]
+    stack = np.empty((4 * (p + 2), 4), dtype=np.int64)
+    for m in range(2, mmax + 1):
+        cur[0] = 0
+        top = 0
+        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 1, p, 0, p - 1
+        top = 1
+        while top > 0:
+            top -= 1
+            lo, hi, olo, ohi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
+            if lo > hi:
+                continue
+            mid = (lo + hi) // 2
+            best = INF
+            bu = olo
+            last = min(mid - 1, ohi)
+            for u in range(olo, last + 1):
+                val = prev[u] + _edge_cost(pv, prefc, prefs, u, mid)
+                if val < best:
+                    best = val
+                    bu = u
+            cur[mid] = best
+            if want_arg:
+                arg[m, mid] = bu
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = lo, mid - 1, olo, bu
+            top += 1
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = mid + 1, hi, bu, ohi
+            top += 1
+        D[m] = cur[p]
+        for v in range(p + 1):
+            prev[v] = cur[v]
+
+
+@njit(cache=True)
+def _add_column(i, a_values, a_ptr, a_b, a_count, h, state):
+    # state: lo, hi, N, sum of inputs
+    for e in range(a_ptr[i], a_ptr[i + 1]):
+        bi = a_b[e]
+        h[bi] += a_count[e]
+        if bi < state[0]:
+            state[0] = bi
+        if bi > state[1]:
+            state[1] = bi
+        state[2] += a_count[e]
+        state[3] += a_count[e] * a_values[i]
+
+
+@njit(cache=True)
+def _present(h, lo, hi, b_values, pv, pc, pidx):
+    p = 0
+    for bi in range(lo, hi + 1):
+        if h[bi] > 0:
+            pv[p] = b_values[bi]
+            pc[p] = h[bi]
+            pidx[p] = bi
+            p += 1
+    return p
+
+
+@njit(cache=True)
+def edge_dp(a_values, b_values, a_ptr, a_b, a_count, layers, k2, grid):
+    """Outer DP of edge padding. Returns (F, arg_i, arg_m): ``F[j, k]`` the least padded
+    tokens of the first j distinct inputs with at most k layers (bins, or dim0 buckets on a
+    grid), the range start and sub-bucket count of its last dim0 bucket."""
+    ma, mb = a_values.size, b_values.size
+    F = np.full((ma + 1, layers + 1), INF, dtype=np.int64)
+    F[0, :] = 0
+    arg_i = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
+    arg_m = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
+    h = np.zeros(mb, dtype=np.int64)
+    pv = np.empty(mb, dtype=np.int64)
+    pc = np.empty(mb, dtype=np.int64)
+    pidx = np.empty(mb, dtype=np.int64)
+    prev = np.empty(mb + 1, dtype=np.int64)
+    cur = np.empty(mb + 1, dtype=np.int64)
+    prefc = np.empty(mb + 1, dtype=np.int64)
+    prefs = np.empty(mb + 1, dtype=np.int64)
+    D = np.empty(max(layers, k2) + 2, dtype=np.int64)
+    noarg = np.empty((1, 1), dtype=np.int64)
+    state = np.empty(4, dtype=np.int64)
+    for j in range(ma):
+        h[:] = 0
+        state[0], state[1], state[2], state[3] = mb, -1, 0, 0
+        for i in range(j, -1, -1):
+            _add_column(i, a_values, a_ptr, a_b, a_count, h, state)
+            ca = a_values[j] * state[2] - state[3]
+            p = _present(h, state[0], state[1], b_values, pv, pc, pidx)
+            mmax = min(k2, p) if grid else min(layers, p)
+            inner_edge(pv, pc, p, mmax, D, prev, cur, prefc, prefs, noarg, False)
+            for k in range(1, layers + 1):
+                if grid:
+                    base = F[i, k - 1]
+                    if base >= INF:
+                        continue
+                    val = base + ca + D[mmax]
+                    if val < F[j + 1, k]:
+                        F[j + 1, k] = val
+                        arg_i[j + 1, k] = i
+                        arg_m[j + 1, k] = mmax
+                else:
+                    for m in range(1, min(k, mmax) + 1):
+                        base = F[i, k - m]
+                        if base >= INF:
+                            continue
+                        val = base + ca + D[m]
+                        if val < F[j + 1, k]:
+                            F[j + 1, k] = val
+                            arg_i[j + 1, k] = i
+                            arg_m[j + 1, k] = m
+    return F, arg_i, arg_m
+
+
+@njit(cache=True)
+def range_outputs(i, j, a_values, b_values, a_ptr, a_b, a_count):
+    """Present outputs (values, counts, indices) of the samples whose input index is in i..j."""
+    mb = b_values.size
+    h = np.zeros(mb, dtype=np.int64)
+    state = np.empty(4, dtype=np.int64)
+    state[0], state[1], state[2], state[3] = mb, -1, 0, 0
+    for t in range(i, j + 1):
+        _add_column(t, a_values, a_ptr, a_b, a_count, h, state)
+    pv = np.empty(mb, dtype=np.int64)
+    pc = np.empty(mb, dtype=np.int64)
+    pidx = np.empty(mb, dtype=np.int64)
+    p = _present(h, state[0], state[1], b_values, pv, pc, pidx)
+    return pv[:p].copy(), pc[:p].copy(), pidx[:p].copy()
+
+
+@njit(cache=True)
+def inner_edge_cuts(pv, pc, m):
+    """Sub-bucket edges (indices into pv, ascending) of the best at-most-m edge cover."""
+    p = pv.size
+    D = np.empty(m + 2, dtype=np.int64)
+    prev = np.empty(p + 1, dtype=np.int64)
+    cur = np.empty(p + 1, dtype=np.int64)
+    prefc = np.empty(p + 1, dtype=np.int64)
+    prefs = np.empty(p + 1, dtype=np.int64)
+    arg = np.zeros((m + 1, p + 1), dtype=np.int64)
+    inner_edge(pv, pc, p, m, D, prev, cur, prefc, prefs, arg, True)
+    return _cuts(arg, m, p)
+
+
+@njit(cache=True)
+def _cuts(arg, m, p):
+    out = np.empty(m, dtype=np.int64)
+    n = 0
+    v = p
+    layer = m
+    while v > 0:
+        out[n] = v - 1
+        n += 1
+        v = arg[layer, v] if layer > 1 else 0
+        layer -= 1
+    return out[:n][::-1].copy()
+
+
+# ---- the general rectangle DP (dynamic padding, time) -------------------------------------
+
+@njit(cache=True)
+def _ratio(M, s, lgN, N):
+    # C(M, s) / C(N, s) for 0 <= s <= M <= N (0 when M < s)
+    if s > M:
+        return 0.0
+    if M == N:
+        return 1.0
+    return math.exp(math.lgamma(M + 1.0) - math.lgamma(M - s + 1.0) - lgN
+                    + math.lgamma(N - s + 1.0))
+
+
+@njit(cache=True)
+def _expected_max(values, counts, lo, hi, N, s):
+    # E[max of s draws without replacement] from counts[lo..hi] (values ascending), N samples
+    if s <= 0:
+        return 0.0
+    lgN = math.lgamma(N + 1.0)
+    total = 0.0
+    below = 0
+    r_below = 0.0
+    for t in range(lo, hi + 1):
+        c = counts[t]
+        if c == 0:
+            continue
+        upto = below + c
+        r_upto = _ratio(upto, s, lgN, N)
+        total += values[t] * (r_upto - r_below)
+        below = upto
+        r_below = r_upto
+    return total
+
+
+@njit(cache=True)
+def rect_cost(kind, params, e0, e1, N, real, a_values, acnt, alo, ahi, pv, pc, ulo, uhi):
+    """Cost of one bin: N samples, ``real`` tokens (inputs + outputs), edges (e0, e1); its
+    input marginal ``acnt[alo..ahi]`` over ``a_values`` and its output marginal
+    ``pc[ulo..uhi]`` over ``pv``. ``params``: token budget, alpha, beta_in, beta_out, gamma_in,
+    gamma_out, gamma_cross, world size. FINF when the budget holds no sample of this shape."""
+    B = np.int64(params[0]) // (e0 + e1)
+    if B < 1:
+        return FINF
+    q = N // B
+    r = N - q * B
+    if kind == KIND_BATCH:
+        comp = 0.0
+        if q > 0:
+            comp += q * B * (_expected_max(a_values, acnt, alo, ahi, N, B)
+                             + _expected_max(pv, pc, ulo, uhi, N, B))
+        if r > 0:
+            comp += r * (_expected_max(a_values, acnt, alo, ahi, N, r)
+                         + _expected_max(pv, pc, ulo, uhi, N, r))
+        return comp - real
+    per = (params[2] * e0 + params[3] * e1 + params[4] * e0 * e0 + params[5] * e1 * e1
+           + params[6] * e0 * e1)
+    t = q * (params[1] + B * per)
+    if r > 0:
+        t += params[1] + r * per
+    return t / params[7]
+
+
+@njit(cache=True)
+def _rect_matrix(i, j, kind, params, a_values, b_ptr, b_a, b_count, pv, pc, pidx, p, R, acnt):
+    # R[u, v]: cost of the bin made of present outputs u+1..v of the input range i..j
+    for u in range(p):
+        for t in range(i, j + 1):
+            acnt[t] = 0
+        N = 0
+        real = 0
+        for v in range(u + 1, p + 1):
+            bi = pidx[v - 1]
+            for e in range(b_ptr[bi], b_ptr[bi + 1]):
+                a = b_a[e]
+                if i <= a <= j:
+                    acnt[a] += b_count[e]
+                    N += b_count[e]
+                    real += b_count[e] * (a_values[a] + pv[v - 1])
+            R[u, v] = rect_cost(kind, params, a_values[j], pv[v - 1], N, real, a_values, acnt,
+                                i, j, pv, pc, u, v - 1)
+
+
+@njit(cache=True)
+def _inner_general(R, p, mmax, D, prev, cur, arg, want_arg):
+    prev[0] = 0.0
+    for v in range(1, p + 1):
+        prev[v] = R[0, v]
+        if want_arg:
+            arg[1, v] = 0
+    D[1] = prev[p]
+    for m in range(2, mmax + 1):
+        cur[0] = 0.0
+        for v in range(1, p + 1):
+            best = FINF
+            bu = 0
+            for u in range(v):
+                if prev[u] >= FINF or R[u, v] >= FINF:
+                    continue
+                val = prev[u] + R[u, v]
+                if val < best:
+                    best = val
+                    bu = u
+            cur[v] = best
+            if want_arg:
+                arg[m, v] = bu
+        D[m] = cur[p]
+        for v in range(p + 1):
+            prev[v] = cur[v]
+
+
+@njit(cache=True)
+def general_dp(a_values, b_values, a_ptr, a_b, a_count, b_ptr, b_a, b_count, layers, k2, grid,
+               kind, params):
+    """Outer DP of a rectangle cost (``kind``: dynamic padding or time); as :func:`edge_dp`
+    with float costs."""
+    ma, mb = a_values.size, b_values.size
+    F = np.full((ma + 1, layers + 1), FINF)
+    F[0, :] = 0.0
+    arg_i = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
+    arg_m = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
+    h = np.zeros(mb, dtype=np.int64)
+    pv = np.empty(mb, dtype=np.int64)
+    pc = np.empty(mb, dtype=np.int64)
+    pidx = np.empty(mb, dtype=np.int64)
+    prev = np.empty(mb + 1)
+    cur = np.empty(mb + 1)
+    acnt = np.zeros(ma, dtype=np.int64)
+    D = np.empty(max(layers, k2) + 2)
+    noarg = np.empty((1, 1), dtype=np.int64)
+    state = np.empty(4, dtype=np.int64)
+    for j in range(ma):
+        h[:] = 0
+        state[0], state[1], state[2], state[3] = mb, -1, 0, 0
+        for i in range(j, -1, -1):
+            _add_column(i, a_values, a_ptr, a_b, a_count, h, state)
+            p = _present(h, state[0], state[1], b_values, pv, pc, pidx)
+            R = np.empty((p + 1, p + 1))
+            _rect_matrix(i, j, kind, params, a_values, b_ptr, b_a, b_count, pv, pc, pidx, p, R,
+                         acnt)
+            mmax = min(k2, p) if grid else min(layers, p)
+            _inner_general(R, p, mmax, D, prev, cur, noarg, False)
+            for k in range(1, layers + 1):
+                mlo = mmax if grid else 1
+                mhi = mmax if grid else min(k, mmax)
+                for m in range(mlo, mhi + 1):
+                    base = F[i, k - 1] if grid else F[i, k - m]
+                    if base >= FINF or D[m] >= FINF:
+                        continue
+                    val = base + D[m]
+                    if val < F[j + 1, k]:
+                        F[j + 1, k] = val
+                        arg_i[j + 1, k] = i
+                        arg_m[j + 1, k] = m
+    return F, arg_i, arg_m
+
+
+@njit(cache=True)
+def general_cuts(i, j, m, a_values, b_values, a_ptr, a_b, a_count, b_ptr, b_a, b_count, kind,
+                 params):
+    """Sub-bucket edges (output values) of the best at-most-m cover of the input range i..j."""
+    pv, pc, pidx = range_outputs(i, j, a_values, b_values, a_ptr, a_b, a_count)
+    p = pv.size
+    R = np.empty((p + 1, p + 1))
+    acnt = np.zeros(a_values.size, dtype=np.int64)
+    _rect_matrix(i, j, kind, params, a_values, b_ptr, b_a, b_count, pv, pc, pidx, p, R, acnt)
+    D = np.empty(m + 2)
+    prev = np.empty(p + 1)
+    cur = np.empty(p + 1)
+    arg = np.zeros((m + 1, p + 1), dtype=np.int64)
+    _inner_general(R, p, m, D, prev, cur, arg, True)
+    return pv[_cuts(arg, m, p)]
