@@ -145,15 +145,16 @@ def check_grid(grid):
 
 
 def check_bins(bins):
-    """Bins: (dim0_edge, dim1_edge) pairs of positive integers, strictly ascending in
-    NeMo's order (dim0, then dim1)."""
+    """Bins: (dim0_edge, dim1_edge) pairs of positive integers, ascending in NeMo's order (dim0,
+    then dim1). A repeated bin is accepted (NeMo's estimator can print one): NeMo's selection
+    fills the first copy only."""
     from .data import check_pairs
 
     arr = check_pairs(bins, name="bins", param="bins")
     for t in range(1, arr.shape[0]):
-        if tuple(arr[t]) <= tuple(arr[t - 1]):
+        if tuple(arr[t]) < tuple(arr[t - 1]):
             raise BucketoptError(
-                f"bins must be strictly ascending by dim0 edge, then dim1 edge; got "
+                f"bins must be ascending by dim0 edge, then dim1 edge (NeMo's order); got "
                 f"{list(map(int, arr[t - 1]))} then {list(map(int, arr[t]))}.", param="bins")
     return arr
 
