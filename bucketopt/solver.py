@@ -281,7 +281,8 @@ def _solve_pairs(lengths, k, grid, *, others, world_size, **options):
 
     _refuse_for_pairs({name: (others[name], _PAIR_DEFAULTS[name]) for name in others
                        if name != "exact"})
-    return solve_pairs(lengths, k, grid=grid, world_size=world_size, **options)
+    return solve_pairs(lengths, k, grid=grid, world_size=world_size, exact=others["exact"],
+                       **options)
 
 
 def solve_request(request: SolveRequest) -> Solution:

@@ -172,3 +172,44 @@ def test_grid_string():
     assert math.isclose(bucketopt.solve(pairs, 4).padding_fraction,
                         bucketopt.solve(pairs, 4).padded_tokens /
                         (bucketopt.solve(pairs, 4).padded_tokens + 24))
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_pairs, st.integers(1, 4), st.integers(0, 12), coefs, st.integers(1, 3),
+       st.booleans(), grids)
+def test_relaxed_time_certificate_bounds_brute_force(pairs, k, extra, coef, world, on_grid,
+                                                     grid):
+    """Beyond the exact DP's work limit (forced here) time is solved on its linear relaxation:
+    the certificate's lower bound is at most the brute-force optimum, which is at most the
+    plan's time, and the gap is at most alpha per bin."""
+    from bucketopt.pairs import plans
+
+    budget = max(a + b for a, b in pairs) + extra
+    best, _ = naive.brute_force_pairs(pairs, "time", token_budget=budget, coef=coef,
+                                      world=world, k=None if on_grid else k,
+                                      grid=grid if on_grid else None)
+    profile = dict(zip(("alpha", "beta_in", "beta_out", "gamma_in", "gamma_out",
+                        "gamma_cross"), coef))
+    kw = dict(token_budget=budget, profile=profile, world_size=world,
+              grid=grid if on_grid else None)
+    limit = plans.GENERAL_WORK_LIMIT
+    plans.GENERAL_WORK_LIMIT = -1
+    try:
+        if best is None:
+            with pytest.raises(BucketoptError, match="token budget"):
+                bucketopt.solve(np.array(pairs), None if on_grid else k, **kw)
+            return
+        sol = bucketopt.solve(np.array(pairs), None if on_grid else k, **kw)
+        with pytest.raises(BucketoptError, match="work limit"):
+            bucketopt.solve(np.array(pairs), None if on_grid else k, exact=True, **kw)
+    finally:
+        plans.GENERAL_WORK_LIMIT = limit
+    value = sol.extra["predicted_seconds_per_epoch"]
+    assert value == pytest.approx(naive.pair_plan_cost(pairs, sol.bins, "time",
+                                                       token_budget=budget, coef=coef,
+                                                       world=world), rel=1e-9, abs=1e-12)
+    low = sol.optimality["lower_bound"]
+    assert low <= best * (1 + 1e-9) + 1e-12
+    assert best <= value * (1 + 1e-9) + 1e-12
+    assert value - low <= coef[0] * len(sol.bins) / world * (1 + 1e-9) + 1e-12
+    assert naive.pair_bin_members(pairs, sol.bins)[1] == 0

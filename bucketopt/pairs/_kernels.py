@@ -381,3 +381,135 @@ def general_cuts(i, j, m, a_values, b_values, a_ptr, a_b, a_count, b_ptr, b_a, b
     arg = np.zeros((m + 1, p + 1), dtype=np.int64)
     _inner_general(R, p, m, D, prev, cur, arg, True)
     return pv[_cuts(arg, m, p)]
+
+
+# ---- the linear relaxation of time (Monge, fast) -------------------------------------------
+# A bin's time under static shapes is N per(e0, e1) + alpha ceil(N / B(e0, e1)) (over the world
+# size): between its linear part L = N (per + alpha / B) and L + alpha. L is a count times a
+# function of the edges that grows with e1, so the inner cost is Monge (as edge padding) and the
+# DP over L is exact and fast; its optimum is a lower bound of the time optimum and its plan is
+# within alpha per bin of it.
+
+@njit(cache=True)
+def _bin_rate(params, e0, e1):
+    # seconds per sample of the relaxed cost; FINF when the budget holds no sample of the shape
+    B = np.int64(params[0]) // (e0 + e1)
+    if B < 1:
+        return FINF
+    per = (params[2] * e0 + params[3] * e1 + params[4] * e0 * e0 + params[5] * e1 * e1
+           + params[6] * e0 * e1)
+    return (per + params[1] / B) / params[7]
+
+
+@njit(cache=True)
+def inner_linear(gv, pc, p, mmax, D, prev, cur, prefc, arg, want_arg):
+    """Best relaxed time of the p present outputs with at most m = 1..mmax sub-buckets; a bin
+    of outputs u+1..v costs gv[v] (its count). ``gv`` grows with v; FINF from some v on."""
+    prefc[0] = 0
+    for v in range(1, p + 1):
+        prefc[v] = prefc[v - 1] + pc[v - 1]
+    vmax = p
+    while vmax > 0 and gv[vmax] >= FINF:
+        vmax -= 1
+    prev[0] = 0.0
+    for v in range(1, p + 1):
+        prev[v] = gv[v] * prefc[v] if v <= vmax else FINF
+        if want_arg:
+            arg[1, v] = 0
+    D[1] = prev[p]
+    stack = np.empty((4 * (p + 2), 4), dtype=np.int64)
+    for m in range(2, mmax + 1):
+        cur[0] = 0.0
+        for v in range(vmax + 1, p + 1):
+            cur[v] = FINF
+        top = 0
+        if vmax >= 1:
+            stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 1, vmax, 0, vmax - 1
+            top = 1
+        while top > 0:
+            top -= 1
+            lo, hi, olo, ohi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
+            if lo > hi:
+                continue
+            mid = (lo + hi) // 2
+            best = FINF
+            bu = olo
+            last = min(mid - 1, ohi)
+            for u in range(olo, last + 1):
+                val = prev[u] + gv[mid] * (prefc[mid] - prefc[u])
+                if val < best:
+                    best = val
+                    bu = u
+            cur[mid] = best
+            if want_arg:
+                arg[m, mid] = bu
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = lo, mid - 1, olo, bu
+            top += 1
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = mid + 1, hi, bu, ohi
+            top += 1
+        D[m] = cur[p]
+        for v in range(p + 1):
+            prev[v] = cur[v]
+
+
+@njit(cache=True)
+def linear_dp(a_values, b_values, a_ptr, a_b, a_count, layers, k2, grid, params):
+    """Outer DP of the relaxed time (see above); as :func:`edge_dp` with float costs."""
+    ma, mb = a_values.size, b_values.size
+    F = np.full((ma + 1, layers + 1), FINF)
+    F[0, :] = 0.0
+    arg_i = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
+    arg_m = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
+    h = np.zeros(mb, dtype=np.int64)
+    pv = np.empty(mb, dtype=np.int64)
+    pc = np.empty(mb, dtype=np.int64)
+    pidx = np.empty(mb, dtype=np.int64)
+    gv = np.empty(mb + 1)
+    prev = np.empty(mb + 1)
+    cur = np.empty(mb + 1)
+    prefc = np.empty(mb + 1, dtype=np.int64)
+    D = np.empty(max(layers, k2) + 2)
+    noarg = np.empty((1, 1), dtype=np.int64)
+    state = np.empty(4, dtype=np.int64)
+    for j in range(ma):
+        h[:] = 0
+        state[0], state[1], state[2], state[3] = mb, -1, 0, 0
+        for i in range(j, -1, -1):
+            _add_column(i, a_values, a_ptr, a_b, a_count, h, state)
+            p = _present(h, state[0], state[1], b_values, pv, pc, pidx)
+            for v in range(1, p + 1):
+                gv[v] = _bin_rate(params, a_values[j], pv[v - 1])
+            if gv[p] >= FINF:
+                continue  # the range's widest bin exceeds the budget: no plan has this range
+            mmax = min(k2, p) if grid else min(layers, p)
+            inner_linear(gv, pc, p, mmax, D, prev, cur, prefc, noarg, False)
+            for k in range(1, layers + 1):
+                mlo = mmax if grid else 1
+                mhi = mmax if grid else min(k, mmax)
+                for m in range(mlo, mhi + 1):
+                    base = F[i, k - 1] if grid else F[i, k - m]
+                    if base >= FINF or D[m] >= FINF:
+                        continue
+                    val = base + D[m]
+                    if val < F[j + 1, k]:
+                        F[j + 1, k] = val
+                        arg_i[j + 1, k] = i
+                        arg_m[j + 1, k] = m
+    return F, arg_i, arg_m
+
+
+@njit(cache=True)
+def linear_cuts(i, j, m, a_values, b_values, a_ptr, a_b, a_count, params):
+    """Sub-bucket edges (output values) of the best relaxed at-most-m cover of inputs i..j."""
+    pv, pc, _ = range_outputs(i, j, a_values, b_values, a_ptr, a_b, a_count)
+    p = pv.size
+    gv = np.empty(p + 1)
+    for v in range(1, p + 1):
+        gv[v] = _bin_rate(params, a_values[j], pv[v - 1])
+    D = np.empty(m + 2)
+    prev = np.empty(p + 1)
+    cur = np.empty(p + 1)
+    prefc = np.empty(p + 1, dtype=np.int64)
+    arg = np.zeros((m + 1, p + 1), dtype=np.int64)
+    inner_linear(gv, pc, p, m, D, prev, cur, prefc, arg, True)
+    return pv[_cuts(arg, m, p)]

@@ -320,9 +320,15 @@ def _resolve(lengths, pad, objective, token_budget, profile, world_size):
 
 
 def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objective=None,
-                profile=None, world_size=None, epochs=1):
+                profile=None, world_size=None, epochs=1, exact=False):
     """The exact 2-D plan: at most ``k`` bins distributed optimally among the dim0 buckets, or
-    ``grid=(K1, K2)``. ``Solution.bins`` holds the bins; every sample has one."""
+    ``grid=(K1, K2)``. ``Solution.bins`` holds the bins; every sample has one.
+
+    Edge padding is always exact. Dynamic padding and time run the exact rectangle DP up to
+    :data:`GENERAL_WORK_LIMIT` steps; beyond it dynamic padding is refused, and time is solved
+    on its linear relaxation (each bin's ceil(N / B) batches counted as N / B), whose optimum
+    bounds the time optimum from below: ``optimality`` then holds that bound and the proven gap
+    (at most alpha x bins / world size over the bound). ``exact=True`` refuses instead."""
     from . import _kernels as kern
 
     grid = check_grid(grid)
@@ -336,25 +342,28 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
     layers = min(layers, ma if grid is not None else hist.distinct)
     k2 = min(k2, mb)
     is_grid = grid is not None
+    args = (hist.a_values, hist.b_values, hist.a_ptr, hist.a_b, hist.a_count)
+    cols = (hist.b_ptr, hist.b_a, hist.b_count)
+    kind = params = None
+    relaxed = False
     if pad == "edge" and objective == "padding":
-        F, arg_i, arg_m = kern.edge_dp(hist.a_values, hist.b_values, hist.a_ptr, hist.a_b,
-                                       hist.a_count, layers, k2, is_grid)
-        kind = params = None
+        F, arg_i, arg_m = kern.edge_dp(*args, layers, k2, is_grid)
     else:
         work = ma * ma / 2 * (mb * mb * (ma + mb) + mb * mb * min(k2, mb))
-        if work > GENERAL_WORK_LIMIT:
+        params = model.params(token_budget) if model is not None else np.array(
+            [float(token_budget), 0, 0, 0, 0, 0, 0, 1.0])
+        kind = kern.KIND_BATCH if pad == "batch" else kern.KIND_TIME
+        if work <= GENERAL_WORK_LIMIT:
+            F, arg_i, arg_m = kern.general_dp(*args, *cols, layers, k2, is_grid, kind, params)
+        elif kind == kern.KIND_TIME and not exact:
+            relaxed = True
+            F, arg_i, arg_m = kern.linear_dp(*args, layers, k2, is_grid, params)
+        else:
             raise BucketoptError(
                 f"pad={shown(pad)} with objective={shown(objective)} on {ma:,} distinct inputs x "
                 f"{mb:,} distinct outputs is beyond the exact 2-D DP's work limit "
-                f"({work:.2g} steps); coarsen the lengths (e.g. round them up to multiples of 8) "
-                'or optimise edge padding (pad="edge", objective="padding").', param="pad")
-        kind = kern.KIND_BATCH if pad == "batch" else kern.KIND_TIME
-        tb = token_budget if token_budget is not None else 0
-        params = (model.params(tb) if model is not None
-                  else np.array([float(tb), 0, 0, 0, 0, 0, 0, 1.0]))
-        F, arg_i, arg_m = kern.general_dp(hist.a_values, hist.b_values, hist.a_ptr, hist.a_b,
-                                          hist.a_count, hist.b_ptr, hist.b_a, hist.b_count,
-                                          layers, k2, is_grid, kind, params)
+                f"({work:.2g} steps); coarsen the lengths (e.g. round them up to multiples of "
+                '8) or optimise edge padding (pad="edge", objective="padding").', param="pad")
     best = F[ma, layers]
     if best >= (kern.INF if F.dtype == np.int64 else kern.FINF):
         raise BucketoptError("no 2-D plan fits the token budget: some bin's input + output "
@@ -364,25 +373,30 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
     while j > 0:
         i, m = int(arg_i[j, layer]), int(arg_m[j, layer])
         if kind is None:
-            pv, pc, _ = kern.range_outputs(i, j - 1, hist.a_values, hist.b_values, hist.a_ptr,
-                                           hist.a_b, hist.a_count)
+            pv, pc, _ = kern.range_outputs(i, j - 1, *args)
             subs = pv[kern.inner_edge_cuts(pv, pc, m)]
+        elif relaxed:
+            subs = kern.linear_cuts(i, j - 1, m, *args, params)
         else:
-            subs = kern.general_cuts(i, j - 1, m, hist.a_values, hist.b_values, hist.a_ptr,
-                                     hist.a_b, hist.a_count, hist.b_ptr, hist.b_a,
-                                     hist.b_count, kind, params)
+            subs = kern.general_cuts(i, j - 1, m, *args, *cols, kind, params)
         bins[:0] = [(int(hist.a_values[j - 1]), int(e)) for e in subs]
         layer -= 1 if is_grid else m
         j = i
-    value = float(best)
+    bound = float(best)
     sol = make_pair_solution(hist, bins, token_budget=token_budget, pad=pad, model=model,
-                             epochs=epochs, objective=objective, k=k, grid=grid,
-                             certificate=PairOptimality(True, value, value))
-    got = (sol.extra["predicted_seconds_per_epoch"] if objective == "time"
-           else sol.padded_tokens)
-    if abs(got - value) > 1e-6 * max(1.0, abs(value)):  # the DP's value is the plan's
-        raise AssertionError(f"2-D DP value {value} differs from its plan's {got}")
-    return sol
+                             epochs=epochs, objective=objective, k=k, grid=grid)
+    value = (sol.extra["predicted_seconds_per_epoch"] if objective == "time"
+             else sol.padded_tokens)
+    if relaxed:  # the relaxation's optimum bounds the time optimum; its plan is within the gap
+        alpha_room = params[1] * len(bins) / params[7]
+        if not bound <= value * (1 + 1e-9) + 1e-12 or value > bound + alpha_room * (1 + 1e-9):
+            raise AssertionError(f"relaxed bound {bound} and plan time {value} disagree")
+        cert = PairOptimality(value <= bound, min(bound, value), value)
+    else:
+        if abs(value - bound) > 1e-6 * max(1.0, abs(bound)):  # the DP's value is the plan's
+            raise AssertionError(f"2-D DP value {bound} differs from its plan's {value}")
+        cert = PairOptimality(True, bound, value)
+    return dataclasses.replace(sol, certificate=cert)
 
 
 def evaluate_pairs(lengths, bins, *, token_budget=None, pad="edge", profile=None,
