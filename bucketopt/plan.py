@@ -59,7 +59,7 @@ from .errors import BucketoptError
 
 FORMAT = "bucketopt-plan"
 VERSION = 1
-KINDS = ("1d",)
+KINDS = ("1d", "2d")  # 2d: pairs of lengths, bins (bucketopt.pairs.plan)
 # A plan is a few kilobytes (a profile's uncertainty sets included); larger is refused.
 PLAN_BYTES = 8 << 20
 MAX_BUCKETS = 1 << 20
@@ -100,7 +100,12 @@ def lengths_fingerprint(lengths) -> dict:
     True
     """
     from .data.histogram import as_histogram
+    from .pairs.data import is_pairs
 
+    if is_pairs(lengths):  # (n, 2): the pair histogram's (bucketopt.pairs.plan)
+        from .pairs.plan import pair_fingerprint
+
+        return pair_fingerprint(lengths)
     return histogram_fingerprint(as_histogram(lengths))
 
 
@@ -160,6 +165,10 @@ def solution_plan(solution) -> dict:
     :func:`~bucketopt.sweep` or :func:`~bucketopt.evaluate` (see :meth:`Solution.to_plan`)."""
     from .version import __version__
 
+    if getattr(solution, "bins", None) is not None:  # 2-D bins (bucketopt.pairs.plan)
+        from .pairs.plan import pair_solution_plan
+
+        return pair_solution_plan(solution)
     settings = solution.settings
     if not settings or "fingerprint" not in settings:
         raise BucketoptError("this Solution has no fingerprint of its lengths (it was not made "
@@ -363,6 +372,10 @@ def validate_plan(data, where: str = "plan") -> dict:
     if version != VERSION or isinstance(version, bool):
         c.fail("version", f"must be {VERSION} (this bucketopt reads version-{VERSION} plans; "
                           "a newer plan needs a newer bucketopt)", version)
+    if data.get("kind") == "2d":  # pairs of lengths: bins (bucketopt.pairs.plan)
+        from .pairs.plan import validate_pair_plan
+
+        return validate_pair_plan(data, where)
     c.dict(data, "", _KEYS, required=[k for k in _KEYS if k != "bucketopt_version"])
     kind = data["kind"]
     if kind != "1d":

@@ -270,6 +270,11 @@ def make_pair_solution(hist: PairHistogram, bins, *, token_budget, pad, model=No
             ktok = real_total / total / 1000.0
             eta = epochs * total / 86400.0
     total_tokens = real_total + padded_total
+    from .plan import pair_fingerprint
+
+    settings = {"fingerprint": pair_fingerprint(hist), "epochs": epochs,
+                "world_size": None if model is None else model.world_size,
+                "lengths": "input,output"}
     return Solution(
         boundaries=tuple(int(e) for e in np.unique(bins[:, 0])),
         counts=tuple(int(x) for x in counts),
@@ -279,7 +284,7 @@ def make_pair_solution(hist: PairHistogram, bins, *, token_budget, pad, model=No
         bucket_real_tokens=tuple(int(x) for x in real.sum(axis=1)),
         bucket_padded_tokens=per_bin, n_samples=hist.n, pad=pad, objective=objective,
         token_budget=token_budget, k=k, ktok_per_s=ktok, eta_days=eta,
-        warnings=tuple(warnings), extra=extra, certificate=certificate,
+        warnings=tuple(warnings), extra=extra, certificate=certificate, settings=settings,
         bins=tuple((int(x), int(y)) for x, y in bins))
 
 
