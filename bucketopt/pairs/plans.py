@@ -229,7 +229,8 @@ def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
 
 
 def make_pair_solution(hist: PairHistogram, bins, *, token_budget, pad, model=None, epochs=1,
-                       objective="padding", k=None, grid=None, certificate=None):
+                       objective="padding", k=None, grid=None, certificate=None,
+                       unit="input,output"):
     from ..solution import Solution
 
     bins = np.asarray(bins, dtype=np.int64).reshape(-1, 2)
@@ -274,7 +275,7 @@ def make_pair_solution(hist: PairHistogram, bins, *, token_budget, pad, model=No
 
     settings = {"fingerprint": pair_fingerprint(hist), "epochs": epochs,
                 "world_size": None if model is None else model.world_size,
-                "lengths": "input,output"}
+                "lengths": unit}
     return Solution(
         boundaries=tuple(int(e) for e in np.unique(bins[:, 0])),
         counts=tuple(int(x) for x in counts),
@@ -325,7 +326,7 @@ def _resolve(lengths, pad, objective, token_budget, profile, world_size):
 
 
 def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objective=None,
-                profile=None, world_size=None, epochs=1, exact=False):
+                profile=None, world_size=None, epochs=1, exact=False, unit="input,output"):
     """The exact 2-D plan: at most ``k`` bins distributed optimally among the dim0 buckets, or
     ``grid=(K1, K2)``. ``Solution.bins`` holds the bins; every sample has one.
 
@@ -333,12 +334,17 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
     :data:`GENERAL_WORK_LIMIT` steps; beyond it dynamic padding is refused, and time is solved
     on its linear relaxation (each bin's ceil(N / B) batches counted as N / B), whose optimum
     bounds the time optimum from below: ``optimality`` then holds that bound and the proven gap
-    (at most alpha x bins / world size over the bound). ``exact=True`` refuses instead."""
+    (at most alpha x bins / world size over the bound). ``exact=True`` refuses instead.
+    ``unit``: what the two dimensions are, written in the plan's ``lengths`` field (e.g.
+    ``"prompt,max(chosen,rejected)"`` for preference pairs, bucketopt.pairs.preference)."""
     from . import _kernels as kern
 
     grid = check_grid(grid)
     if grid is None or k is not None:
         k = check_int(k, "k", low=1, high=100_000)
+    if not isinstance(unit, str) or not 0 < len(unit) <= 200:
+        raise BucketoptError(f"`unit` must say what the two dimensions are (a short string); "
+                             f"got {shown(unit)}.", param="unit")
     hist, objective, token_budget, model = _resolve(lengths, pad, objective, token_budget,
                                                     profile, world_size)
     epochs = check_positive_int(epochs, "epochs")
@@ -389,7 +395,7 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
         j = i
     bound = float(best)
     sol = make_pair_solution(hist, bins, token_budget=token_budget, pad=pad, model=model,
-                             epochs=epochs, objective=objective, k=k, grid=grid)
+                             epochs=epochs, objective=objective, k=k, grid=grid, unit=unit)
     value = (sol.extra["predicted_seconds_per_epoch"] if objective == "time"
              else sol.padded_tokens)
     if relaxed:  # the relaxation's optimum bounds the time optimum; its plan is within the gap
