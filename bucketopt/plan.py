@@ -584,6 +584,11 @@ def _optimality(c, value):
     return out
 
 
+# The field checker and the optimality check, for the other kinds of plan (bucketopt.pairs.plan)
+Checker = _Checker
+check_optimality = _optimality
+
+
 # --------------------------------------------------------------------------- reading back
 def plan_solver_kwargs(plan: dict) -> dict:
     """The keyword arguments of :func:`~bucketopt.evaluate` that re-score the plan's

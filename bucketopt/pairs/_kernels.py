@@ -245,10 +245,10 @@ def _expected_max(values, counts, lo, hi, N, s):
 
 
 @njit(cache=True)
-def rect_cost(kind, params, e0, e1, N, real, a_values, acnt, alo, ahi, pv, pc, ulo, uhi):
+def rect_cost(kind, params, e0, e1, N, real, a_marg, alo, ahi, b_marg, ulo, uhi):
     """Cost of one bin: N samples, ``real`` tokens (inputs + outputs), edges (e0, e1); its
-    input marginal ``acnt[alo..ahi]`` over ``a_values`` and its output marginal
-    ``pc[ulo..uhi]`` over ``pv``. ``params``: token budget, alpha, beta_in, beta_out, gamma_in,
+    input marginal ``a_marg = (values, counts)`` over ``alo..ahi`` and its output marginal
+    ``b_marg`` over ``ulo..uhi``. ``params``: token budget, alpha, beta_in, beta_out, gamma_in,
     gamma_out, gamma_cross, world size. FINF when the budget holds no sample of this shape."""
     B = np.int64(params[0]) // (e0 + e1)
     if B < 1:
@@ -258,11 +258,11 @@ def rect_cost(kind, params, e0, e1, N, real, a_values, acnt, alo, ahi, pv, pc, u
     if kind == KIND_BATCH:
         comp = 0.0
         if q > 0:
-            comp += q * B * (_expected_max(a_values, acnt, alo, ahi, N, B)
-                             + _expected_max(pv, pc, ulo, uhi, N, B))
+            comp += q * B * (_expected_max(a_marg[0], a_marg[1], alo, ahi, N, B)
+                             + _expected_max(b_marg[0], b_marg[1], ulo, uhi, N, B))
         if r > 0:
-            comp += r * (_expected_max(a_values, acnt, alo, ahi, N, r)
-                         + _expected_max(pv, pc, ulo, uhi, N, r))
+            comp += r * (_expected_max(a_marg[0], a_marg[1], alo, ahi, N, r)
+                         + _expected_max(b_marg[0], b_marg[1], ulo, uhi, N, r))
         return comp - real
     per = (params[2] * e0 + params[3] * e1 + params[4] * e0 * e0 + params[5] * e1 * e1
            + params[6] * e0 * e1)
@@ -273,8 +273,11 @@ def rect_cost(kind, params, e0, e1, N, real, a_values, acnt, alo, ahi, pv, pc, u
 
 
 @njit(cache=True)
-def _rect_matrix(i, j, kind, params, a_values, b_ptr, b_a, b_count, pv, pc, pidx, p, R, acnt):
-    # R[u, v]: cost of the bin made of present outputs u+1..v of the input range i..j
+def _rect_matrix(i, j, kind, params, a_values, cols, present, p, R, acnt):
+    # R[u, v]: cost of the bin made of present outputs u+1..v of the input range i..j;
+    # cols = (b_ptr, b_a, b_count), present = (pv, pc, pidx)
+    b_ptr, b_a, b_count = cols
+    pv, pc, pidx = present
     for u in range(p):
         for t in range(i, j + 1):
             acnt[t] = 0
@@ -288,8 +291,8 @@ def _rect_matrix(i, j, kind, params, a_values, b_ptr, b_a, b_count, pv, pc, pidx
                     acnt[a] += b_count[e]
                     N += b_count[e]
                     real += b_count[e] * (a_values[a] + pv[v - 1])
-            R[u, v] = rect_cost(kind, params, a_values[j], pv[v - 1], N, real, a_values, acnt,
-                                i, j, pv, pc, u, v - 1)
+            R[u, v] = rect_cost(kind, params, a_values[j], pv[v - 1], N, real,
+                                (a_values, acnt), i, j, (pv, pc), u, v - 1)
 
 
 @njit(cache=True)
@@ -321,10 +324,11 @@ def _inner_general(R, p, mmax, D, prev, cur, arg, want_arg):
 
 
 @njit(cache=True)
-def general_dp(a_values, b_values, a_ptr, a_b, a_count, b_ptr, b_a, b_count, layers, k2, grid,
-               kind, params):
+def general_dp(rows, cols, layers, k2, grid, kind, params):
     """Outer DP of a rectangle cost (``kind``: dynamic padding or time); as :func:`edge_dp`
-    with float costs."""
+    with float costs. ``rows = (a_values, b_values, a_ptr, a_b, a_count)`` (the histogram by
+    input), ``cols = (b_ptr, b_a, b_count)`` (by output)."""
+    a_values, b_values, a_ptr, a_b, a_count = rows
     ma, mb = a_values.size, b_values.size
     F = np.full((ma + 1, layers + 1), FINF)
     F[0, :] = 0.0
@@ -347,8 +351,7 @@ def general_dp(a_values, b_values, a_ptr, a_b, a_count, b_ptr, b_a, b_count, lay
             _add_column(i, a_values, a_ptr, a_b, a_count, h, state)
             p = _present(h, state[0], state[1], b_values, pv, pc, pidx)
             R = np.empty((p + 1, p + 1))
-            _rect_matrix(i, j, kind, params, a_values, b_ptr, b_a, b_count, pv, pc, pidx, p, R,
-                         acnt)
+            _rect_matrix(i, j, kind, params, a_values, cols, (pv, pc, pidx), p, R, acnt)
             mmax = min(k2, p) if grid else min(layers, p)
             _inner_general(R, p, mmax, D, prev, cur, noarg, False)
             for k in range(1, layers + 1):
@@ -367,14 +370,14 @@ def general_dp(a_values, b_values, a_ptr, a_b, a_count, b_ptr, b_a, b_count, lay
 
 
 @njit(cache=True)
-def general_cuts(i, j, m, a_values, b_values, a_ptr, a_b, a_count, b_ptr, b_a, b_count, kind,
-                 params):
+def general_cuts(i, j, m, rows, cols, kind, params):
     """Sub-bucket edges (output values) of the best at-most-m cover of the input range i..j."""
+    a_values, b_values, a_ptr, a_b, a_count = rows
     pv, pc, pidx = range_outputs(i, j, a_values, b_values, a_ptr, a_b, a_count)
     p = pv.size
     R = np.empty((p + 1, p + 1))
     acnt = np.zeros(a_values.size, dtype=np.int64)
-    _rect_matrix(i, j, kind, params, a_values, b_ptr, b_a, b_count, pv, pc, pidx, p, R, acnt)
+    _rect_matrix(i, j, kind, params, a_values, cols, (pv, pc, pidx), p, R, acnt)
     D = np.empty(m + 2)
     prev = np.empty(p + 1)
     cur = np.empty(p + 1)

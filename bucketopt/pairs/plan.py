@@ -94,9 +94,9 @@ def pair_solution_plan(solution) -> dict:
 def validate_pair_plan(data, where: str = "plan") -> dict:
     """A checked copy of a 2-D plan (every field typed and consistent, the checksum matching);
     anything else is one :class:`BucketoptError` naming the field."""
-    from ..plan import _Checker, _optimality, plan_checksum
+    from ..plan import Checker, check_optimality, plan_checksum
 
-    c = _Checker(where)
+    c = Checker(where)
     if "boundaries" in data and "bins" not in data:
         c.fail("kind", 'is "2d" (bins of pairs) but the plan holds 1-D boundaries', data["kind"])
     c.dict(data, "", _KEYS, required=[k for k in _KEYS if k != "bucketopt_version"])
@@ -145,7 +145,7 @@ def validate_pair_plan(data, where: str = "plan") -> dict:
     pred = c.dict(data["predictions"], "predictions", _PREDICTION_KEYS)
     counts = c.ints(pred["counts"], "predictions.counts", size=len(bins), low=0)
     out["predictions"] = {**pred, "counts": counts}
-    out["optimality"] = _optimality(c, data["optimality"])
+    out["optimality"] = check_optimality(c, data["optimality"])
     fp = c.dict(data["fingerprint"], "fingerprint", ("samples", "real_tokens",
                                                      "histogram_sha256"))
     fp = {"samples": c.int(fp["samples"], "fingerprint.samples", 1),

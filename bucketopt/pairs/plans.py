@@ -220,8 +220,8 @@ def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
         if model is not None:
             params = model.params(token_budget)
             empty = np.zeros(1, dtype=np.int64)
-            seconds[t] = rect_cost(KIND_TIME, params, e0, e1, n, 0, empty, empty, 0, -1,
-                                   empty, empty, 0, -1)
+            seconds[t] = rect_cost(KIND_TIME, params, e0, e1, n, 0, (empty, empty), 0, -1,
+                                   (empty, empty), 0, -1)
     lost = idx < 0
     unassigned = int(c[lost].sum())
     lost_tokens = int(np.sum((a[lost] + b[lost]) * c[lost]))
@@ -365,7 +365,7 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
             [float(token_budget), 0, 0, 0, 0, 0, 0, 1.0])
         kind = kern.KIND_BATCH if pad == "batch" else kern.KIND_TIME
         if work <= GENERAL_WORK_LIMIT:
-            F, arg_i, arg_m = kern.general_dp(*args, *cols, layers, k2, is_grid, kind, params)
+            F, arg_i, arg_m = kern.general_dp(args, cols, layers, k2, is_grid, kind, params)
         elif kind == kern.KIND_TIME and not exact:
             relaxed = True
             F, arg_i, arg_m = kern.linear_dp(*args, layers, k2, is_grid, params)
@@ -389,7 +389,7 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
         elif relaxed:
             subs = kern.linear_cuts(i, j - 1, m, *args, params)
         else:
-            subs = kern.general_cuts(i, j - 1, m, *args, *cols, kind, params)
+            subs = kern.general_cuts(i, j - 1, m, args, cols, kind, params)
         bins[:0] = [(int(hist.a_values[j - 1]), int(e)) for e in subs]
         layer -= 1 if is_grid else m
         j = i
