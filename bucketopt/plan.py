@@ -187,7 +187,6 @@ def solution_plan(solution) -> dict:
                        "min_share": float(solution.min_share),
                        "max_share": float(solution.max_share),
                        "min_fill": float(solution.min_fill)}
-    padded = solution.padded_tokens
     plan = {
         "format": FORMAT, "version": VERSION, "kind": "1d",
         "boundaries": [int(b) for b in solution.boundaries],
@@ -206,11 +205,7 @@ def solution_plan(solution) -> dict:
         "overflow": settings.get("overflow") if settings.get("max_length") is not None
         else None,
         "predictions": {
-            "counts": [int(c) for c in solution.counts],
-            "real_tokens": int(solution.real_tokens),
-            "padded_tokens": int(padded) if isinstance(padded, (int, np.integer))
-            else float(padded),
-            "padding_fraction": float(solution.padding_fraction),
+            **prediction_totals(solution),
             "ktok_per_s": None if solution.ktok_per_s is None else float(solution.ktok_per_s),
             "ktok_per_s_interval": None if interval is None else [float(v) for v in interval],
             "eta_days": None if solution.eta_days is None else float(solution.eta_days),
@@ -223,6 +218,16 @@ def solution_plan(solution) -> dict:
     }
     plan["checksum"] = plan_checksum(plan)
     return validate_plan(plan, "the plan")
+
+
+def prediction_totals(solution) -> dict:
+    """The counts and token totals of a plan's ``predictions`` (1-D and 2-D plans alike)."""
+    padded = solution.padded_tokens
+    return {"counts": [int(c) for c in solution.counts],
+            "real_tokens": int(solution.real_tokens),
+            "padded_tokens": int(padded) if isinstance(padded, (int, np.integer))
+            else float(padded),
+            "padding_fraction": float(solution.padding_fraction)}
 
 
 def plan_checksum(plan: dict) -> str:

@@ -29,49 +29,56 @@ from ..jit import njit
 INF = np.int64(2**62)
 FINF = 1e300
 
-# kinds of rectangle cost (general DP)
+# what the outer DP minimises (its ``mode``)
+EDGE = 0  # edge padding, exact integers, Monge inner pass
 KIND_BATCH = 1  # expected padded tokens, batches padded to their longest input and output
 KIND_TIME = 2  # seconds of static-shape batches (edge padding) under the pair cost model
+LINEAR_TIME = 3  # the linear relaxation of KIND_TIME (Monge inner pass; a lower bound)
 
 
 @njit(cache=True)
-def _edge_cost(pv, prefc, prefs, u, v):
-    # sub-bucket of present groups u+1..v (1-based), padded to the output pv[v-1]
-    return pv[v - 1] * (prefc[v] - prefc[u]) - (prefs[v] - prefs[u])
-
-
-@njit(cache=True)
-def inner_edge(pv, pc, p, mmax, D, prev, cur, prefc, prefs, arg, want_arg):
-    """Best 1-D edge padding of the p present outputs ``pv[:p]`` (counts ``pc``) with at most
-    m = 1..mmax sub-buckets: ``D[m]``. With ``want_arg`` the argmins land in ``arg[m, v]``."""
+def inner_monge(gv, pc, sv, p, mmax, D, work, arg, want_arg, big):
+    """Best cover of the p present outputs (counts ``pc``) by at most m = 1..mmax sub-buckets,
+    ``D[m]``, where the sub-bucket of outputs u+1..v costs gv[v] (C[v] - C[u]) - (S[v] - S[u])
+    (C: prefix counts, S: prefix sums of pc x sv). With ``gv`` nondecreasing this cost is Monge
+    (edge padding: gv = sv = the outputs; the relaxed time: gv = seconds per sample, sv = 0), so
+    each layer is a divide-and-conquer pass over the monotone argmin. ``gv[v] >= big`` from some
+    v on marks bins the budget cannot hold. ``work = (prev, cur, prefc, prefs)``; with
+    ``want_arg`` the argmins land in ``arg[m, v]``."""
+    prev, cur, prefc, prefs = work
     prefc[0] = 0
     prefs[0] = 0
     for v in range(1, p + 1):
         prefc[v] = prefc[v - 1] + pc[v - 1]
-        prefs[v] = prefs[v - 1] + pc[v - 1] * pv[v - 1]
+        prefs[v] = prefs[v - 1] + pc[v - 1] * sv[v - 1]
+    vmax = p
+    while vmax > 0 and gv[vmax] >= big:
+        vmax -= 1
     prev[0] = 0
     for v in range(1, p + 1):
-        prev[v] = _edge_cost(pv, prefc, prefs, 0, v)
+        prev[v] = gv[v] * prefc[v] - prefs[v] if v <= vmax else big
         if want_arg:
             arg[1, v] = 0
     D[1] = prev[p]
     stack = np.empty((4 * (p + 2), 4), dtype=np.int64)
     for m in range(2, mmax + 1):
         cur[0] = 0
+        for v in range(vmax + 1, p + 1):
+            cur[v] = big
         top = 0
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 1, p, 0, p - 1
-        top = 1
+        if vmax >= 1:
+            stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 1, vmax, 0, vmax - 1
+            top = 1
         while top > 0:
             top -= 1
             lo, hi, olo, ohi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
             if lo > hi:
                 continue
             mid = (lo + hi) // 2
-            best = INF
+            best = big
             bu = olo
-            last = min(mid - 1, ohi)
-            for u in range(olo, last + 1):
-                val = prev[u] + _edge_cost(pv, prefc, prefs, u, mid)
+            for u in range(olo, min(mid - 1, ohi) + 1):
+                val = prev[u] + gv[mid] * (prefc[mid] - prefc[u]) - (prefs[mid] - prefs[u])
                 if val < best:
                     best = val
                     bu = u
@@ -114,24 +121,58 @@ def _present(h, lo, hi, b_values, pv, pc, pidx):
 
 
 @njit(cache=True)
-def edge_dp(a_values, b_values, a_ptr, a_b, a_count, layers, k2, grid):
-    """Outer DP of edge padding. Returns (F, arg_i, arg_m): ``F[j, k]`` the least padded
-    tokens of the first j distinct inputs with at most k layers (bins, or dim0 buckets on a
-    grid), the range start and sub-bucket count of its last dim0 bucket."""
+def _monge_weights(mode, params, e0, pv, p, gv, sv):
+    # the inner cost's gv (per sample, by the sub-bucket's last output) and sv
+    for v in range(1, p + 1):
+        if mode == EDGE:
+            gv[v] = pv[v - 1]
+            sv[v - 1] = pv[v - 1]
+        else:
+            gv[v] = _bin_rate(params, e0, pv[v - 1])
+            sv[v - 1] = 0
+
+
+@njit(cache=True)
+def _relax(F, arg_i, arg_m, i, j, D, mmax, grid, big, extra):
+    # the outer update of range i..j (0-based, inclusive) whose best covers cost D[1..mmax]
+    # (plus ``extra``): F[j + 1, k] over every layer k
+    for k in range(1, F.shape[1]):
+        mlo = mmax if grid else 1
+        mhi = mmax if grid else min(k, mmax)
+        for m in range(mlo, mhi + 1):
+            base = F[i, k - 1] if grid else F[i, k - m]
+            if base >= big or D[m] >= big:
+                continue
+            val = base + extra + D[m]
+            if val < F[j + 1, k]:
+                F[j + 1, k] = val
+                arg_i[j + 1, k] = i
+                arg_m[j + 1, k] = m
+
+
+@njit(cache=True)
+def outer_dp(rows, cols, k2, grid, mode, params, F, big):
+    """The outer DP over input ranges (see the module), filling ``F`` in place: ``F[j, k]``
+    the least cost of the first j distinct inputs with at most k layers (bins, or input buckets
+    on a grid; ``F`` has layers + 1 columns, row 0 zero, the rest ``big``). Returns (arg_i,
+    arg_m): the start and sub-bucket count of the last input bucket. ``rows = (a_values,
+    b_values, a_ptr, a_b, a_count)``, ``cols = (b_ptr, b_a, b_count)``; ``mode``: EDGE
+    (integer ``F``), KIND_BATCH, KIND_TIME or LINEAR_TIME (float ``F``)."""
+    a_values, b_values, a_ptr, a_b, a_count = rows
     ma, mb = a_values.size, b_values.size
-    F = np.full((ma + 1, layers + 1), INF, dtype=np.int64)
-    F[0, :] = 0
+    layers = F.shape[1] - 1
     arg_i = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
     arg_m = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
     h = np.zeros(mb, dtype=np.int64)
     pv = np.empty(mb, dtype=np.int64)
     pc = np.empty(mb, dtype=np.int64)
     pidx = np.empty(mb, dtype=np.int64)
-    prev = np.empty(mb + 1, dtype=np.int64)
-    cur = np.empty(mb + 1, dtype=np.int64)
-    prefc = np.empty(mb + 1, dtype=np.int64)
-    prefs = np.empty(mb + 1, dtype=np.int64)
-    D = np.empty(max(layers, k2) + 2, dtype=np.int64)
+    gv = np.empty(mb + 1, dtype=F.dtype)
+    sv = np.empty(mb, dtype=F.dtype)
+    work = (np.empty(mb + 1, dtype=F.dtype), np.empty(mb + 1, dtype=F.dtype),
+            np.empty(mb + 1, dtype=np.int64), np.empty(mb + 1, dtype=F.dtype))
+    acnt = np.zeros(ma, dtype=np.int64)
+    D = np.empty(max(layers, k2) + 2, dtype=F.dtype)
     noarg = np.empty((1, 1), dtype=np.int64)
     state = np.empty(4, dtype=np.int64)
     for j in range(ma):
@@ -139,31 +180,22 @@ def edge_dp(a_values, b_values, a_ptr, a_b, a_count, layers, k2, grid):
         state[0], state[1], state[2], state[3] = mb, -1, 0, 0
         for i in range(j, -1, -1):
             _add_column(i, a_values, a_ptr, a_b, a_count, h, state)
-            ca = a_values[j] * state[2] - state[3]
             p = _present(h, state[0], state[1], b_values, pv, pc, pidx)
             mmax = min(k2, p) if grid else min(layers, p)
-            inner_edge(pv, pc, p, mmax, D, prev, cur, prefc, prefs, noarg, False)
-            for k in range(1, layers + 1):
-                if grid:
-                    base = F[i, k - 1]
-                    if base >= INF:
-                        continue
-                    val = base + ca + D[mmax]
-                    if val < F[j + 1, k]:
-                        F[j + 1, k] = val
-                        arg_i[j + 1, k] = i
-                        arg_m[j + 1, k] = mmax
-                else:
-                    for m in range(1, min(k, mmax) + 1):
-                        base = F[i, k - m]
-                        if base >= INF:
-                            continue
-                        val = base + ca + D[m]
-                        if val < F[j + 1, k]:
-                            F[j + 1, k] = val
-                            arg_i[j + 1, k] = i
-                            arg_m[j + 1, k] = m
-    return F, arg_i, arg_m
+            extra = 0
+            if mode in (EDGE, LINEAR_TIME):
+                _monge_weights(mode, params, a_values[j], pv, p, gv, sv)
+                if gv[p] >= big:
+                    continue  # the range's widest bin exceeds the budget: no plan has it
+                inner_monge(gv, pc, sv, p, mmax, D, work, noarg, False, big)
+                if mode == EDGE:
+                    extra = a_values[j] * state[2] - state[3]  # the inputs' edge padding
+            else:
+                R = np.empty((p + 1, p + 1))
+                _rect_matrix(i, j, mode, params, a_values, cols, (pv, pc, pidx), p, R, acnt)
+                _inner_general(R, p, mmax, D, work[0], work[1], noarg, False)
+            _relax(F, arg_i, arg_m, i, j, D, mmax, grid, big, extra)
+    return arg_i, arg_m
 
 
 @njit(cache=True)
@@ -183,20 +215,6 @@ def range_outputs(i, j, a_values, b_values, a_ptr, a_b, a_count):
 
 
 @njit(cache=True)
-def inner_edge_cuts(pv, pc, m):
-    """Sub-bucket edges (indices into pv, ascending) of the best at-most-m edge cover."""
-    p = pv.size
-    D = np.empty(m + 2, dtype=np.int64)
-    prev = np.empty(p + 1, dtype=np.int64)
-    cur = np.empty(p + 1, dtype=np.int64)
-    prefc = np.empty(p + 1, dtype=np.int64)
-    prefs = np.empty(p + 1, dtype=np.int64)
-    arg = np.zeros((m + 1, p + 1), dtype=np.int64)
-    inner_edge(pv, pc, p, m, D, prev, cur, prefc, prefs, arg, True)
-    return _cuts(arg, m, p)
-
-
-@njit(cache=True)
 def _cuts(arg, m, p):
     out = np.empty(m, dtype=np.int64)
     n = 0
@@ -208,6 +226,29 @@ def _cuts(arg, m, p):
         v = arg[layer, v] if layer > 1 else 0
         layer -= 1
     return out[:n][::-1].copy()
+
+
+@njit(cache=True)
+def cuts(i, j, m, rows, cols, mode, params, big):
+    """The output edges of the best at-most-m cover of the input range i..j (0-based,
+    inclusive) under ``mode``: the sub-buckets of that input bucket in the optimum."""
+    a_values, b_values, a_ptr, a_b, a_count = rows
+    pv, pc, pidx = range_outputs(i, j, a_values, b_values, a_ptr, a_b, a_count)
+    p = pv.size
+    arg = np.zeros((m + 1, p + 1), dtype=np.int64)
+    if mode in (EDGE, LINEAR_TIME):  # arrays of big's type: int64 or float64
+        gv = np.full(p + 1, big)
+        sv = np.full(p + 1, big)
+        _monge_weights(mode, params, a_values[j], pv, p, gv, sv)
+        work = (np.full(p + 1, big), np.full(p + 1, big), np.zeros(p + 1, dtype=np.int64),
+                np.full(p + 1, big))
+        inner_monge(gv, pc, sv, p, m, np.full(m + 2, big), work, arg, True, big)
+    else:
+        R = np.empty((p + 1, p + 1))
+        acnt = np.zeros(a_values.size, dtype=np.int64)
+        _rect_matrix(i, j, mode, params, a_values, cols, (pv, pc, pidx), p, R, acnt)
+        _inner_general(R, p, m, np.empty(m + 2), np.empty(p + 1), np.empty(p + 1), arg, True)
+    return pv[_cuts(arg, m, p)]
 
 
 # ---- the general rectangle DP (dynamic padding, time) -------------------------------------
@@ -323,69 +364,6 @@ def _inner_general(R, p, mmax, D, prev, cur, arg, want_arg):
             prev[v] = cur[v]
 
 
-@njit(cache=True)
-def general_dp(rows, cols, layers, k2, grid, kind, params):
-    """Outer DP of a rectangle cost (``kind``: dynamic padding or time); as :func:`edge_dp`
-    with float costs. ``rows = (a_values, b_values, a_ptr, a_b, a_count)`` (the histogram by
-    input), ``cols = (b_ptr, b_a, b_count)`` (by output)."""
-    a_values, b_values, a_ptr, a_b, a_count = rows
-    ma, mb = a_values.size, b_values.size
-    F = np.full((ma + 1, layers + 1), FINF)
-    F[0, :] = 0.0
-    arg_i = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
-    arg_m = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
-    h = np.zeros(mb, dtype=np.int64)
-    pv = np.empty(mb, dtype=np.int64)
-    pc = np.empty(mb, dtype=np.int64)
-    pidx = np.empty(mb, dtype=np.int64)
-    prev = np.empty(mb + 1)
-    cur = np.empty(mb + 1)
-    acnt = np.zeros(ma, dtype=np.int64)
-    D = np.empty(max(layers, k2) + 2)
-    noarg = np.empty((1, 1), dtype=np.int64)
-    state = np.empty(4, dtype=np.int64)
-    for j in range(ma):
-        h[:] = 0
-        state[0], state[1], state[2], state[3] = mb, -1, 0, 0
-        for i in range(j, -1, -1):
-            _add_column(i, a_values, a_ptr, a_b, a_count, h, state)
-            p = _present(h, state[0], state[1], b_values, pv, pc, pidx)
-            R = np.empty((p + 1, p + 1))
-            _rect_matrix(i, j, kind, params, a_values, cols, (pv, pc, pidx), p, R, acnt)
-            mmax = min(k2, p) if grid else min(layers, p)
-            _inner_general(R, p, mmax, D, prev, cur, noarg, False)
-            for k in range(1, layers + 1):
-                mlo = mmax if grid else 1
-                mhi = mmax if grid else min(k, mmax)
-                for m in range(mlo, mhi + 1):
-                    base = F[i, k - 1] if grid else F[i, k - m]
-                    if base >= FINF or D[m] >= FINF:
-                        continue
-                    val = base + D[m]
-                    if val < F[j + 1, k]:
-                        F[j + 1, k] = val
-                        arg_i[j + 1, k] = i
-                        arg_m[j + 1, k] = m
-    return F, arg_i, arg_m
-
-
-@njit(cache=True)
-def general_cuts(i, j, m, rows, cols, kind, params):
-    """Sub-bucket edges (output values) of the best at-most-m cover of the input range i..j."""
-    a_values, b_values, a_ptr, a_b, a_count = rows
-    pv, pc, pidx = range_outputs(i, j, a_values, b_values, a_ptr, a_b, a_count)
-    p = pv.size
-    R = np.empty((p + 1, p + 1))
-    acnt = np.zeros(a_values.size, dtype=np.int64)
-    _rect_matrix(i, j, kind, params, a_values, cols, (pv, pc, pidx), p, R, acnt)
-    D = np.empty(m + 2)
-    prev = np.empty(p + 1)
-    cur = np.empty(p + 1)
-    arg = np.zeros((m + 1, p + 1), dtype=np.int64)
-    _inner_general(R, p, m, D, prev, cur, arg, True)
-    return pv[_cuts(arg, m, p)]
-
-
 # ---- the linear relaxation of time (Monge, fast) -------------------------------------------
 # A bin's time under static shapes is N per(e0, e1) + alpha ceil(N / B(e0, e1)) (over the world
 # size): between its linear part L = N (per + alpha / B) and L + alpha. L is a count times a
@@ -402,117 +380,3 @@ def _bin_rate(params, e0, e1):
     per = (params[2] * e0 + params[3] * e1 + params[4] * e0 * e0 + params[5] * e1 * e1
            + params[6] * e0 * e1)
     return (per + params[1] / B) / params[7]
-
-
-@njit(cache=True)
-def inner_linear(gv, pc, p, mmax, D, prev, cur, prefc, arg, want_arg):
-    """Best relaxed time of the p present outputs with at most m = 1..mmax sub-buckets; a bin
-    of outputs u+1..v costs gv[v] (its count). ``gv`` grows with v; FINF from some v on."""
-    prefc[0] = 0
-    for v in range(1, p + 1):
-        prefc[v] = prefc[v - 1] + pc[v - 1]
-    vmax = p
-    while vmax > 0 and gv[vmax] >= FINF:
-        vmax -= 1
-    prev[0] = 0.0
-    for v in range(1, p + 1):
-        prev[v] = gv[v] * prefc[v] if v <= vmax else FINF
-        if want_arg:
-            arg[1, v] = 0
-    D[1] = prev[p]
-    stack = np.empty((4 * (p + 2), 4), dtype=np.int64)
-    for m in range(2, mmax + 1):
-        cur[0] = 0.0
-        for v in range(vmax + 1, p + 1):
-            cur[v] = FINF
-        top = 0
-        if vmax >= 1:
-            stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 1, vmax, 0, vmax - 1
-            top = 1
-        while top > 0:
-            top -= 1
-            lo, hi, olo, ohi = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
-            if lo > hi:
-                continue
-            mid = (lo + hi) // 2
-            best = FINF
-            bu = olo
-            last = min(mid - 1, ohi)
-            for u in range(olo, last + 1):
-                val = prev[u] + gv[mid] * (prefc[mid] - prefc[u])
-                if val < best:
-                    best = val
-                    bu = u
-            cur[mid] = best
-            if want_arg:
-                arg[m, mid] = bu
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = lo, mid - 1, olo, bu
-            top += 1
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = mid + 1, hi, bu, ohi
-            top += 1
-        D[m] = cur[p]
-        for v in range(p + 1):
-            prev[v] = cur[v]
-
-
-@njit(cache=True)
-def linear_dp(a_values, b_values, a_ptr, a_b, a_count, layers, k2, grid, params):
-    """Outer DP of the relaxed time (see above); as :func:`edge_dp` with float costs."""
-    ma, mb = a_values.size, b_values.size
-    F = np.full((ma + 1, layers + 1), FINF)
-    F[0, :] = 0.0
-    arg_i = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
-    arg_m = np.full((ma + 1, layers + 1), -1, dtype=np.int64)
-    h = np.zeros(mb, dtype=np.int64)
-    pv = np.empty(mb, dtype=np.int64)
-    pc = np.empty(mb, dtype=np.int64)
-    pidx = np.empty(mb, dtype=np.int64)
-    gv = np.empty(mb + 1)
-    prev = np.empty(mb + 1)
-    cur = np.empty(mb + 1)
-    prefc = np.empty(mb + 1, dtype=np.int64)
-    D = np.empty(max(layers, k2) + 2)
-    noarg = np.empty((1, 1), dtype=np.int64)
-    state = np.empty(4, dtype=np.int64)
-    for j in range(ma):
-        h[:] = 0
-        state[0], state[1], state[2], state[3] = mb, -1, 0, 0
-        for i in range(j, -1, -1):
-            _add_column(i, a_values, a_ptr, a_b, a_count, h, state)
-            p = _present(h, state[0], state[1], b_values, pv, pc, pidx)
-            for v in range(1, p + 1):
-                gv[v] = _bin_rate(params, a_values[j], pv[v - 1])
-            if gv[p] >= FINF:
-                continue  # the range's widest bin exceeds the budget: no plan has this range
-            mmax = min(k2, p) if grid else min(layers, p)
-            inner_linear(gv, pc, p, mmax, D, prev, cur, prefc, noarg, False)
-            for k in range(1, layers + 1):
-                mlo = mmax if grid else 1
-                mhi = mmax if grid else min(k, mmax)
-                for m in range(mlo, mhi + 1):
-                    base = F[i, k - 1] if grid else F[i, k - m]
-                    if base >= FINF or D[m] >= FINF:
-                        continue
-                    val = base + D[m]
-                    if val < F[j + 1, k]:
-                        F[j + 1, k] = val
-                        arg_i[j + 1, k] = i
-                        arg_m[j + 1, k] = m
-    return F, arg_i, arg_m
-
-
-@njit(cache=True)
-def linear_cuts(i, j, m, a_values, b_values, a_ptr, a_b, a_count, params):
-    """Sub-bucket edges (output values) of the best relaxed at-most-m cover of inputs i..j."""
-    pv, pc, _ = range_outputs(i, j, a_values, b_values, a_ptr, a_b, a_count)
-    p = pv.size
-    gv = np.empty(p + 1)
-    for v in range(1, p + 1):
-        gv[v] = _bin_rate(params, a_values[j], pv[v - 1])
-    D = np.empty(m + 2)
-    prev = np.empty(p + 1)
-    cur = np.empty(p + 1)
-    prefc = np.empty(p + 1, dtype=np.int64)
-    arg = np.zeros((m + 1, p + 1), dtype=np.int64)
-    inner_linear(gv, pc, p, m, D, prev, cur, prefc, arg, True)
-    return pv[_cuts(arg, m, p)]

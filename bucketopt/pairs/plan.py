@@ -48,7 +48,7 @@ def pair_fingerprint(lengths) -> dict:
 
 def pair_solution_plan(solution) -> dict:
     """The plan of a 2-D :class:`~bucketopt.Solution` (``solve`` or ``evaluate`` on pairs)."""
-    from ..plan import FORMAT, VERSION, plan_checksum
+    from ..plan import FORMAT, VERSION, plan_checksum, prediction_totals
     from ..version import __version__
 
     settings = solution.settings
@@ -57,7 +57,6 @@ def pair_solution_plan(solution) -> dict:
                              "solve or evaluate), so it cannot become a plan.", param=None)
     extra = solution.extra
     model = extra.get("cost_model")
-    padded = solution.padded_tokens
     plan = {
         "format": FORMAT, "version": VERSION, "kind": KIND,
         "bins": [[int(a), int(b)] for a, b in solution.bins],
@@ -73,11 +72,7 @@ def pair_solution_plan(solution) -> dict:
         "profile": None if model is None else {key: model[key] for key in _PROFILE_KEYS},
         "lengths": settings.get("lengths", "input,output"),
         "predictions": {
-            "counts": [int(c) for c in solution.counts],
-            "real_tokens": int(solution.real_tokens),
-            "padded_tokens": int(padded) if isinstance(padded, (int, np.integer))
-            else float(padded),
-            "padding_fraction": float(solution.padding_fraction),
+            **prediction_totals(solution),
             "padding_fraction_by_dim": [float(x) for x in extra["padding_fraction_by_dim"]],
             "unassigned": int(solution.unassigned),
             "ktok_per_s": None if solution.ktok_per_s is None else float(solution.ktok_per_s),

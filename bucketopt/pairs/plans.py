@@ -355,44 +355,40 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
     is_grid = grid is not None
     args = (hist.a_values, hist.b_values, hist.a_ptr, hist.a_b, hist.a_count)
     cols = (hist.b_ptr, hist.b_a, hist.b_count)
-    kind = params = None
-    relaxed = False
+    params = np.zeros(8)
     if pad == "edge" and objective == "padding":
-        F, arg_i, arg_m = kern.edge_dp(*args, layers, k2, is_grid)
+        mode = kern.EDGE
     else:
         work = ma * ma / 2 * (mb * mb * (ma + mb) + mb * mb * min(k2, mb))
         params = model.params(token_budget) if model is not None else np.array(
             [float(token_budget), 0, 0, 0, 0, 0, 0, 1.0])
-        kind = kern.KIND_BATCH if pad == "batch" else kern.KIND_TIME
-        if work <= GENERAL_WORK_LIMIT:
-            F, arg_i, arg_m = kern.general_dp(args, cols, layers, k2, is_grid, kind, params)
-        elif kind == kern.KIND_TIME and not exact:
-            relaxed = True
-            F, arg_i, arg_m = kern.linear_dp(*args, layers, k2, is_grid, params)
-        else:
-            raise BucketoptError(
-                f"pad={shown(pad)} with objective={shown(objective)} on {ma:,} distinct inputs x "
-                f"{mb:,} distinct outputs is beyond the exact 2-D DP's work limit "
-                f"({work:.2g} steps); coarsen the lengths (e.g. round them up to multiples of "
-                '8) or optimise edge padding (pad="edge", objective="padding").', param="pad")
+        mode = kern.KIND_BATCH if pad == "batch" else kern.KIND_TIME
+        if work > GENERAL_WORK_LIMIT:
+            if mode != kern.KIND_TIME or exact:
+                raise BucketoptError(
+                    f"pad={shown(pad)} with objective={shown(objective)} on {ma:,} distinct "
+                    f"inputs x {mb:,} distinct outputs is beyond the exact 2-D DP's work limit "
+                    f"({work:.2g} steps); coarsen the lengths (e.g. round them up to multiples "
+                    'of 8) or optimise edge padding (pad="edge", objective="padding").',
+                    param="pad")
+            mode = kern.LINEAR_TIME
+    big = kern.INF if mode == kern.EDGE else kern.FINF
+    F = np.full((ma + 1, layers + 1), big)
+    F[0, :] = 0
+    arg_i, arg_m = kern.outer_dp(args, cols, k2, is_grid, mode, params, F, big)
     best = F[ma, layers]
-    if best >= (kern.INF if F.dtype == np.int64 else kern.FINF):
+    if best >= big:
         raise BucketoptError("no 2-D plan fits the token budget: some bin's input + output "
                              "edges exceed it; raise token_budget.", param="token_budget")
     bins = []
     j, layer = ma, layers
     while j > 0:
         i, m = int(arg_i[j, layer]), int(arg_m[j, layer])
-        if kind is None:
-            pv, pc, _ = kern.range_outputs(i, j - 1, *args)
-            subs = pv[kern.inner_edge_cuts(pv, pc, m)]
-        elif relaxed:
-            subs = kern.linear_cuts(i, j - 1, m, *args, params)
-        else:
-            subs = kern.general_cuts(i, j - 1, m, args, cols, kind, params)
+        subs = kern.cuts(i, j - 1, m, args, cols, mode, params, big)
         bins[:0] = [(int(hist.a_values[j - 1]), int(e)) for e in subs]
         layer -= 1 if is_grid else m
         j = i
+    relaxed = mode == kern.LINEAR_TIME
     bound = float(best)
     sol = make_pair_solution(hist, bins, token_budget=token_budget, pad=pad, model=model,
                              epochs=epochs, objective=objective, k=k, grid=grid, unit=unit)
