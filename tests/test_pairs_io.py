@@ -57,7 +57,7 @@ def test_hugging_face_dataset_columns(tmp_path):
 
 @pytest.mark.parametrize("bad, match", [
     (dict(columns=("a",)), "two column names"),
-    (dict(columns=("a", "a")), "two different"),
+    (dict(columns=("a", "a")), "different columns"),
     (dict(columns=("prompt_len", "nope")), "no column"),
     (dict(column="prompt_len", columns=("prompt_len", "completion_len")), "not both"),
 ])
@@ -140,3 +140,22 @@ def test_export_other_formats_refuse_pairs(tmp_path, capsys):
                  "--token-budget", "400"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("bucket_duration_bins=[[") and out[1].startswith("bucket_batch_size=")
+
+
+def test_a_2d_histogram_is_the_pairs(tmp_path, capsys):
+    """input, output, count rows (a group-by of an engine) plan as the pairs they count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pairs_, counts = np.unique(PAIRS // 3 + 1, axis=0, return_counts=True)
+    pq.write_table(pa.table({"src": pairs_[:, 0], "tgt": pairs_[:, 1], "n": counts}),
+                   tmp_path / "hist.parquet")
+    hist = bucketopt.load_lengths(tmp_path / "hist.parquet", columns=("src", "tgt", "n"))
+    expanded = PAIRS // 3 + 1
+    assert hist.n == len(expanded)
+    assert bucketopt.solve(hist, 4).bins == bucketopt.solve(expanded, 4).bins
+    assert bucketopt.solve(hist, 4).fingerprint == bucketopt.solve(expanded, 4).fingerprint
+    assert main(["solve", "--lens", str(tmp_path / "hist.parquet"), "--column", "src,tgt,n",
+                 "-k", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bins"] == [
+        list(b) for b in bucketopt.solve(expanded, 4).bins]

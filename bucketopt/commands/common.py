@@ -21,7 +21,8 @@ def add_lens_args(parser, *, required: bool = False) -> None:
                              "Parquet or Arrow bytes); "
                              "default: the embedded example")
     parser.add_argument("--column", metavar="NAME", help="column holding the lengths; A,B: two "
-                        "columns of pairs (input, output) for 2-D bins")
+                        "columns of pairs (input, output) for 2-D bins; A,B,COUNT: a 2-D "
+                        "histogram")
     parser.add_argument("--quiet", "-q", action="store_true", help="no notes on stderr")
 
 

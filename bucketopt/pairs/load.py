@@ -6,7 +6,7 @@
 - any table the 1-D reader takes (Parquet, Arrow / Feather, a Hugging Face ``save_to_disk``
   folder, shards, CSV with a header) with ``columns=(input_column, output_column)``: each column
   read as :func:`bucketopt.load_lengths` reads one (integer columns, or token lists whose
-  lengths are taken).
+  lengths are taken); ``columns=(input, output, count)`` reads a 2-D histogram.
 """
 
 from __future__ import annotations
@@ -24,16 +24,17 @@ _SPLIT = re.compile(r"[,\t ]+")
 
 
 def check_columns(columns):
-    """``columns``: two column names (a tuple/list, or one string "a,b")."""
+    """``columns``: two column names (input, output), or three (input, output, count: a 2-D
+    histogram, one row per distinct pair); a tuple/list, or one string "a,b[,count]"."""
     if isinstance(columns, str):
         columns = tuple(c.strip() for c in columns.split(","))
-    if not isinstance(columns, (tuple, list)) or len(columns) != 2 or not all(
+    if not isinstance(columns, (tuple, list)) or len(columns) not in (2, 3) or not all(
             isinstance(c, str) and c for c in columns):
         raise BucketoptError(f"columns must be two column names (input, output), e.g. "
-                             f"('prompt_len', 'completion_len'); got {columns!r}.",
-                             param="columns")
-    if columns[0] == columns[1]:
-        raise BucketoptError(f"columns must be two different columns; got {columns[0]!r} twice.",
+                             f"('prompt_len', 'completion_len'), or three with a count column "
+                             f"(a 2-D histogram); got {columns!r}.", param="columns")
+    if len(set(columns)) != len(columns):
+        raise BucketoptError(f"columns must be different columns; got {list(columns)!r}.",
                              param="columns")
     return tuple(columns)
 
@@ -107,9 +108,12 @@ def _read_text(path: Path) -> np.ndarray:
     return check_pairs(rows, name=path.name, param=None)
 
 
-def load_pairs(source, columns=None, *, label: str | None = None) -> np.ndarray:
+def load_pairs(source, columns=None, *, label: str | None = None):
     """An ``(n, 2)`` int64 array of (input, output) lengths from ``source`` (see the module's
-    list); ``columns`` names the two columns of a table."""
+    list); ``columns`` names the two columns of a table, or three (input, output, count) of a
+    2-D histogram (as Dask, DuckDB or Spark write one: a group-by on the two lengths), which
+    gives a :class:`~bucketopt.pairs.data.PairHistogram` (solve, evaluate and compare take
+    it; the sampler needs one pair per sample)."""
     kind = _kind(source)
     name = label or (Path(source).name if isinstance(source, (str, os.PathLike)) else "source")
     if columns is not None:
@@ -129,8 +133,12 @@ def load_pairs(source, columns=None, *, label: str | None = None) -> np.ndarray:
     from ..data.io import load_lengths
 
     cols = [load_lengths(source, column=c) for c in columns]
-    if cols[0].size != cols[1].size:
-        raise BucketoptError(f"{name}: columns {columns[0]!r} and {columns[1]!r} hold "
-                             f"{cols[0].size:,} and {cols[1].size:,} values; pairs need one "
+    if len({c.size for c in cols}) > 1:
+        raise BucketoptError(f"{name}: columns {', '.join(map(repr, columns))} hold "
+                             f"{', '.join(f'{c.size:,}' for c in cols)} values; pairs need one "
                              "of each per row.", param="columns")
+    if len(cols) == 3:  # a 2-D histogram: input, output, count per distinct pair
+        from .data import PairHistogram
+
+        return PairHistogram.from_counts(*cols)
     return np.stack(cols, axis=1)

@@ -114,9 +114,13 @@ def _number(x):
 def max_tps_of(pairs, bins) -> list:
     """The smallest per-bin ``max_tps`` (output / input) that drops none of ``pairs``: each
     bin's largest ratio among the samples it holds (0 for an empty bin)."""
+    from .data import PairHistogram
     from .plans import assign_bins
 
-    arr = np.asarray(pairs)
+    if isinstance(pairs, PairHistogram):  # the distinct pairs: the ratios are theirs
+        arr = np.stack(pairs.entries()[:2], axis=1)
+    else:
+        arr = np.asarray(pairs)
     idx = assign_bins(arr[:, 0], arr[:, 1], np.asarray(bins))
     ratio = arr[:, 1] / arr[:, 0]
     out = []
