@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 import bucketopt
+import bucketopt.pairs.load
 from bucketopt.cli import main
 from bucketopt.errors import BucketoptError
+from bucketopt.pairs import assign_bins
 
 from . import naive
 from .test_stdin import FakeStdin
@@ -159,3 +161,46 @@ def test_a_2d_histogram_is_the_pairs(tmp_path, capsys):
                  "-k", "4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["bins"] == [
         list(b) for b in bucketopt.solve(expanded, 4).bins]
+
+
+def test_seconds_at_a_resolution(tmp_path, capsys):
+    """A duration in seconds taken in whole steps of 0.01 s, rounded up: the bins, times the
+    resolution, hold every sample's true duration, and come back in seconds."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(3)
+    seconds = np.round(rng.uniform(0.5, 20.0, 600), 2)
+    seconds[:3] = [0.07, 1.23, 20.0]  # steps that floats do not hold exactly
+    tokens = np.maximum(1, (seconds * 3 + rng.normal(0, 2, 600)).round()).astype(int)
+    pq.write_table(pa.table({"duration": seconds, "tokens": tokens}), tmp_path / "s.parquet")
+    np.save(tmp_path / "s.npy", np.stack([seconds, tokens], axis=1))
+    (tmp_path / "s.txt").write_text("\n".join(f"{d} {t}" for d, t in zip(seconds, tokens)))
+    expected = np.stack([np.rint(seconds * 100).astype(int), tokens], axis=1)
+    for source, cols in (("s.parquet", ("duration", "tokens")), ("s.npy", None),
+                         ("s.txt", None)):
+        got = bucketopt.load_lengths(tmp_path / source, columns=cols, resolution=0.01)
+        assert (got == expected).all()
+    sol = bucketopt.solve(expected, None, grid=(4, 2), token_budget=4000)
+    unit = bucketopt.pairs.load.in_unit(sol.bins, 0.01)
+    edges = np.array(unit)
+    idx = assign_bins(seconds, tokens, edges)  # the true durations, in seconds
+    assert (idx >= 0).all()
+    assert (idx == assign_bins(expected[:, 0], expected[:, 1], np.array(sol.bins))).all()
+    assert main(["solve", "--lens", str(tmp_path / "s.parquet"), "--column", "duration,tokens",
+                 "--resolution", "0.01", "--grid", "4x2", "--token-budget", "4000",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["bins_in_unit"] == unit and data["resolution"] == [0.01, None]
+    assert main(["export", "--lens", str(tmp_path / "s.npy"), "--resolution", "0.01",
+                 "--format", "nemo", "--grid", "4x2", "--token-budget", "4000"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert json.loads(first.split("=", 1)[1]) == unit
+    with pytest.raises(BucketoptError, match="resolution"):
+        bucketopt.load_lengths(tmp_path / "s.npy", resolution=-1)
+    np.save(tmp_path / "zero.npy", np.array([[0.0, 3], [1.5, 4]]))
+    with pytest.raises(BucketoptError, match="below one step"):
+        bucketopt.load_lengths(tmp_path / "zero.npy", resolution=0.01)
+    assert main(["export", "--lens", str(tmp_path / "s.npy"), "--resolution", "0.01",
+                 "--format", "nemo", "-k", "4", "--token-budget", "4000", "--max-tps"]) == 2
+    assert "--max-tps with --resolution" in capsys.readouterr().err

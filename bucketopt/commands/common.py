@@ -23,6 +23,9 @@ def add_lens_args(parser, *, required: bool = False) -> None:
     parser.add_argument("--column", metavar="NAME", help="column holding the lengths; A,B: two "
                         "columns of pairs (input, output) for 2-D bins; A,B,COUNT: a 2-D "
                         "histogram")
+    parser.add_argument("--resolution", metavar="R[,R]",
+                        help="pairs measured in a unit (seconds): take the input (and output) "
+                             "in whole steps of R, e.g. 0.01; edges are reported in the unit")
     parser.add_argument("--quiet", "-q", action="store_true", help="no notes on stderr")
 
 
@@ -491,6 +494,11 @@ def read_lengths(args, *, per_sample: bool = False):
         return seed_like(), "embedded example (seed_like)"
     from ..pairs.load import is_pair_source
 
+    if getattr(args, "resolution", None) is not None:  # pairs in a unit (seconds)
+        from ..pairs.load import load_pairs_at
+
+        label = getattr(args, "lens_label", str(args.lens))
+        return load_pairs_at(args.lens, args.column, args.resolution, label=label), label
     if (args.column is not None and "," in args.column) or (
             args.column is None and is_pair_source(args.lens)):  # pairs: (n, 2)
         from ..pairs.load import load_pairs

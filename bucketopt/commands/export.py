@@ -122,10 +122,19 @@ def _write_pairs(args, lengths, kwargs) -> int:
                              "itself (find_smallest_bucket).")
     if args.k is None and args.grid is None:
         raise BucketoptError("give -k K or --grid K1xK2 for the 2-D bins.")
+    if args.max_tps and args.resolution is not None:
+        raise BucketoptError("--max-tps with --resolution: the ratios of the rounded lengths "
+                             "are not the data's (NeMo's filter would drop samples); export "
+                             "without --max-tps.")
     if args.grid is not None:
         kwargs["grid"] = args.grid
     solution = solve(lengths, args.k, **kwargs)
     keys = to_nemo_pairs(solution, pairs=lengths, max_tps=args.max_tps)
+    if args.resolution is not None:  # NeMo's bins in the unit (seconds of audio)
+        from ..pairs.load import check_resolution, in_unit
+
+        keys["bucket_duration_bins"] = in_unit(keys["bucket_duration_bins"],
+                                               check_resolution(args.resolution))
     text = nemo_lines(keys["bucket_duration_bins"], keys["bucket_batch_size"],
                       keys.get("max_tps"))
     if args.output:

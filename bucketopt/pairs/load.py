@@ -60,12 +60,12 @@ def _kind(source) -> str | None:
     if not isinstance(source, (str, os.PathLike)):
         return None
     path = Path(source)
-    if not path.is_file():
-        return None
-    try:
+    try:  # an over-long or unreadable path: the 1-D reader says what is wrong with it
+        if not path.is_file():
+            return None
         with open(path, "rb") as handle:
             magic = handle.read(6)
-    except OSError:
+    except (OSError, ValueError):
         return None
     if magic == b"\x93NUMPY":
         try:
@@ -142,3 +142,130 @@ def load_pairs(source, columns=None, *, label: str | None = None):
 
         return PairHistogram.from_counts(*cols)
     return np.stack(cols, axis=1)
+
+
+# --- a dimension measured in a unit (seconds), taken at a stated resolution ------------------
+
+def check_resolution(resolution):
+    """``resolution``: one positive number (the input dimension's unit per integer step, e.g.
+    0.01 for seconds in centiseconds) or a pair (input, output), None for a dimension that is
+    already whole numbers; a string "0.01" or "0.01,1" is read too. Returns (r0, r1)."""
+    if isinstance(resolution, str):
+        parts = [p.strip() for p in resolution.split(",")]
+        try:
+            resolution = tuple(None if p in ("", "none", "1") and i else float(p)
+                               for i, p in enumerate(parts))
+        except ValueError:
+            resolution = (resolution,)
+    if not isinstance(resolution, (tuple, list)):
+        resolution = (resolution, None)
+    if len(resolution) == 1:
+        resolution = (resolution[0], None)
+    out = []
+    for r in resolution:
+        if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float))
+                              or not np.isfinite(r) or r <= 0):
+            out = None
+            break
+        out.append(None if r is None else float(r))
+    if out is None or len(out) != 2 or out == [None, None]:
+        raise BucketoptError(f"resolution must be a positive number (the input dimension's "
+                             f"unit per step, e.g. 0.01 for seconds) or a pair (input, output); "
+                             f"got {resolution!r}.", param="resolution")
+    return tuple(out)
+
+
+def quantize(values, resolution, name: str):
+    """Values in a unit to whole steps of ``resolution``, rounded up (an edge in steps, times
+    the resolution, holds every value of its bin); a value within 1e-6 of a step is that step."""
+    values = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        raise BucketoptError(f"{name} holds a value that is not finite.", param="resolution")
+    steps = np.ceil(values / resolution - 1e-6).astype(np.int64)
+    if steps.size and steps.min() < 1:
+        i = int(np.argmin(steps))
+        raise BucketoptError(f"{name}: {values[i]!r} is below one step of the resolution "
+                             f"({resolution}); lengths must be positive.", param="resolution")
+    return steps
+
+
+def _float_columns(source, columns, name):
+    from ..data.guards import path_kind
+
+    if path_kind(source, name) in ("missing", "other"):  # over-long, unreadable: one line too
+        raise BucketoptError(f"{name}: no such file or folder (or not a regular file).",
+                             param="source")
+    path = Path(source)
+    magic = b""
+    if path.is_file():
+        with open(path, "rb") as handle:
+            magic = handle.read(6)
+    if magic == b"\x93NUMPY":
+        if columns is not None:
+            raise BucketoptError(f"{name}: a .npy file of shape (n, 2) holds the pairs itself; "
+                                 "columns= does not apply.", param="columns")
+        arr = np.load(path, allow_pickle=False)
+        if arr.ndim != 2 or arr.shape[1] != 2 or arr.dtype.kind not in "iuf":
+            raise BucketoptError(f"{name} must hold numbers of shape (n, 2); got "
+                                 f"{arr.dtype} of shape {arr.shape}.", param="source")
+        return arr[:, 0], arr[:, 1]
+    if columns is None:
+        rows = []
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for lineno, line in enumerate(handle, 1):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                cells = _SPLIT.split(line)
+                try:
+                    if len(cells) != 2:
+                        raise ValueError
+                    rows.append((float(cells[0]), float(cells[1])))
+                except ValueError:
+                    raise BucketoptError(f"{name}: line {lineno} is not two numbers (input, "
+                                         "output).") from None
+        if not rows:
+            raise BucketoptError(f"{name} is empty: at least one pair is required.")
+        arr = np.asarray(rows)
+        return arr[:, 0], arr[:, 1]
+    import pyarrow.dataset as ds
+
+    fmt = "parquet" if magic[:4] == b"PAR1" or path.is_dir() else "arrow"
+    try:
+        table = ds.dataset(str(path), format=fmt).to_table(columns=list(columns[:2]))
+    except Exception as exc:  # pyarrow's own errors: missing column, not a table
+        raise BucketoptError(f"{name}: could not read columns {list(columns[:2])!r} as "
+                             f"{fmt} ({type(exc).__name__}: {str(exc)[:120]}).",
+                             param="columns") from None
+    return (table.column(0).to_numpy(zero_copy_only=False),
+            table.column(1).to_numpy(zero_copy_only=False))
+
+
+def load_pairs_at(source, columns=None, resolution=0.01, *, label: str | None = None):
+    """Pairs whose dimension(s) are measured in a unit (seconds of audio): each read as numbers
+    from a .npy of shape (n, 2), a text file of two numbers a line, or two columns of a Parquet
+    or Arrow file, and taken in whole steps of ``resolution`` (rounded up). Returns the
+    ``(n, 2)`` int64 pairs; multiply the plan's edges by the resolution to read them back in
+    the unit (:func:`in_unit`)."""
+    name = label or (Path(source).name if isinstance(source, (str, os.PathLike)) else "source")
+    res = check_resolution(resolution)
+    if columns is not None:
+        columns = check_columns(columns)
+        if len(columns) == 3:
+            raise BucketoptError("a resolution takes the pairs themselves, not a histogram "
+                                 "(its counts would be summed after rounding: give the rows).",
+                                 param="columns")
+    dims = _float_columns(source, columns, name)
+    out = []
+    for d, (values, r) in enumerate(zip(dims, res)):
+        what = f"{name} ({'input' if d == 0 else 'output'} column)"
+        out.append(quantize(values, r, what) if r is not None else values)
+    return check_pairs(np.stack([np.asarray(v) for v in out], axis=1), name=name, param=None)
+
+
+def in_unit(bins, resolution):
+    """Bins in whole steps back in the unit: each edge times its dimension's resolution
+    (rounded to 9 significant digits, so 0.01 x 123 prints 1.23)."""
+    res = check_resolution(resolution)
+    return [[float(f"{e * r:.9g}") if r is not None else int(e)
+             for e, r in zip(b, res)] for b in bins]

@@ -161,9 +161,10 @@ def check_bins(bins):
 
 def assign_bins(a, b, bins: np.ndarray) -> np.ndarray:
     """The bin index of every pair (a[i], b[i]) by NeMo's strict 2-D selection; -1 where no bin
-    holds it."""
-    a = np.asarray(a, dtype=np.int64)
-    b = np.asarray(b, dtype=np.int64)
+    holds it. Lengths and edges may be integers or numbers in a unit (seconds)."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    bins = np.asarray(bins)
     dim0 = np.unique(bins[:, 0])
     starts = np.searchsorted(bins[:, 0], dim0, side="left")
     ends = np.searchsorted(bins[:, 0], dim0, side="right")

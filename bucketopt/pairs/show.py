@@ -38,4 +38,14 @@ def run_pairs(args, lengths, source, solution) -> int:
     for warning in solution.warnings:
         note(args, "note: " + warning)
     write_plan_output(args, solution)
-    return finish(args, source, solution.to_dict(), lambda: pair_table(solution))
+    data = solution.to_dict()
+    table = pair_table(solution)
+    if getattr(args, "resolution", None) is not None:  # edges back in the unit
+        from .load import check_resolution, in_unit
+
+        res = check_resolution(args.resolution)
+        data.update(resolution=list(res), bins_in_unit=in_unit(solution.bins, res))
+        table += ("\nbins in the unit (edges x resolution " + ",".join(
+            "1" if r is None else f"{r:g}" for r in res) + "): " + ", ".join(
+            f"[{a:g}, {b:g}]" for a, b in data["bins_in_unit"]))
+    return finish(args, source, data, lambda: table)
