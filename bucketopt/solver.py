@@ -416,6 +416,21 @@ def sweep(lengths, ks, *, token_budget=None, pad=DEFAULT_PAD, objective=None, mi
     [20, 4, 2]
     """
     tolerance = check_number(tolerance, "tolerance", low=0.0)
+    from .pairs.data import is_pairs
+
+    if is_pairs(lengths):  # 2-D bins: the optimum at every k, the same rule picks one
+        from .validate import check_ks
+
+        ks = check_ks(ks)
+        solutions = tuple(_solve_pairs(
+            lengths, k, None, token_budget=token_budget, pad=pad, objective=objective,
+            profile=profile, world_size=world_size, epochs=epochs, others=dict(
+                min_share=min_share, max_share=max_share, align=align, min_fill=min_fill,
+                max_length=max_length, exact=exact, memory=memory,
+                memory_headroom=memory_headroom, gpu_memory=gpu_memory)) for k in ks)
+        criterion = criterion or ("throughput" if profile is not None else "padding")
+        k_rec, reason, too_short = _recommend(ks, solutions, tolerance, criterion=criterion)
+        return Sweep(tuple(ks), solutions, k_rec, tolerance, reason, criterion, too_short)
     request = build_request(
         lengths, ks=ks, token_budget=token_budget, pad=pad, objective=objective,
         min_share=min_share, max_share=max_share, align=align, profile=profile,

@@ -204,3 +204,19 @@ def test_seconds_at_a_resolution(tmp_path, capsys):
     assert main(["export", "--lens", str(tmp_path / "s.npy"), "--resolution", "0.01",
                  "--format", "nemo", "-k", "4", "--token-budget", "4000", "--max-tps"]) == 2
     assert "--max-tps with --resolution" in capsys.readouterr().err
+
+
+def test_sweep_on_pairs_is_every_k_solved(tmp_path, capsys):
+    sweep = bucketopt.sweep(PAIRS, [1, 2, 4, 8])
+    for k, sol in zip(sweep.ks, sweep.solutions):
+        assert sol.bins == bucketopt.solve(PAIRS, k).bins
+    values = [s.padding_fraction for s in sweep.solutions]
+    assert values == sorted(values, reverse=True)
+    assert sweep.recommended_k in sweep.ks
+    np.save(tmp_path / "p.npy", PAIRS)
+    assert main(["sweep", "--lens", str(tmp_path / "p.npy"), "-k", "1:3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["bins"] for r in rows] == [[list(b) for b in bucketopt.solve(PAIRS, k).bins]
+                                         for k in (1, 2, 3)]
+    with pytest.raises(BucketoptError, match="pairs of lengths take solve"):
+        bucketopt.simulate(PAIRS, "sorted", token_budget=1000)
