@@ -136,3 +136,24 @@ def test_bad_bins_for_the_sampler():
     sol = bucketopt.solve(pairs, 3, token_budget=500)
     with pytest.raises(BucketoptError, match="packing"):
         BucketBatchSampler(pairs, sol.bins, token_budget=500, packing="varlen")
+
+
+def test_stream_batcher_runs_a_2d_plan():
+    from bucketopt.training.streaming import StreamBatcher
+
+    pairs = _pairs(600, 8)
+    sol = bucketopt.solve(pairs, 5, token_budget=1000)
+    plan = sol.to_plan()
+    items = list(range(len(pairs)))
+    ranks = [StreamBatcher.from_plan(plan, items, length=lambda i: tuple(pairs[i]),
+                                     lengths=pairs, world_size=2, rank=r, buffer_size=2000)
+             for r in range(2)]
+    batches = [list(b) for b in ranks]
+    assert sorted(i for rank in batches for b in rank for i in b) == items
+    _check_batches(pairs, sol, [[b for rank in batches for b in rank]], 1000)
+    with pytest.raises(BucketoptError, match="other lengths"):
+        StreamBatcher.from_plan(plan, items, length=lambda i: tuple(pairs[i]),
+                                lengths=_pairs(600, 9))
+    bad = StreamBatcher.from_plan(plan, [0], length=lambda i: (10**6, 1), buffer_size=2000)
+    with pytest.raises(BucketoptError, match="fits no bin"):
+        list(bad)

@@ -51,3 +51,40 @@ def pair_buckets(lengths, bins, *, token_budget, batch_sizes, packing, max_lengt
     else:
         sizes = batch_sizes
     return ids + 1, list(range(1, bins.shape[0] + 1)), sizes, pairs, bins
+
+
+def stream_bins(plan, length):
+    """What :class:`~bucketopt.training.streaming.StreamBatcher` needs to run a 2-D plan on a
+    stream: ``(bin_length, boundaries, batch_sizes, token_budget)``, where ``bin_length(item)``
+    is the bin index + 1 of the pair ``length(item)`` (NeMo's strict selection, one bisection
+    per dimension) and the 1-D batcher runs on those indices. A pair that fits no bin stops the
+    pass with one clear error, as an item above the last edge does in 1-D."""
+    import bisect
+
+    if plan["batch_sizes"] is None:
+        raise BucketoptError("a 2-D plan streams with its batch sizes: solve it with a "
+                             "token_budget.", param="plan")
+    bins = [tuple(b) for b in plan["bins"]]
+    dim0 = sorted({a for a, _ in bins})
+    groups = [[(t, b) for t, (a, b) in enumerate(bins) if a == e] for e in dim0]
+    outs = [[b for _, b in g] for g in groups]
+
+    def bin_length(item):
+        pair = length(item)
+        try:
+            a, b = pair
+        except (TypeError, ValueError):
+            raise BucketoptError(f"length(item) must give a pair (input, output) for a 2-D "
+                                 f"plan; got {pair!r:.60}.", param="length") from None
+        g = bisect.bisect_left(dim0, a)
+        if g < len(dim0):
+            s = bisect.bisect_left(outs[g], b)
+            if s < len(outs[g]):
+                return groups[g][s][0] + 1
+        raise BucketoptError(f"an item of lengths ({a}, {b}) fits no bin of the plan (inputs up "
+                             f"to {dim0[-1]}; outputs per input bucket up to its last edge).",
+                             param="stream")
+
+    sizes = [int(s) for s in plan["batch_sizes"]]
+    edges = list(range(1, len(bins) + 1))
+    return bin_length, edges, sizes, max(s * e for s, e in zip(sizes, edges))
