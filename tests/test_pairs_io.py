@@ -220,3 +220,21 @@ def test_sweep_on_pairs_is_every_k_solved(tmp_path, capsys):
                                          for k in (1, 2, 3)]
     with pytest.raises(BucketoptError, match="pairs of lengths take solve"):
         bucketopt.simulate(PAIRS, "sorted", token_budget=1000)
+
+
+def test_compare_beyond_the_dynamic_dp_says_what_it_scored(monkeypatch):
+    """Dynamic padding beyond the exact DP's reach: compare scores the edge optimum under
+    dynamic padding, says so in the row, and never calls it exact."""
+    from bucketopt.pairs import plans
+    from bucketopt.pairs.compare import compare_pairs
+
+    monkeypatch.setattr(plans, "GENERAL_WORK_LIMIT", -1)
+    comp = compare_pairs(PAIRS, 4, grids=[(2, 2)], token_budget=600, pad="batch")
+    row = comp.strategies["bucketopt-k4"]
+    assert "edge-padding optimum" in row["note"] and row["optimality"] is None
+    edge = bucketopt.solve(PAIRS, 4)
+    assert row["bins"] == [list(b) for b in edge.bins]
+    scored = bucketopt.evaluate(PAIRS, edge.bins, pad="batch", token_budget=600)
+    assert row["padded_tokens"] == pytest.approx(scored.padded_tokens)
+    with pytest.raises(BucketoptError, match="work limit"):
+        bucketopt.solve(PAIRS, 4, pad="batch", token_budget=600)
