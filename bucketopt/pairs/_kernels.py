@@ -254,22 +254,29 @@ def cuts(i, j, m, rows, cols, mode, params, big):
 # ---- the general rectangle DP (dynamic padding, time) -------------------------------------
 
 @njit(cache=True)
-def _ratio(M, s, lgN, N):
-    # C(M, s) / C(N, s) for 0 <= s <= M <= N (0 when M < s)
+def log_factorials(n):
+    """log(k!) for k = 0..n: the table the order statistics read (lgamma once per count)."""
+    out = np.empty(n + 1)
+    for k in range(n + 1):
+        out[k] = math.lgamma(k + 1.0)
+    return out
+
+
+@njit(cache=True)
+def _ratio(M, s, N, lf):
+    # C(M, s) / C(N, s) for 0 <= s <= M <= N (0 when M < s); lf[k] = log(k!)
     if s > M:
         return 0.0
     if M == N:
         return 1.0
-    return math.exp(math.lgamma(M + 1.0) - math.lgamma(M - s + 1.0) - lgN
-                    + math.lgamma(N - s + 1.0))
+    return math.exp(lf[M] - lf[M - s] - lf[N] + lf[N - s])
 
 
 @njit(cache=True)
-def _expected_max(values, counts, lo, hi, N, s):
+def _expected_max(values, counts, lo, hi, N, s, lf):
     # E[max of s draws without replacement] from counts[lo..hi] (values ascending), N samples
     if s <= 0:
         return 0.0
-    lgN = math.lgamma(N + 1.0)
     total = 0.0
     below = 0
     r_below = 0.0
@@ -278,7 +285,7 @@ def _expected_max(values, counts, lo, hi, N, s):
         if c == 0:
             continue
         upto = below + c
-        r_upto = _ratio(upto, s, lgN, N)
+        r_upto = _ratio(upto, s, N, lf)
         total += values[t] * (r_upto - r_below)
         below = upto
         r_below = r_upto
@@ -290,20 +297,22 @@ def rect_cost(kind, params, e0, e1, N, real, a_marg, alo, ahi, b_marg, ulo, uhi)
     """Cost of one bin: N samples, ``real`` tokens (inputs + outputs), edges (e0, e1); its
     input marginal ``a_marg = (values, counts)`` over ``alo..ahi`` and its output marginal
     ``b_marg`` over ``ulo..uhi``. ``params``: token budget, alpha, beta_in, beta_out, gamma_in,
-    gamma_out, gamma_cross, world size. FINF when the budget holds no sample of this shape."""
+    gamma_out, gamma_cross, world size, then (dynamic padding) log(k!) for k = 0..n.
+    FINF when the budget holds no sample of this shape."""
     B = np.int64(params[0]) // (e0 + e1)
     if B < 1:
         return FINF
     q = N // B
     r = N - q * B
     if kind == KIND_BATCH:
+        lf = params[8:]
         comp = 0.0
         if q > 0:
-            comp += q * B * (_expected_max(a_marg[0], a_marg[1], alo, ahi, N, B)
-                             + _expected_max(b_marg[0], b_marg[1], ulo, uhi, N, B))
+            comp += q * B * (_expected_max(a_marg[0], a_marg[1], alo, ahi, N, B, lf)
+                             + _expected_max(b_marg[0], b_marg[1], ulo, uhi, N, B, lf))
         if r > 0:
-            comp += r * (_expected_max(a_marg[0], a_marg[1], alo, ahi, N, r)
-                         + _expected_max(b_marg[0], b_marg[1], ulo, uhi, N, r))
+            comp += r * (_expected_max(a_marg[0], a_marg[1], alo, ahi, N, r, lf)
+                         + _expected_max(b_marg[0], b_marg[1], ulo, uhi, N, r, lf))
         return comp - real
     per = (params[2] * e0 + params[3] * e1 + params[4] * e0 * e0 + params[5] * e1 * e1
            + params[6] * e0 * e1)

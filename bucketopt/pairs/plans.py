@@ -29,7 +29,7 @@ from .data import PairHistogram, as_pair_histogram
 
 PAIR_PADS = ("edge", "batch")
 # The general (dynamic padding, time) DP costs about this many steps: refused beyond it.
-GENERAL_WORK_LIMIT = 4e9
+GENERAL_WORK_LIMIT = 1e10
 _PROFILE_KEYS = ("alpha", "beta_in", "beta_out", "gamma_in", "gamma_out", "gamma_cross")
 
 
@@ -184,7 +184,7 @@ def assign_bins(a, b, bins: np.ndarray) -> np.ndarray:
 def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
     """Per-bin counts, real and padded tokens (total and per dimension), batch sizes and
     predicted seconds, and the unassigned samples."""
-    from ._kernels import KIND_TIME, _expected_max, rect_cost
+    from ._kernels import KIND_TIME, _expected_max, log_factorials, rect_cost
 
     a, b, c = hist.entries()
     idx = assign_bins(a, b, bins)
@@ -194,6 +194,7 @@ def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
     padded = np.zeros((nb, 2), dtype=np.float64 if pad == "batch" else np.int64)
     sizes = None if token_budget is None else token_budget // (bins[:, 0] + bins[:, 1])
     seconds = None if model is None else np.zeros(nb)
+    lf = log_factorials(hist.n) if pad == "batch" else None
     for t in range(nb):
         sel = idx == t
         at, bt, ct = a[sel], b[sel], c[sel]
@@ -214,9 +215,9 @@ def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
                 top = values.size - 1
                 comp = 0.0
                 if q:
-                    comp += q * B * _expected_max(values, cnt, 0, top, n, B)
+                    comp += q * B * _expected_max(values, cnt, 0, top, n, B, lf)
                 if r:
-                    comp += r * _expected_max(values, cnt, 0, top, n, r)
+                    comp += r * _expected_max(values, cnt, 0, top, n, r, lf)
                 padded[t, d] = comp - real[t, d]
         if model is not None:
             params = model.params(token_budget)
@@ -364,6 +365,8 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
         params = model.params(token_budget) if model is not None else np.array(
             [float(token_budget), 0, 0, 0, 0, 0, 0, 1.0])
         mode = kern.KIND_BATCH if pad == "batch" else kern.KIND_TIME
+        if mode == kern.KIND_BATCH:  # the order statistics' log(k!) table rides along
+            params = np.concatenate([params, kern.log_factorials(hist.n)])
         if work > GENERAL_WORK_LIMIT:
             if mode != kern.KIND_TIME or exact:
                 raise BucketoptError(
