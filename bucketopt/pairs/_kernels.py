@@ -334,6 +334,11 @@ def _rect_matrix(i, j, kind, params, a_values, cols, present, p, R, acnt):
         N = 0
         real = 0
         for v in range(u + 1, p + 1):
+            if kind == KIND_TIME:  # static shapes: the count is all the cost needs
+                N += pc[v - 1]
+                R[u, v] = rect_cost(kind, params, a_values[j], pv[v - 1], N, 0,
+                                    (a_values, acnt), i, j, (pv, pc), u, v - 1)
+                continue
             bi = pidx[v - 1]
             for e in range(b_ptr[bi], b_ptr[bi + 1]):
                 a = b_a[e]
