@@ -192,18 +192,20 @@ def test_relaxed_time_certificate_bounds_brute_force(pairs, k, extra, coef, worl
                         "gamma_cross"), coef))
     kw = dict(token_budget=budget, profile=profile, world_size=world,
               grid=grid if on_grid else None)
-    limit = plans.GENERAL_WORK_LIMIT
-    plans.GENERAL_WORK_LIMIT = -1
+    limit = plans.TIME_WORK_LIMIT
+    plans.TIME_WORK_LIMIT = -1
     try:
         if best is None:
             with pytest.raises(BucketoptError, match="token budget"):
                 bucketopt.solve(np.array(pairs), None if on_grid else k, **kw)
             return
         sol = bucketopt.solve(np.array(pairs), None if on_grid else k, **kw)
-        with pytest.raises(BucketoptError, match="work limit"):
-            bucketopt.solve(np.array(pairs), None if on_grid else k, exact=True, **kw)
+        proven = bucketopt.solve(np.array(pairs), None if on_grid else k, exact=True, **kw)
     finally:
-        plans.GENERAL_WORK_LIMIT = limit
+        plans.TIME_WORK_LIMIT = limit
+    assert proven.optimality["exact"]  # exact=True: the exact DP whatever it costs
+    assert proven.extra["predicted_seconds_per_epoch"] == pytest.approx(best, rel=1e-9,
+                                                                        abs=1e-12)
     value = sol.extra["predicted_seconds_per_epoch"]
     assert value == pytest.approx(naive.pair_plan_cost(pairs, sol.bins, "time",
                                                        token_budget=budget, coef=coef,

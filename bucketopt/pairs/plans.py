@@ -30,6 +30,9 @@ from .data import PairHistogram, as_pair_histogram
 PAIR_PADS = ("edge", "batch")
 # The general (dynamic padding, time) DP costs about this many steps: refused beyond it.
 GENERAL_WORK_LIMIT = 1e10
+# Beyond this many steps (a few seconds) time is solved on its linear relaxation, with a proven
+# gap, unless exact=True.
+TIME_WORK_LIMIT = 2e9
 _PROFILE_KEYS = ("alpha", "beta_in", "beta_out", "gamma_in", "gamma_out", "gamma_cross")
 
 
@@ -332,11 +335,12 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
     """The exact 2-D plan: at most ``k`` bins distributed optimally among the dim0 buckets, or
     ``grid=(K1, K2)``. ``Solution.bins`` holds the bins; every sample has one.
 
-    Edge padding is always exact. Dynamic padding and time run the exact rectangle DP up to
-    :data:`GENERAL_WORK_LIMIT` steps; beyond it dynamic padding is refused, and time is solved
-    on its linear relaxation (each bin's ceil(N / B) batches counted as N / B), whose optimum
-    bounds the time optimum from below: ``optimality`` then holds that bound and the proven gap
-    (at most alpha x bins / world size over the bound). ``exact=True`` refuses instead.
+    Edge padding is always exact. Dynamic padding runs the exact rectangle DP up to
+    :data:`GENERAL_WORK_LIMIT` steps and is refused beyond it; time runs it up to
+    :data:`TIME_WORK_LIMIT` steps and beyond it is solved on its linear relaxation (each bin's
+    ceil(N / B) batches counted as N / B), whose optimum bounds the time optimum from below:
+    ``optimality`` then holds that bound and the proven gap (at most alpha x bins / world size
+    over the bound). ``exact=True`` runs the exact DP whatever it costs.
     ``unit``: what the two dimensions are, written in the plan's ``lengths`` field (e.g.
     ``"prompt,max(chosen,rejected)"`` for preference pairs, bucketopt.pairs.preference)."""
     from . import _kernels as kern
@@ -370,15 +374,15 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
         mode = kern.KIND_BATCH if pad == "batch" else kern.KIND_TIME
         if mode == kern.KIND_BATCH:  # the order statistics' log(k!) table rides along
             params = np.concatenate([params, kern.log_factorials(hist.n)])
-        if work > GENERAL_WORK_LIMIT:
-            if mode != kern.KIND_TIME or exact:
-                raise BucketoptError(
-                    f"pad={shown(pad)} with objective={shown(objective)} on {ma:,} distinct "
-                    f"inputs x {mb:,} distinct outputs is beyond the exact 2-D DP's work limit "
-                    f"({work:.2g} steps); coarsen the lengths (e.g. round them up to multiples "
-                    'of 8) or optimise edge padding (pad="edge", objective="padding").',
-                    param="pad")
-            mode = kern.LINEAR_TIME
+        if mode == kern.KIND_TIME and work > TIME_WORK_LIMIT and not exact:
+            mode = kern.LINEAR_TIME  # fast, with a proven gap (exact=True: the exact DP)
+        elif work > GENERAL_WORK_LIMIT and not exact:
+            raise BucketoptError(
+                f"pad={shown(pad)} with objective={shown(objective)} on {ma:,} distinct "
+                f"inputs x {mb:,} distinct outputs is beyond the exact 2-D DP's work limit "
+                f"({work:.2g} steps); coarsen the lengths (e.g. round them up to multiples "
+                'of 8), optimise edge padding (pad="edge", objective="padding"), or pass '
+                "exact=True (--exact) to run it whatever it costs.", param="pad")
     big = kern.INF if mode == kern.EDGE else kern.FINF
     F = np.full((ma + 1, layers + 1), big)
     F[0, :] = 0
