@@ -87,7 +87,11 @@ def is_pair_source(source) -> bool:
     return _kind(source) is not None
 
 
-def _read_text(path: Path) -> np.ndarray:
+def _text_rows(path: Path, number=int, name: str | None = None) -> list:
+    """(input, output) of every line of a text file of two numbers a line (``number``: int, or
+    float for a unit); ``#`` comments and blank lines skipped."""
+    name = name or path.name
+    kind = "integers" if number is int else "numbers"
     rows = []
     with open(path, encoding="utf-8", errors="replace") as handle:
         for lineno, line in enumerate(handle, 1):
@@ -96,16 +100,20 @@ def _read_text(path: Path) -> np.ndarray:
                 continue
             cells = _SPLIT.split(line)
             if len(cells) != 2:
-                raise BucketoptError(f"{path.name}: line {lineno} has {len(cells)} values; pairs "
-                                     "are two integers a line (input, output).")
+                raise BucketoptError(f"{name}: line {lineno} has {len(cells)} values; pairs "
+                                     f"are two {kind} a line (input, output).")
             try:
-                rows.append((int(cells[0]), int(cells[1])))
+                rows.append((number(cells[0]), number(cells[1])))
             except ValueError:
-                raise BucketoptError(f"{path.name}: line {lineno}: {line[:40]!r} is not two "
-                                     "integers.") from None
+                raise BucketoptError(f"{name}: line {lineno}: {line[:40]!r} is not two "
+                                     f"{kind}.") from None
     if not rows:
-        raise BucketoptError(f"{path.name} is empty: at least one pair is required.")
-    return check_pairs(rows, name=path.name, param=None)
+        raise BucketoptError(f"{name} is empty: at least one pair is required.")
+    return rows
+
+
+def _read_text(path: Path) -> np.ndarray:
+    return check_pairs(_text_rows(path), name=path.name, param=None)
 
 
 def load_pairs(source, columns=None, *, label: str | None = None):
@@ -210,23 +218,7 @@ def _float_columns(source, columns, name):
                                  f"{arr.dtype} of shape {arr.shape}.", param="source")
         return arr[:, 0], arr[:, 1]
     if columns is None:
-        rows = []
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for lineno, line in enumerate(handle, 1):
-                line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                cells = _SPLIT.split(line)
-                try:
-                    if len(cells) != 2:
-                        raise ValueError
-                    rows.append((float(cells[0]), float(cells[1])))
-                except ValueError:
-                    raise BucketoptError(f"{name}: line {lineno} is not two numbers (input, "
-                                         "output).") from None
-        if not rows:
-            raise BucketoptError(f"{name} is empty: at least one pair is required.")
-        arr = np.asarray(rows)
+        arr = np.asarray(_text_rows(path, float, name))
         return arr[:, 0], arr[:, 1]
     import pyarrow.dataset as ds
 
