@@ -232,7 +232,7 @@ def length_files() -> list[tuple[str, str, object, str]]:
         ("npy-inf", "lens.npy", npy(np.array([5.0, np.inf])), "error"),
         ("npy-bool", "lens.npy", npy(np.array([True, False])), "error"),
         ("npy-empty", "lens.npy", npy(np.zeros(0, dtype=np.int64)), "error"),
-        ("npy-2d", "lens.npy", npy(np.ones((3, 2), dtype=np.int64)), "error"),
+        ("npy-2d", "lens.npy", npy(np.ones((3, 3), dtype=np.int64)), "error"),  # (n, 2): pairs
         ("npy-strings", "lens.npy", npy(np.array(["5", "7"])), "error"),
         ("npy-object", "lens.npy", npy(np.array([5, "x"], dtype=object)), "error"),
         ("npy-uint64-big", "lens.npy", npy(np.array([5, 2**64 - 1], dtype=np.uint64)), "error"),

@@ -71,9 +71,23 @@ __all__ = [
 ]
 
 
-def load_lengths(source, *, column=None):
+def load_lengths(source, *, column=None, columns=None, resolution=None):
     """Read sequence lengths from a file or directory; see
-    :func:`bucketopt.data.io.load_lengths`."""
+    :func:`bucketopt.data.io.load_lengths`. ``columns=(input, output)``, a ``.npy`` of shape
+    (n, 2) or a text file of two integers a line give pairs: an (n, 2) array
+    (:func:`bucketopt.pairs.load.load_pairs`); ``resolution`` takes a dimension measured in a
+    unit (seconds) in whole steps of it (:func:`bucketopt.pairs.load.load_pairs_at`)."""
+    from .pairs.load import is_pair_source, load_pairs, load_pairs_at
+
+    if resolution is not None:
+        return load_pairs_at(source, columns, resolution)
+    if columns is not None or (column is None and is_pair_source(source)):
+        if column is not None:
+            from .errors import BucketoptError
+
+            raise BucketoptError("give column= (one length) or columns= (pairs), not both.",
+                                 param="columns")
+        return load_pairs(source, columns)
     from .data.io import load_lengths as _load
 
     return _load(source, column=column)

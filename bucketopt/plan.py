@@ -59,7 +59,7 @@ from .errors import BucketoptError
 
 FORMAT = "bucketopt-plan"
 VERSION = 1
-KINDS = ("1d",)
+KINDS = ("1d", "2d")  # 2d: pairs of lengths, bins (bucketopt.pairs.plan)
 # A plan is a few kilobytes (a profile's uncertainty sets included); larger is refused.
 PLAN_BYTES = 8 << 20
 MAX_BUCKETS = 1 << 20
@@ -100,7 +100,12 @@ def lengths_fingerprint(lengths) -> dict:
     True
     """
     from .data.histogram import as_histogram
+    from .pairs.data import is_pairs
 
+    if is_pairs(lengths):  # (n, 2): the pair histogram's (bucketopt.pairs.plan)
+        from .pairs.plan import pair_fingerprint
+
+        return pair_fingerprint(lengths)
     return histogram_fingerprint(as_histogram(lengths))
 
 
@@ -160,6 +165,10 @@ def solution_plan(solution) -> dict:
     :func:`~bucketopt.sweep` or :func:`~bucketopt.evaluate` (see :meth:`Solution.to_plan`)."""
     from .version import __version__
 
+    if getattr(solution, "bins", None) is not None:  # 2-D bins (bucketopt.pairs.plan)
+        from .pairs.plan import pair_solution_plan
+
+        return pair_solution_plan(solution)
     settings = solution.settings
     if not settings or "fingerprint" not in settings:
         raise BucketoptError("this Solution has no fingerprint of its lengths (it was not made "
@@ -178,7 +187,6 @@ def solution_plan(solution) -> dict:
                        "min_share": float(solution.min_share),
                        "max_share": float(solution.max_share),
                        "min_fill": float(solution.min_fill)}
-    padded = solution.padded_tokens
     plan = {
         "format": FORMAT, "version": VERSION, "kind": "1d",
         "boundaries": [int(b) for b in solution.boundaries],
@@ -197,11 +205,7 @@ def solution_plan(solution) -> dict:
         "overflow": settings.get("overflow") if settings.get("max_length") is not None
         else None,
         "predictions": {
-            "counts": [int(c) for c in solution.counts],
-            "real_tokens": int(solution.real_tokens),
-            "padded_tokens": int(padded) if isinstance(padded, (int, np.integer))
-            else float(padded),
-            "padding_fraction": float(solution.padding_fraction),
+            **prediction_totals(solution),
             "ktok_per_s": None if solution.ktok_per_s is None else float(solution.ktok_per_s),
             "ktok_per_s_interval": None if interval is None else [float(v) for v in interval],
             "eta_days": None if solution.eta_days is None else float(solution.eta_days),
@@ -214,6 +218,16 @@ def solution_plan(solution) -> dict:
     }
     plan["checksum"] = plan_checksum(plan)
     return validate_plan(plan, "the plan")
+
+
+def prediction_totals(solution) -> dict:
+    """The counts and token totals of a plan's ``predictions`` (1-D and 2-D plans alike)."""
+    padded = solution.padded_tokens
+    return {"counts": [int(c) for c in solution.counts],
+            "real_tokens": int(solution.real_tokens),
+            "padded_tokens": int(padded) if isinstance(padded, (int, np.integer))
+            else float(padded),
+            "padding_fraction": float(solution.padding_fraction)}
 
 
 def plan_checksum(plan: dict) -> str:
@@ -363,6 +377,10 @@ def validate_plan(data, where: str = "plan") -> dict:
     if version != VERSION or isinstance(version, bool):
         c.fail("version", f"must be {VERSION} (this bucketopt reads version-{VERSION} plans; "
                           "a newer plan needs a newer bucketopt)", version)
+    if data.get("kind") == "2d":  # pairs of lengths: bins (bucketopt.pairs.plan)
+        from .pairs.plan import validate_pair_plan
+
+        return validate_pair_plan(data, where)
     c.dict(data, "", _KEYS, required=[k for k in _KEYS if k != "bucketopt_version"])
     kind = data["kind"]
     if kind != "1d":
@@ -569,6 +587,11 @@ def _optimality(c, value):
     if out["exact"] and out["gap"] not in (None, 0.0):
         c.fail("optimality.gap", "must be 0 when exact is true", out["gap"])
     return out
+
+
+# The field checker and the optimality check, for the other kinds of plan (bucketopt.pairs.plan)
+Checker = _Checker
+check_optimality = _optimality
 
 
 # --------------------------------------------------------------------------- reading back

@@ -51,6 +51,9 @@ class Solution:
     # ``sync_buckets``, ``world_size``, ``epochs``, ``profile`` (inline coefficients),
     # ``max_length`` and ``overflow`` it was made with. Not part of ``to_dict``.
     settings: dict = field(default_factory=dict, compare=False, repr=False)
+    # 2-D plans (pairs of lengths): the bins (dim0_edge, dim1_edge) in NeMo's order; None in 1-D
+    # (bucketopt.pairs). ``boundaries`` then holds the distinct dim0 edges.
+    bins: tuple | None = None
 
     @property
     def fingerprint(self) -> dict | None:
@@ -126,6 +129,12 @@ class Solution:
         return None if peaks is None else tuple(peaks)
 
     @property
+    def unassigned(self) -> int:
+        """Samples that fit no bin (2-D bins given to evaluate; 0 in 1-D and in every plan
+        bucketopt makes)."""
+        return int(self.extra.get("unassigned", 0))
+
+    @property
     def shares(self) -> tuple:
         """Fraction of samples in each bucket."""
         n = self.n_samples or 1
@@ -143,6 +152,10 @@ class Solution:
         out["fill"] = list(self.fill)
         out["warnings"] = list(self.warnings)
         extra = out.pop("extra")
+        if self.bins is None:
+            del out["bins"]
+        else:
+            out["bins"] = [list(b) for b in self.bins]
         del out["certificate"]
         del out["settings"]
         if self.certificate is not None:

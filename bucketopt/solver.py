@@ -167,7 +167,7 @@ def _run(request: SolveRequest, ks=None) -> _Run:
 def solve(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min_share=0.0,
           max_share=1.0, align=1, profile=None, world_size=1, epochs=1, min_fill=0.0,
           sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None, overflow="truncate", exact=False,
-          memory=None, memory_headroom=None, gpu_memory=None) -> Solution:
+          memory=None, memory_headroom=None, gpu_memory=None, grid=None) -> Solution:
     """Optimal bucket boundaries over all sets of at most ``k`` buckets, with a proof.
 
     ``Solution.optimality`` says what is proven: ``exact`` (the value is the minimum over every
@@ -229,6 +229,10 @@ def solve(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min
         Share of the capacity a batch may fill (default 0.9, or the model's own ``headroom``).
     gpu_memory : float, optional
         The card's memory in GB (2**30 bytes): sets the model's capacity.
+    grid : (K1, K2), optional
+        Pairs only: at most K1 dim0 buckets with at most K2 sub-buckets each, instead of at most
+        ``k`` bins distributed optimally. ``lengths`` of shape (n, 2) (input, output) give an
+        exact 2-D plan in ``Solution.bins`` (docs/pairs.md).
 
     Returns
     -------
@@ -240,6 +244,16 @@ def solve(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min
     >>> bucketopt.solve([3, 4, 10, 11, 12], k=2).boundaries
     (4, 12)
     """
+    from .pairs.data import is_pairs
+
+    if is_pairs(lengths) or grid is not None:  # (n, 2) pairs: 2-D bins (bucketopt.pairs)
+        return _solve_pairs(lengths, k, grid, token_budget=token_budget, pad=pad,
+                            objective=objective, profile=profile, world_size=world_size,
+                            epochs=epochs, others=dict(
+                                min_share=min_share, max_share=max_share, align=align,
+                                min_fill=min_fill, max_length=max_length, exact=exact,
+                                memory=memory, memory_headroom=memory_headroom,
+                                gpu_memory=gpu_memory))
     request = build_request(
         lengths, k=k, token_budget=token_budget, pad=pad, objective=objective,
         min_share=min_share, max_share=max_share, align=align, profile=profile,
@@ -247,6 +261,28 @@ def solve(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min
         max_length=max_length, overflow=overflow, exact=exact, memory=memory,
         memory_headroom=memory_headroom, gpu_memory=gpu_memory)
     return solve_request(request)
+
+
+_PAIR_DEFAULTS = {"min_share": 0.0, "max_share": 1.0, "align": 1, "min_fill": 0.0,
+                  "max_length": None, "exact": False, "memory": None, "memory_headroom": None,
+                  "gpu_memory": None}
+
+
+def _refuse_for_pairs(given):
+    """Options the 2-D plans do not take yet: one clear error for the first one set."""
+    for name, (value, default) in given.items():
+        if value is not default and value != default:
+            raise BucketoptError(f"`{name}` is not supported with pairs of lengths (2-D bins); "
+                                 f"got {shown(value)}.", param=name)
+
+
+def _solve_pairs(lengths, k, grid, *, others, world_size, **options):
+    from .pairs.plans import solve_pairs
+
+    _refuse_for_pairs({name: (others[name], _PAIR_DEFAULTS[name]) for name in others
+                       if name != "exact"})
+    return solve_pairs(lengths, k, grid=grid, world_size=world_size, exact=others["exact"],
+                       **options)
 
 
 def solve_request(request: SolveRequest) -> Solution:
@@ -380,6 +416,21 @@ def sweep(lengths, ks, *, token_budget=None, pad=DEFAULT_PAD, objective=None, mi
     [20, 4, 2]
     """
     tolerance = check_number(tolerance, "tolerance", low=0.0)
+    from .pairs.data import is_pairs
+
+    if is_pairs(lengths):  # 2-D bins: the optimum at every k, the same rule picks one
+        from .validate import check_ks
+
+        ks = check_ks(ks)
+        solutions = tuple(_solve_pairs(
+            lengths, k, None, token_budget=token_budget, pad=pad, objective=objective,
+            profile=profile, world_size=world_size, epochs=epochs, others=dict(
+                min_share=min_share, max_share=max_share, align=align, min_fill=min_fill,
+                max_length=max_length, exact=exact, memory=memory,
+                memory_headroom=memory_headroom, gpu_memory=gpu_memory)) for k in ks)
+        criterion = criterion or ("throughput" if profile is not None else "padding")
+        k_rec, reason, too_short = _recommend(ks, solutions, tolerance, criterion=criterion)
+        return Sweep(tuple(ks), solutions, k_rec, tolerance, reason, criterion, too_short)
     request = build_request(
         lengths, ks=ks, token_budget=token_budget, pad=pad, objective=objective,
         min_share=min_share, max_share=max_share, align=align, profile=profile,
@@ -423,6 +474,17 @@ def evaluate(lengths, boundaries, *, token_budget=None, pad=DEFAULT_PAD, profile
     >>> bucketopt.evaluate([3, 4, 10, 11, 12], [4, 12]).padded_tokens
     4
     """
+    from .pairs.data import is_pairs
+
+    if is_pairs(lengths):  # 2-D bins on pairs; ``unassigned`` counts the samples fitting none
+        from .pairs.plans import evaluate_pairs
+
+        _refuse_for_pairs(dict(sync_buckets=(sync_buckets, DEFAULT_SYNC_BUCKETS),
+                               max_length=(max_length, None), memory=(memory, None),
+                               memory_headroom=(memory_headroom, None),
+                               gpu_memory=(gpu_memory, None)))
+        return evaluate_pairs(lengths, boundaries, token_budget=token_budget, pad=pad,
+                              profile=profile, world_size=world_size, epochs=epochs)
     r = build_request(lengths, boundaries=boundaries, token_budget=token_budget, pad=pad,
                       profile=profile, world_size=world_size, epochs=epochs,
                       sync_buckets=sync_buckets, max_length=max_length, overflow=overflow,

@@ -623,3 +623,94 @@ def recommended_k(ks, values, tolerance, criterion):
         if gain <= tolerance + 1e-12:
             return k
     return None
+
+
+# ---- pairs of lengths (input, output): 2-D bins -------------------------------------------
+
+def pair_bin_members(pairs, bins):
+    """Per-sample walk of NeMo's strict 2-D selection: the smallest dim0 edge >= the input,
+    then the smallest dim1 edge >= the output among that dim0 edge's bins. Returns (members of
+    every bin, samples that fit no bin)."""
+    members = [[] for _ in bins]
+    lost = 0
+    dim0 = sorted({e0 for e0, _ in bins})
+    for a, b in pairs:
+        e0 = next((e for e in dim0 if e >= a), None)
+        t = None if e0 is None else next(
+            (t for t, (x, y) in enumerate(bins) if x == e0 and y >= b), None)
+        if t is None:
+            lost += 1
+        else:
+            members[t].append((a, b))
+    return members, lost
+
+
+def pair_plan_cost(pairs, bins, objective, token_budget=None, coef=None, world=1):
+    """Cost of 2-D bins by a per-sample loop: "edge" (exact int), "batch" (expected dynamic
+    padding, a Fraction: each batch padded to its longest input and longest output, B =
+    T // (e0 + e1)), "time" (seconds of static-shape batches under coef = (alpha, beta_in,
+    beta_out, gamma_in, gamma_out, gamma_cross) over ``world`` GPUs). None when a sample fits
+    no bin or a bin holds no sample of its shape."""
+    members, lost = pair_bin_members(pairs, bins)
+    if lost:
+        return None
+    total = 0
+    for (e0, e1), xs in zip(bins, members):
+        if not xs:
+            continue
+        if objective == "edge":
+            total += sum((e0 - a) + (e1 - b) for a, b in xs)
+            continue
+        size = token_budget // (e0 + e1)
+        if size < 1:
+            return None
+        if objective == "batch":
+            total += expected_bucket_padding_exact([a for a, _ in xs], size)
+            total += expected_bucket_padding_exact([b for _, b in xs], size)
+        else:
+            alpha, bi, bo, gi, go, gx = coef
+            per = bi * e0 + bo * e1 + gi * e0 * e0 + go * e1 * e1 + gx * e0 * e1
+            q, r = divmod(len(xs), size)
+            total += (q * (alpha + size * per) + ((alpha + r * per) if r else 0)) / world
+    return total
+
+
+def hierarchical_bin_sets(pairs):
+    """Every hierarchical bin set with tight edges: the distinct inputs cut into consecutive
+    dim0 buckets (edge: the bucket's largest input), each bucket's distinct outputs cut into
+    consecutive sub-buckets (edge: the sub-bucket's largest output). Yields (bins, number of
+    dim0 buckets, largest number of sub-buckets in one)."""
+    inputs = sorted({a for a, _ in pairs})
+    for cuts in itertools.product((False, True), repeat=len(inputs) - 1):
+        groups, cur = [], [inputs[0]]
+        for x, cut in zip(inputs[1:], cuts):
+            if cut:
+                groups.append(cur)
+                cur = []
+            cur.append(x)
+        groups.append(cur)
+        choices = []
+        for g in groups:
+            outs = sorted({b for a, b in pairs if a in g})
+            subsets = []
+            for keep in itertools.product((False, True), repeat=len(outs) - 1):
+                subsets.append([(g[-1], o) for o, k in zip(outs[:-1], keep) if k]
+                               + [(g[-1], outs[-1])])
+            choices.append(subsets)
+        for pick in itertools.product(*choices):
+            yield ([b for sub in pick for b in sub], len(groups), max(len(s) for s in pick))
+
+
+def brute_force_pairs(pairs, objective, *, k=None, grid=None, **cost):
+    """Least cost over every hierarchical bin set with at most ``k`` bins, or at most K1 dim0
+    buckets of at most K2 bins each (``grid``), and the bins reaching it."""
+    best, arg = None, None
+    for bins, groups, widest in hierarchical_bin_sets(pairs):
+        if grid is not None and (groups > grid[0] or widest > grid[1]):
+            continue
+        if grid is None and len(bins) > k:
+            continue
+        value = pair_plan_cost(pairs, bins, objective, **cost)
+        if value is not None and (best is None or value < best):
+            best, arg = value, bins
+    return best, arg

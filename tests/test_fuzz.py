@@ -121,7 +121,9 @@ FILES = st.one_of(mutated(), st.tuples(st.sampled_from(EXTENSIONS), st.one_of(TE
 
 
 def _check_lengths(arr) -> None:
-    assert isinstance(arr, np.ndarray) and arr.dtype == np.int64 and arr.ndim == 1
+    # one length per sample, or (n, 2) pairs (a .npy of that shape, two integers a line)
+    assert isinstance(arr, np.ndarray) and arr.dtype == np.int64
+    assert arr.ndim == 1 or (arr.ndim == 2 and arr.shape[1] == 2)
     assert arr.size >= 1 and int(arr.min()) >= 1
 
 

@@ -21,7 +21,7 @@ from bucketopt.data.histogram import Histogram, validate_lengths
         ([3, 0], "positive"),
         ([3, -5], "positive"),
         ([3, 2.5], "integers"),
-        ([[1, 2], [3, 4]], "1-D"),
+        ([[1, 2, 3], [4, 5, 6]], "1-D"),  # (n, 2) is pairs (2-D bins: tests/test_pairs.py)
         (["a", "b"], "integers"),
         ([True, False], "booleans"),
         (np.array([1, None], dtype=object), "numeric"),

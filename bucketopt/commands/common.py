@@ -20,7 +20,12 @@ def add_lens_args(parser, *, required: bool = False) -> None:
                              "histogram, or - (standard input: one per line, or .npy, .npz, "
                              "Parquet or Arrow bytes); "
                              "default: the embedded example")
-    parser.add_argument("--column", metavar="NAME", help="column holding the lengths")
+    parser.add_argument("--column", metavar="NAME", help="column holding the lengths; A,B: two "
+                        "columns of pairs (input, output) for 2-D bins; A,B,COUNT: a 2-D "
+                        "histogram")
+    parser.add_argument("--resolution", metavar="R[,R]",
+                        help="pairs measured in a unit (seconds): take the input (and output) "
+                             "in whole steps of R, e.g. 0.01; edges are reported in the unit")
     parser.add_argument("--quiet", "-q", action="store_true", help="no notes on stderr")
 
 
@@ -104,7 +109,7 @@ PLAN_FLAGS = {"k": "-k", "token_budget": "--token-budget", "pad": "--pad",
               "profile": "--profile", "gpus": "--gpus", "epochs": "--epochs",
               "memory": "--memory", "gpu_memory": "--gpu-memory",
               "memory_headroom": "--memory-headroom", "exact": "--exact",
-              "boundaries": "--boundaries"}
+              "boundaries": "--boundaries", "grid": "--grid"}
 
 
 def check_plan_flags(args) -> None:
@@ -488,6 +493,19 @@ def read_lengths(args, *, per_sample: bool = False):
         note(args, "no --lens given: using the embedded example bucketopt.datasets.seed_like() "
                    "(902,087 lengths reconstructed from the published distribution).")
         return seed_like(), "embedded example (seed_like)"
+    from ..pairs.load import is_pair_source
+
+    if getattr(args, "resolution", None) is not None:  # pairs in a unit (seconds)
+        from ..pairs.load import load_pairs_at
+
+        label = getattr(args, "lens_label", str(args.lens))
+        return load_pairs_at(args.lens, args.column, args.resolution, label=label), label
+    if (args.column is not None and "," in args.column) or (
+            args.column is None and is_pair_source(args.lens)):  # pairs: (n, 2)
+        from ..pairs.load import load_pairs
+
+        label = getattr(args, "lens_label", str(args.lens))
+        return load_pairs(args.lens, args.column, label=label), label
     from ..data.io import open_source
 
     source = open_source(args.lens, column=args.column)

@@ -268,6 +268,11 @@ def _beyond_simulation(args) -> bool:
 def run(args) -> int:
     from ..training.compare import compare
 
+    if args.plan_data is None and _pairs_given(args):  # 2-D: NeMo's grids beside bucketopt's
+        from ..pairs.compare import run_compare_pairs
+
+        lengths, source = read_lengths(args)
+        return run_compare_pairs(args, lengths, source)
     check_plan_args(args)
     plan = args.plan_data
     if plan is not None:
@@ -285,6 +290,14 @@ def run(args) -> int:
     if args.output is not None:
         write_plan_output(args, row_solution(args, lengths, comparison, args.strategy))
     return _finish(args, source, comparison)
+
+
+def _pairs_given(args) -> bool:
+    from ..pairs.load import is_pair_source
+
+    column = getattr(args, "column", None)
+    return (column is not None and "," in column) or (
+        column is None and args.lens is not None and is_pair_source(args.lens))
 
 
 def run_plan(args, plan) -> int:

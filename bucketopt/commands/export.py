@@ -32,6 +32,11 @@ def add_parser(sub) -> None:
                    help="lhotse and nemo only: the Lhotse release the bins are for (1.27 and "
                         "later: inclusive edges; 1.26 and older: edges + 1); default: the "
                         "installed Lhotse's, else 1.27 and later")
+    p.add_argument("--grid", metavar="K1xK2",
+                   help="pairs: at most K1 input buckets of at most K2 output sub-buckets")
+    p.add_argument("--max-tps", action="store_true",
+                   help="nemo on pairs: add max_tps=[...], each bin's largest output/input "
+                        "ratio (NeMo's filter then drops no sample)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the JSON here (default: stdout)")
     p.set_defaults(run=run)
 
@@ -49,6 +54,9 @@ def run(args) -> int:
     from ..solver import evaluate, solve
     from .solve import solver_kwargs
 
+    if args.plan is None and args.grid is not None and args.k is None \
+            and args.boundaries is None:
+        return _write_pairs(args, read_lengths(args)[0], solver_kwargs(args))
     if args.plan is None and (args.k is None) == (args.boundaries is None):
         raise BucketoptError("give exactly one of -k K (solve), --boundaries B1,B2,... (export "
                              "given edges) or --plan PLAN.json.")
@@ -81,6 +89,12 @@ def run(args) -> int:
         return _write(args, solution, options)
     lengths, _source = read_lengths(args)
     kwargs = solver_kwargs(args)
+    from ..pairs.data import is_pairs
+
+    if is_pairs(lengths) or args.grid is not None:  # 2-D bins: NeMo's lines
+        return _write_pairs(args, lengths, kwargs)
+    if args.max_tps:
+        raise BucketoptError("--max-tps applies to pairs (2-D bins) with --format nemo.")
     if args.boundaries is not None:
         if kwargs.pop("exact", False):
             raise BucketoptError("--exact applies to -k (an optimum to prove), not to "
@@ -91,6 +105,46 @@ def run(args) -> int:
     else:
         solution = solve(lengths, args.k, **kwargs)
     return _write(args, solution, options)
+
+
+def _write_pairs(args, lengths, kwargs) -> int:
+    """``export --format nemo`` of a 2-D plan: the lines NeMo's dataloader config reads."""
+    from ..pairs.nemo import nemo_lines, to_nemo_pairs
+    from ..solver import solve
+
+    if args.fmt != "nemo":
+        raise BucketoptError(f"--format {args.fmt} takes 1-D boundaries; 2-D bins (pairs) export "
+                             "to --format nemo.")
+    if args.boundaries is not None:
+        raise BucketoptError("--boundaries gives 1-D edges; pairs are solved with -k or --grid.")
+    if args.lhotse_version is not None:
+        raise BucketoptError("--lhotse-version applies to 1-D bins; NeMo selects 2-D bins "
+                             "itself (find_smallest_bucket).")
+    if args.k is None and args.grid is None:
+        raise BucketoptError("give -k K or --grid K1xK2 for the 2-D bins.")
+    if args.max_tps and args.resolution is not None:
+        raise BucketoptError("--max-tps with --resolution: the ratios of the rounded lengths "
+                             "are not the data's (NeMo's filter would drop samples); export "
+                             "without --max-tps.")
+    if args.grid is not None:
+        kwargs["grid"] = args.grid
+    solution = solve(lengths, args.k, **kwargs)
+    keys = to_nemo_pairs(solution, pairs=lengths, max_tps=args.max_tps)
+    if args.resolution is not None:  # NeMo's bins in the unit (seconds of audio)
+        from ..pairs.load import check_resolution, in_unit
+
+        keys["bucket_duration_bins"] = in_unit(keys["bucket_duration_bins"],
+                                               check_resolution(args.resolution))
+    text = nemo_lines(keys["bucket_duration_bins"], keys["bucket_batch_size"],
+                      keys.get("max_tps"))
+    if args.output:
+        from ..data.output import write_text
+
+        write_text(args.output, text, what="--output")
+        note(args, f"wrote nemo export of {len(solution.bins)} 2-D bins to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def _write(args, solution, options) -> int:

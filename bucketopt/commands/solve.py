@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from ..errors import BucketoptError
 from .common import (
+    _int,
     add_lens_args,
     add_output_args,
     add_plan_output,
@@ -19,7 +21,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser("solve", help="optimal bucket boundaries",
                        description="Exact optimal bucket boundaries for a length distribution.")
     add_lens_args(p)
-    add_solver_args(p)
+    p.add_argument("-k", type=_int, metavar="K",
+                   help="maximum number of buckets (with pairs: of 2-D bins in total)")
+    add_solver_args(p, k_required=False)
+    p.add_argument("--grid", metavar="K1xK2",
+                   help="pairs (--column a,b or an (n, 2) source): at most K1 input buckets "
+                        "with at most K2 output sub-buckets each, instead of -k bins in total")
     p.add_argument("--plot", metavar="FILE",
                    help="write the length histogram with the edges and batch sizes to FILE "
                         "(.png, .svg or .pdf)")
@@ -36,6 +43,8 @@ def solver_kwargs(args) -> dict:
                   max_length=args.max_length, overflow=args.overflow)
     # Without --gpus the profile's world size applies (world_size=None).
     kwargs["world_size"] = args.gpus
+    if getattr(args, "grid", None) is not None:
+        kwargs["grid"] = args.grid
     if getattr(args, "exact", False):
         kwargs["exact"] = True
     if getattr(args, "memory", None) is not None:
@@ -49,7 +58,15 @@ def run(args) -> int:
     from ..solver import solve
 
     check_plot_path(args)
+    if args.k is None and args.grid is None:
+        raise BucketoptError("-k K is required (or --grid K1xK2 with pairs).")
     lengths, source = read_lengths(args)
+    from ..pairs.data import is_pairs
+
+    if is_pairs(lengths) or args.grid is not None:
+        from ..pairs.show import run_pairs
+
+        return run_pairs(args, lengths, source, solve(lengths, args.k, **solver_kwargs(args)))
     solution = solve(lengths, args.k, **solver_kwargs(args))
     for warning in solution.warnings:
         note(args, "note: " + warning)

@@ -80,7 +80,10 @@ def sweep_table(result) -> str:
     headers.append("boundaries")
     rows = []
     for k, s, proof in zip(result.ks, result.solutions, proofs):
-        row = [f"{k}{'*' if k == result.recommended_k else ' '}", str(len(s.boundaries)),
+        edges = ", ".join(map(str, s.boundaries)) if s.bins is None else \
+            " ".join(f"{a}x{b}" for a, b in s.bins)  # 2-D: bins as input x output edges
+        row = [f"{k}{'*' if k == result.recommended_k else ' '}",
+               str(len(s.boundaries if s.bins is None else s.bins)),
                f"{100 * s.padding_fraction:.2f}%"]
         if has_rate:
             row.append(f"{s.ktok_per_s:.1f}")
@@ -88,7 +91,6 @@ def sweep_table(result) -> str:
             row.append(f"{s.eta_days:.2f}")
         if has_proof:
             row.append(proof)
-        edges = ", ".join(map(str, s.boundaries))
         row.append(edges if len(edges) <= 60 else edges[:57] + "...")
         rows.append(row)
     align = "rrr" + "r" * (has_rate + has_eta + has_proof) + "l"

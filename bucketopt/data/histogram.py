@@ -280,7 +280,10 @@ def validate_lengths(
                 param=param,
             ) from None
     if arr.ndim != 1:
-        raise BucketoptError(f"{name} must be 1-D; got an array of shape {arr.shape}.", param=param)
+        pairs = (" (pairs of lengths take solve, evaluate, compare, export and the sampler: 2-D "
+                 "bins)" if arr.ndim == 2 and arr.shape[1:] == (2,) else "")
+        raise BucketoptError(f"{name} must be 1-D; got an array of shape {arr.shape}{pairs}.",
+                             param=param)
     if arr.size == 0:
         raise BucketoptError(f"{name} is empty: at least one length is required.", param=param)
     kind = arr.dtype.kind

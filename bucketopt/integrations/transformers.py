@@ -158,6 +158,10 @@ def _build_mixin():
                                          "(the plan holds the boundaries, batch sizes and token "
                                          "budget).", param="plan")
                 plan = load_plan(plan)
+                if plan["kind"] == "2d":
+                    raise BucketoptError("BucketedTrainer takes 1-D plans; a 2-D plan (bins of "
+                                         "pairs) trains through BucketBatchSampler.from_plan "
+                                         "in your own loop.", param="plan")
                 for name, given in (("packing", packing), ("sync_buckets", sync_buckets)):
                     if given is not None and given != plan[name]:
                         raise BucketoptError(

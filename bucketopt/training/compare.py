@@ -242,6 +242,14 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
     >>> c.strategies["packed"]["padding_fraction"] < c.strategies["shuffle"]["padding_fraction"]
     True
     """
+    from ..pairs.data import is_pairs
+
+    if is_pairs(lengths):  # 2-D bins: NeMo's grids beside bucketopt's (bucketopt.pairs.compare)
+        from ..pairs.compare import compare_pairs
+
+        return compare_pairs(lengths, k, token_budget=token_budget, pad=pad, profile=profile,
+                             world_size=world_size, epochs=epochs,
+                             objective=solver_kwargs.get("objective"))
     from ..data.histogram import Histogram
     from ..solver import evaluate, solve
 

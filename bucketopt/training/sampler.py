@@ -162,6 +162,16 @@ class BucketBatchSampler(RankedSampler):
         if isinstance(lengths, Histogram):
             raise BucketoptError("lengths must hold one length per sample in dataset order; got "
                                  "a Histogram, which has no sample order.", param="lengths")
+        from ..pairs.data import is_pairs
+
+        self.pairs = self.bins = None
+        if is_pairs(lengths):  # 2-D bins: the 1-D machinery on every sample's bin index
+            from ..pairs.sampling import pair_buckets
+
+            lengths, boundaries, batch_sizes, self.pairs, self.bins = pair_buckets(
+                lengths, boundaries, token_budget=token_budget, batch_sizes=batch_sizes,
+                packing=packing, max_length=max_length, memory=memory)
+            token_budget = None
         from ..data.overflow import overflow_items
 
         # with max_length, the sampler plans items: whole samples, or chunks of long ones
@@ -268,6 +278,13 @@ class BucketBatchSampler(RankedSampler):
         from ..plan import check_lengths, load_plan
 
         plan = load_plan(plan)
+        if plan["kind"] == "2d":  # bins of pairs (bucketopt.pairs.sampling)
+            check_lengths(plan, lengths, allow_other_lengths=allow_other_lengths)
+            kwargs = dict(token_budget=plan["token_budget"], batch_sizes=plan["batch_sizes"])
+            kwargs.update(overrides)
+            return cls(lengths, kwargs.pop("boundaries", plan["bins"]), seed=seed, rank=rank,
+                       world_size=plan["world_size"] if world_size is None else world_size,
+                       **kwargs)
         if isinstance(lengths, Histogram):
             raise BucketoptError("lengths must hold one length per sample in dataset order; "
                                  "got a Histogram, which has no sample order.", param="lengths")

@@ -331,6 +331,17 @@ class StreamBatcher(RankedSampler):
         from ..plan import check_lengths, load_plan
 
         plan = load_plan(plan)
+        if plan["kind"] == "2d":  # bins of pairs: length(item) gives (input, output)
+            from ..pairs.sampling import stream_bins
+
+            if lengths is not None:
+                check_lengths(plan, lengths, allow_other_lengths=allow_other_lengths)
+            length, edges, sizes, budget = stream_bins(plan, length)
+            kwargs = dict(token_budget=budget, batch_sizes=sizes)
+            kwargs.update(overrides)
+            return cls(stream, edges, length=length, seed=seed, rank=rank,
+                       world_size=plan["world_size"] if world_size is None else world_size,
+                       **kwargs)
         if plan["packing"] not in ("fixed", "greedy"):
             raise BucketoptError(f"StreamBatcher batches padded micro-batches; the plan packs "
                                  f"rows (packing={shown(plan['packing'])}): use "
