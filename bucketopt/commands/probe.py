@@ -78,7 +78,7 @@ def run(args) -> int:
     if args.measurements:
         out["measurements_csv"] = str(result.write_measurements(args.measurements))
         note(args, f"wrote {args.measurements} (bucketopt calibrate --measurements "
-                   f"{args.measurements} refits it)")
+                   f"{args.measurements} --pool low refits it)")
     if args.output:
         profile = result.profile
         if args.measurements:
