@@ -211,5 +211,9 @@ def annotate(solution, hist, cost_model: CostModel, *, sync_buckets=False):
                  epochs=cost_model.epochs, epoch_hours=seconds / 3600.0,
                  sync_buckets=sync_buckets)
     extra.update(intervals)
+    from .steps import histogram_steps  # p50 / p90 step time and the rank wait
+
+    extra.update(histogram_steps(hist, solution.boundaries, sizes, solution.pad, cost_model,
+                                 sync_buckets=sync_buckets))
     return replace(solution, ktok_per_s=solution.real_tokens / seconds / 1e3,
                    eta_days=cost_model.epochs * seconds / SECONDS_PER_DAY, extra=extra)
