@@ -20,6 +20,7 @@ _LAZY = {
     "BatchPlan": ".training.plans", "batch_plan": ".training.plans",
     "BucketBatchSampler": ".training.sampler",
     "simulate": ".training.simulate",
+    "verify": ".cost.verify", "VerifyResult": ".cost.verify",
 }
 
 
@@ -54,6 +55,7 @@ __all__ = [
     "Profile",
     "Solution",
     "Sweep",
+    "VerifyResult",
     "__version__",
     "batch_plan",
     "calibrate",
@@ -66,6 +68,7 @@ __all__ = [
     "solve",
     "sweep",
     "time_epoch",
+    "verify",
 ]
 
 

@@ -526,6 +526,70 @@ def _verify(step, memory, torch) -> list:
     return out
 
 
+class Trainer:
+    """A model ready to train, as probe and verify time it: ``step(size, length)`` trains one
+    micro-batch of random token ids (zero_grad, forward, backward, AdamW step, the device
+    synchronised before and after) and returns (seconds, CUDA peak bytes or None). A loss
+    that is not finite, or a step that fails (out of memory), is one :class:`BucketoptError`.
+
+    ``model`` is what :func:`load_model` takes; ``vocab_size`` overrides the model's."""
+
+    def __init__(self, model, *, device="cpu", dtype="float32", lr=1e-5, vocab_size=None,
+                 seed=0):
+        torch = self.torch = _torch()
+        dev = self.device = _device(torch, device)
+        net, self.loss_fn, self.label, vocab = load_model(model)
+        vocab = vocab_size if vocab_size is not None else vocab
+        if vocab is None:
+            raise BucketoptError("could not find the model's vocabulary size (no "
+                                 "config.vocab_size and no nn.Embedding): pass vocab_size= "
+                                 "(--vocab-size).", param="vocab_size")
+        self.vocab = _positive(vocab, "vocab_size (--vocab-size)", 2**31)
+        try:
+            self.net = net.to(device=dev, dtype=getattr(torch, dtype))
+            self.net.train()
+            self.optimizer = torch.optim.AdamW(
+                [p for p in self.net.parameters() if p.requires_grad], lr=lr)
+        except Exception as exc:
+            raise BucketoptError(f"could not move the model to {device} ({dtype}): "
+                                 f"{type(exc).__name__}: {exc}") from None
+        if not self.optimizer.param_groups[0]["params"]:
+            raise BucketoptError("the model has no trainable parameters: nothing to train.",
+                                 param="model")
+        self.gen = torch.Generator(device="cpu").manual_seed(int(seed))
+
+    def _step(self, size, length):
+        torch, dev = self.torch, self.device
+        ids = torch.randint(0, self.vocab, (size, length), generator=self.gen).to(dev)
+        _sync(torch, dev)
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        t0 = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.net, ids)
+        loss.backward()
+        self.optimizer.step()
+        _sync(torch, dev)
+        seconds = time.perf_counter() - t0
+        peak = int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None
+        check_loss(loss, size, length)
+        return seconds, peak
+
+    def step(self, size, length):
+        """Train one (size, length) batch: (seconds, CUDA peak bytes or None)."""
+        try:
+            return self._step(size, length)
+        except BucketoptError:
+            raise
+        except Exception as exc:
+            hint = ""
+            if "out of memory" in str(exc).lower():
+                hint = "; lower token_budget (--token-budget)"
+            raise BucketoptError(f"the training step failed at batch_size={size}, padded_len="
+                                 f"{length}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                                 f"{hint}") from None
+
+
 def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", time_limit=None,
           repeats=None, warmup=WARMUP, seed=0, vocab_size=None, lr=1e-5,
           memory_fraction=MEMORY_FRACTION, name=None, progress=None, shapes=None,
@@ -625,56 +689,10 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
          _positive(L, "holdout padded_len", PROBE_TOKEN_LIMIT)) for s, L in holdout]
     fitted = set(shapes)
     plan = list(shapes) + [s for s in dict.fromkeys(holdout) if s not in fitted]
-    torch = _torch()
-    dev = _device(torch, device)
-    net, loss_fn, label, vocab = load_model(model)
-    vocab = vocab_size if vocab_size is not None else vocab
-    if vocab is None:
-        raise BucketoptError("could not find the model's vocabulary size (no config.vocab_size "
-                             "and no nn.Embedding): pass vocab_size= (--vocab-size).",
-                             param="vocab_size")
-    vocab = _positive(vocab, "vocab_size (--vocab-size)", 2**31)
-    try:
-        net = net.to(device=dev, dtype=getattr(torch, dtype))
-        net.train()
-        optimizer = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=lr)
-    except Exception as exc:
-        raise BucketoptError(f"could not move the model to {device} ({dtype}): "
-                             f"{type(exc).__name__}: {exc}") from None
-    if not optimizer.param_groups[0]["params"]:
-        raise BucketoptError("the model has no trainable parameters: nothing to train.",
-                             param="model")
-
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
-
-    def step(size, length):
-        ids = torch.randint(0, vocab, (size, length), generator=gen).to(dev)
-        _sync(torch, dev)
-        if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)
-        t0 = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(net, ids)
-        loss.backward()
-        optimizer.step()
-        _sync(torch, dev)
-        seconds = time.perf_counter() - t0
-        peak = int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None
-        check_loss(loss, size, length)
-        return seconds, peak
-
-    def guarded(size, length):
-        try:
-            return step(size, length)
-        except BucketoptError:
-            raise
-        except Exception as exc:
-            hint = ""
-            if "out of memory" in str(exc).lower():
-                hint = "; lower token_budget (--token-budget)"
-            raise BucketoptError(f"the training step failed at batch_size={size}, padded_len="
-                                 f"{length}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-                                 f"{hint}") from None
+    trainer = Trainer(model, device=device, dtype=dtype, lr=lr, vocab_size=vocab_size,
+                      seed=seed)
+    torch, dev, label = trainer.torch, trainer.device, trainer.label
+    guarded = trainer.step
 
     old_threads = torch.get_num_threads()
     if threads is not None:
@@ -796,7 +814,7 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                                [r["peak_memory_bytes"] for r in rows], total_bytes=total_bytes,
                                fraction=memory_fraction, max_length=max_length)
         if verify:
-            memory["verify"] = _verify(step, memory, torch)
+            memory["verify"] = _verify(trainer._step, memory, torch)
     elapsed = time.monotonic() - start
     profile_name = name or f"probe-{dev.type}"
     profile = cal.to_profile(name=profile_name,
