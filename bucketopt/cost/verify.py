@@ -199,6 +199,49 @@ def _plan_for(lengths, plan, k, profile, packing, solve_kwargs, allow_other_leng
     return plan
 
 
+@dataclass(frozen=True)
+class PlanBatches:
+    """Every rank's micro-batches of one epoch of a plan, in step order (global batch i: step
+    i // G on rank i % G): ``sizes``, ``padded`` (rows and padded length; a packed row: 1 and
+    its tokens), ``real`` tokens, ``features`` [1, tokens, attention] as they run (a packed row
+    through dense attention over the row) and ``masked`` (a packed row's document-masked
+    attention, sum of d^2; the same as ``features`` for padded batches)."""
+
+    sampler: object
+    packing: str
+    varlen: bool
+    sizes: np.ndarray
+    padded: np.ndarray
+    real: np.ndarray
+    features: np.ndarray
+    masked: np.ndarray
+
+    def shape(self, i) -> tuple:
+        """(rows, padded length) of global batch ``i`` as the model gets it."""
+        return (1, int(self.padded[i])) if self.varlen else (int(self.sizes[i]),
+                                                              int(self.padded[i]))
+
+
+def plan_batches(plan, lengths, *, packing=None, seed=0, epoch=0, rank=0,
+                 allow_other_lengths=False) -> PlanBatches:
+    """The :class:`PlanBatches` of ``plan``'s sampler (``packing`` replaces the plan's)."""
+    from ..training.sampler import BucketBatchSampler
+
+    overrides = {} if packing is None else {"packing": packing}
+    if packing is not None and packing != "fixed":
+        overrides["batch_sizes"] = None  # rows of documents, or greedy batches: no fixed sizes
+    sampler = BucketBatchSampler.from_plan(plan, lengths, rank=rank, seed=seed,
+                                           allow_other_lengths=allow_other_lengths, **overrides)
+    varlen = sampler.packing not in ("fixed", "greedy")
+    full = sampler.epoch_view(epoch, pad="varlen" if varlen else plan["pad"])
+    masked = full.features()
+    features = masked.copy()
+    if varlen:  # one row of T tokens through the model's own attention: dense over the row
+        features[:, 2] = features[:, 1] ** 2
+    return PlanBatches(sampler, sampler.packing, varlen, full.sizes, full.padded_lens,
+                       full.real_tokens, features, masked)
+
+
 def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dtype="float32",
            threads=None, time_limit=TIME_LIMIT, steps=None, packing=None, rank=0, seed=0,
            epoch=0, vocab_size=None, lr=1e-5, allow_other_lengths=False,
@@ -237,7 +280,6 @@ def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dty
     {'inside': True, 'off_by': 0}
     """
     from ..data.histogram import Histogram, validate_lengths
-    from ..training.sampler import BucketBatchSampler
     from .costmodel import load_profile
     from .probe import DTYPES, Trainer, _device_name, _load_average, _positive
 
@@ -269,25 +311,16 @@ def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dty
     if not 0 <= rank < world:
         raise BucketoptError(f"rank must be in [0, {world}) (the plan's world size); got "
                              f"{rank}.", param="rank")
-    overrides = {} if packing is None else {"packing": packing}
-    if packing is not None and packing != "fixed":
-        overrides["batch_sizes"] = None  # rows of documents, or greedy batches: no fixed sizes
-    sampler = BucketBatchSampler.from_plan(plan, lengths, rank=rank, seed=seed,
-                                           allow_other_lengths=allow_other_lengths, **overrides)
-    packing = sampler.packing
-    varlen = packing not in ("fixed", "greedy")
-    full = sampler.epoch_view(epoch, pad="varlen" if varlen else plan["pad"])
-    features = full.features()[rank::world]
-    sizes = full.sizes[rank::world]
-    padded = full.padded_lens[rank::world]
-    real = full.real_tokens[rank::world]
+    batches = plan_batches(plan, lengths, packing=packing, seed=seed, epoch=epoch,
+                           allow_other_lengths=allow_other_lengths)
+    sampler, packing, varlen = batches.sampler, batches.packing, batches.varlen
+    take = slice(rank, None, world)
+    features, masked = batches.features[take], batches.masked[take]
+    sizes, padded, real = batches.sizes[take], batches.padded[take], batches.real[take]
     if steps is not None:
-        features, sizes, padded, real = (a[:steps] for a in (features, sizes, padded, real))
-    masked = None
-    if varlen:  # one row of T tokens through the model's own attention: dense over the row
-        masked = features.copy()
-        features = features.copy()
-        features[:, 2] = features[:, 1] ** 2
+        features, masked, sizes, padded, real = (a[:steps] for a in (features, masked, sizes,
+                                                                     padded, real))
+    masked = masked if varlen else None
 
     trainer = Trainer(model, device=device, dtype=dtype, lr=lr, vocab_size=vocab_size,
                       seed=seed)
@@ -436,4 +469,29 @@ def _warnings(seconds, predicted, shapes, plan, sampler, verdicts, load, threads
                        f"a document mask, and are predicted so (attention over the whole row); "
                        f"the plan's figures count document-masked attention (sum of d^2), "
                        f"which the profile prices {extra:.0%} below the dense row")
+    return out
+
+
+def predict_ranked_steps(features, world, cost_model, claim) -> dict:
+    """The predicted step figures of batches with ``features`` in step order over ``world``
+    ranks (a step waits for its slowest rank): ``step_time_p50``, ``step_time_p90``,
+    ``step_time_mean`` and ``rank_wait_s``, each ``{"value", "interval",
+    "coefficient_interval"}``; the step times' intervals widened by ``claim`` (a fraction), the
+    wait's by ``claim`` x the mean step (a wait is a difference of step times)."""
+    from .intervals import _sets, interval
+    from .steps import KEYS as STEP_KEYS
+    from .steps import step_stats
+
+    stats = step_stats(np.asarray(features, dtype=np.float64), int(world))
+    point = stats([cost_model.alpha, cost_model.beta, cost_model.gamma])
+    sets, coverage = _sets(cost_model)
+    per_set = np.array([stats(c) for c in sets]).reshape(-1, len(STEP_KEYS))
+    out = {}
+    for i, key in enumerate(STEP_KEYS):
+        low, high = interval(per_set[:, i], point[i], coverage)
+        if key == "rank_wait_s":
+            widened = [max(0.0, low - claim * point[2]), high + claim * point[2]]
+        else:
+            widened = [low * (1 - claim), high * (1 + claim)]
+        out[key] = {"value": point[i], "interval": widened, "coefficient_interval": [low, high]}
     return out
