@@ -11,7 +11,7 @@ bucketed and a packed plan, measured against the predictions of a profile probed
    the time this rank waits for the slowest), the gradients' all-reduce (``comm``) and the
    AdamW step. The step time is the time from one step's start to the next (the mean over ranks
    of their own), the rank wait the mean over ranks of their barrier time.
-3. The prediction for the same steps (:func:`bucketopt.cost.verify.predict_ranked_steps`): the
+3. The prediction for the same steps (:func:`bucketopt.training.verify.predict_ranked_steps`): the
    profile's cost model on each rank's batches, a step as long as its slowest rank, intervals
    from the profile's coefficient sets widened by the error it claims. A single-process profile
    knows no all-reduce, so the measured step is compared twice: whole, and less its
@@ -126,8 +126,8 @@ def run_plan(spec, batches, world, steps, port):
 
 def summary(measured, predicted, scale=1.0):
     """Measured p50 / p90 / mean step time and mean rank wait against the prediction (times
-    ``scale``), with verdicts (bucketopt.cost.verify.verdict)."""
-    from bucketopt.cost.verify import verdict
+    ``scale``), with verdicts (bucketopt.training.verify.verdict)."""
+    from bucketopt.training.verify import verdict
 
     predicted = {key: {"value": v["value"] * scale,
                        "interval": [x * scale for x in v["interval"]]}
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     import torch
 
     import bucketopt
-    from bucketopt.cost.verify import claimed_error_of, plan_batches, predict_ranked_steps
+    from bucketopt.training.verify import claimed_error_of, plan_batches, predict_ranked_steps
 
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="bucketopt-gloo-"))

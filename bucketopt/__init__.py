@@ -20,7 +20,7 @@ _LAZY = {
     "BatchPlan": ".training.plans", "batch_plan": ".training.plans",
     "BucketBatchSampler": ".training.sampler",
     "simulate": ".training.simulate",
-    "verify": ".cost.verify", "VerifyResult": ".cost.verify",
+    "verify": ".training.verify", "VerifyResult": ".training.verify",
 }
 
 

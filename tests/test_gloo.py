@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_gloo_run_measures_step_times_and_rank_waits_of_both_plans(capsys):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from bucketopt.cost.verify import verdict
+    from bucketopt.training.verify import verdict
 
     sys.path.insert(0, str(ROOT / "benchmarks"))  # the spawned ranks import gloo_run too
     try:

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 import bucketopt  # noqa: E402
 from bucketopt import BucketoptError  # noqa: E402
 from bucketopt.cli import main  # noqa: E402
-from bucketopt.cost.verify import KEYS, verdict  # noqa: E402
+from bucketopt.training.verify import KEYS, verdict  # noqa: E402
 
 CONFIG = {"model_type": "llama", "vocab_size": 128, "hidden_size": 32, "intermediate_size": 64,
           "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,

@@ -47,8 +47,8 @@ def _solver_kwargs(args) -> dict:
 
 
 def run(args) -> int:
-    from ..cost.verify import verify
     from ..errors import BucketoptError
+    from ..training.verify import verify
 
     if (args.plan is None) == (args.k is None):
         raise BucketoptError("verify needs -k K (solve first) or --plan PLAN.json, one of them.")

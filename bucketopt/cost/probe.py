@@ -575,6 +575,10 @@ class Trainer:
         check_loss(loss, size, length)
         return seconds, peak
 
+    def device_name(self) -> str:
+        """The device in words (a CPU: its model and the torch threads now set)."""
+        return _device_name(self.torch, self.device, self.torch.get_num_threads())
+
     def step(self, size, length):
         """Train one (size, length) batch: (seconds, CUDA peak bytes or None)."""
         try:

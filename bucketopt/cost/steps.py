@@ -104,7 +104,7 @@ def _stats_from_groups(groups, coef, world) -> list:
 
 
 def _with_intervals(point, per_set, coverage) -> dict:
-    from .intervals import interval
+    from .coverage import interval
 
     out = {}
     per_set = np.asarray(per_set, dtype=np.float64).reshape(-1, len(KEYS))
@@ -128,7 +128,7 @@ def histogram_steps(hist, boundaries, sizes, pad, cost_model, *, sync_buckets=Tr
     >>> round(out["step_time_p50"], 3), round(out["step_time_p90"], 3), out["rank_wait_s"]
     (0.18, 0.18, 0.0)
     """
-    from .intervals import _sets
+    from .coverage import coefficient_sets as _sets
 
     groups = bucket_atoms(hist, boundaries, sizes, pad)
     world = int(cost_model.world_size)
@@ -168,7 +168,7 @@ def step_stats(features, world) -> callable:
 def epoch_steps(epochs, cost_model) -> dict:
     """The step-time figures and intervals over the steps of simulated ``epochs`` (a list of
     :class:`~bucketopt.training.epoch.Epoch`), as compare's rows time them."""
-    from .intervals import _sets
+    from .coverage import coefficient_sets as _sets
 
     stats = step_stats([e.features() for e in epochs], int(cost_model.world_size))
     point = stats([cost_model.alpha, cost_model.beta, cost_model.gamma])

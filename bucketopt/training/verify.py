@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import BucketoptError
-from ..validate import shown
+from ..validate import check_int, shown
 
 MIN_STEPS = 20  # fewer timed steps say little about a p90
 TIME_LIMIT = 60.0
@@ -143,7 +143,8 @@ def predict_steps(features, real_tokens, cost_model, claim) -> dict:
     """The predicted step figures of batches with ``features`` ([1, tokens, attention] per
     step, one rank: a step is one micro-batch), each ``{"value", "interval",
     "coefficient_interval"}``; the interval widened by ``claim`` (see the module's text)."""
-    from .intervals import _sets, interval
+    from ..cost.coverage import coefficient_sets as _sets
+    from ..cost.coverage import interval
 
     coef = np.array([cost_model.alpha, cost_model.beta, cost_model.gamma])
     point = _stats(features @ coef, real_tokens)
@@ -225,7 +226,7 @@ class PlanBatches:
 def plan_batches(plan, lengths, *, packing=None, seed=0, epoch=0, rank=0,
                  allow_other_lengths=False) -> PlanBatches:
     """The :class:`PlanBatches` of ``plan``'s sampler (``packing`` replaces the plan's)."""
-    from ..training.sampler import BucketBatchSampler
+    from .sampler import BucketBatchSampler
 
     overrides = {} if packing is None else {"packing": packing}
     if packing is not None and packing != "fixed":
@@ -279,16 +280,16 @@ def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dty
     >>> result.verdicts["step_time_mean"]                             # doctest: +SKIP
     {'inside': True, 'off_by': 0}
     """
+    from ..cost.costmodel import load_profile
+    from ..cost.probe import DTYPES, Trainer
     from ..data.histogram import Histogram, validate_lengths
-    from .costmodel import load_profile
-    from .probe import DTYPES, Trainer, _device_name, _load_average, _positive
 
     start = time.monotonic()
     time_limit = _check_positive(time_limit, "time_limit (--time-limit)")
     if steps is not None:
         steps = _check_positive(steps, "steps (--steps)", integer=True, limit=MAX_STEPS)
     if threads is not None:
-        threads = _positive(threads, "threads (--threads)", 4096)
+        threads = check_int(threads, "threads", low=1, high=4096)
     if dtype not in DTYPES:
         raise BucketoptError(f"dtype= (--dtype) must be one of {', '.join(DTYPES)}; got "
                              f"{shown(dtype)}.", param="dtype")
@@ -336,7 +337,7 @@ def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dty
     seconds, stopped_by = [], "steps"
     try:
         threads_used = torch.get_num_threads()
-        device_name = _device_name(torch, dev, threads_used)
+        device_name = trainer.device_name()
         seen = {}
         for i in range(sizes.size):  # the first step of each new shape: untimed
             if len(seen) >= WARMUP_SHAPES:
@@ -405,6 +406,14 @@ def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dty
         step_predicted=tuple(float(s) for s in step_predicted),
         shapes=tuple(shape_of(i) for i in range(n)), claimed_error=claim,
         elapsed_s=time.monotonic() - start, stopped_by=stopped_by, notes=tuple(notes))
+
+
+def _load_average() -> float | None:
+    """The 1-minute load average (None where the system keeps none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def _rss_peak() -> int | None:
@@ -478,9 +487,10 @@ def predict_ranked_steps(features, world, cost_model, claim) -> dict:
     ``step_time_mean`` and ``rank_wait_s``, each ``{"value", "interval",
     "coefficient_interval"}``; the step times' intervals widened by ``claim`` (a fraction), the
     wait's by ``claim`` x the mean step (a wait is a difference of step times)."""
-    from .intervals import _sets, interval
-    from .steps import KEYS as STEP_KEYS
-    from .steps import step_stats
+    from ..cost.coverage import coefficient_sets as _sets
+    from ..cost.coverage import interval
+    from ..cost.steps import KEYS as STEP_KEYS
+    from ..cost.steps import step_stats
 
     stats = step_stats(np.asarray(features, dtype=np.float64), int(world))
     point = stats([cost_model.alpha, cost_model.beta, cost_model.gamma])
