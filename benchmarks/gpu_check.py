@@ -125,8 +125,9 @@ def markdown(out) -> str:
 
             said = "-" if ver is None else ("inside" if ver["inside"] else
                                             f"outside, {ver['off_by']:+.0%}")
-            span = "-" if not pr else f"[{show(pr['interval'][0])}, {show(pr['interval'][1])}]"
-            lines.append(f"| {key} | {show(m)} | {show(pr['value'] if pr else None)} | {span} "
+            span = "-" if not pr["interval"] else \
+                f"[{show(pr['interval'][0])}, {show(pr['interval'][1])}]"
+            lines.append(f"| {key} | {show(m)} | {show(pr['value'])} | {span} "
                          f"| {said} |")
         lines += [""] + [f"- warning: {w}" for w in v["warnings"]] + [""]
     return "\n".join(lines)

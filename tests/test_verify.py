@@ -72,7 +72,9 @@ def test_verify_runs_the_plans_batches_and_predicts_those_very_batches(setup, pa
     assert set(KEYS) <= set(out["measured"]) and set(KEYS) <= set(out["predicted"])
     assert out["measured"]["peak_memory_bytes"] is None  # CPU: not measurable, and said
     assert any("not measured on cpu" in n for n in out["notes"])
-    assert out["predicted"]["peak_memory_bytes"] is None  # the plan has no memory model
+    # the plan has no memory model: nothing predicted, no verdict
+    assert out["predicted"]["peak_memory_bytes"] == {"value": None, "interval": None}
+    assert "peak_memory_bytes" not in out["verdicts"]
     step_pred, real = _reference(lengths, plan, setup["profile"], out["steps"], packing)
     assert out["step_predicted_seconds"] == pytest.approx(step_pred.tolist())
     assert out["predicted"]["step_time_mean"]["value"] == pytest.approx(step_pred.mean())
@@ -153,3 +155,17 @@ def test_verify_refuses_a_nan_model_and_other_lengths(setup, tmp_path):
                          profile=str(setup["profile"]), steps=3)
     with pytest.raises(BucketoptError, match="profile"):
         bucketopt.verify(lengths, plan=plan, model=f"{mod}:build", steps=3)
+
+
+def test_peak_memory_is_predicted_from_the_plans_memory_model(setup):
+    lengths = setup["lengths"]
+    memory = {"m0": 1e6, "m1": 1e3, "m2": 2.0, "capacity": 1e12}
+    plan = bucketopt.solve(lengths, 3, token_budget=BUDGET, memory=memory).to_plan()
+    result = bucketopt.verify(lengths, plan=plan, model=f"hf:{setup['config']}",
+                              profile=str(setup["profile"]), threads=1, steps=5)
+    out = result.to_dict()
+    expected = max(1e6 + 1e3 * s * n + 2.0 * s * n * n for s, n in out["step_shapes"])
+    assert out["predicted"]["peak_memory_bytes"]["value"] == pytest.approx(expected)
+    assert out["measured"]["peak_memory_bytes"] is None  # CPU: no verdict to give
+    assert "peak_memory_bytes" not in out["verdicts"]
+    assert not any("no memory model" in n for n in out["notes"])

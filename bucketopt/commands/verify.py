@@ -96,7 +96,7 @@ def verify_table(result) -> str:
                 "peak_memory_bytes"):
         pred = result.predicted.get(key)
         verdict = result.verdicts.get(key)
-        span = pred["interval"] if pred else None
+        span = pred["interval"]
         if verdict is None:
             said = "not measured" if result.measured.get(key) is None else "not predicted"
         elif verdict["inside"]:
@@ -104,7 +104,7 @@ def verify_table(result) -> str:
         else:
             said = f"outside, {verdict['off_by']:+.0%}"
         rows.append([key, shown(key, result.measured.get(key)),
-                     shown(key, pred["value"]) if pred else "-",
+                     shown(key, pred["value"]),
                      f"[{shown(key, span[0])}, {shown(key, span[1])}]" if span else "-", said])
     lines = [f"verified on {result.device_name}: {result.steps} steps of the plan's batches "
              f"({result.packing}), {result.elapsed_s:.1f} s"

@@ -373,9 +373,10 @@ def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dty
         measured["rss_peak_bytes"] = _rss_peak()
     predicted = predict_steps(features, real, cost_model, claim)
     memory = _predicted_peak(plan, sizes, padded, varlen)
-    predicted["peak_memory_bytes"] = memory
+    predicted["peak_memory_bytes"] = memory or {"value": None, "interval": None}
     verdicts = {key: verdict(measured[key], predicted[key]["interval"])
-                for key in KEYS if measured.get(key) is not None and predicted.get(key)}
+                for key in KEYS if measured.get(key) is not None
+                and predicted[key]["value"] is not None}
     step_predicted = features @ np.array([cost_model.alpha, cost_model.beta, cost_model.gamma])
     notes = []
     if peak is None:
