@@ -180,6 +180,16 @@ def test_probe_cli_end_to_end(tiny, tmp_path, capsys):
     refit = json.loads(capsys.readouterr().out)
     for key in ("alpha", "beta", "gamma"):
         assert refit[key] == pytest.approx(out[key], rel=1e-9, abs=1e-15)
+    # --pool median: the same steps pooled by their median, as calibrate does by default
+    median = tmp_path / "median.csv"
+    assert main(["probe", "--model", f"{tiny}:build", "--token-budget", "256", "--max-length",
+                 "32", "--repeats", "3", "--threads", "1", "--pool", "median",
+                 "--measurements", str(median), "--json", "-q"]) == 0
+    by_median = json.loads(capsys.readouterr().out)
+    assert by_median["pool"] == "median"
+    assert main(["calibrate", "--measurements", str(median), "--json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["beta"] == pytest.approx(by_median["beta"],
+                                                                        rel=1e-9, abs=1e-15)
     # The profile carries its uncertainty, so predictions with it carry an interval.
     data = json.loads(profile.read_text())
     assert data["token_budget"] == 256 and data["provenance"]["probe"]["device"] == "cpu"

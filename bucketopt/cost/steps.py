@@ -72,35 +72,51 @@ def bucket_atoms(hist, boundaries, sizes, pad) -> list:
     return out
 
 
-def _group_steps(times, weights, world):
-    """(step atoms' times, their step counts, mean batch time) of one group of batch atoms whose
-    steps are the slowest of ``world`` independent draws."""
-    order = np.argsort(times, kind="stable")
-    t, w = times[order], weights[order]
-    cdf = np.cumsum(w) / w.sum()
-    cdf[-1] = 1.0
-    cdf[cdf < 1e-30] = 0.0
-    steps = w.sum() / world
-    p_step = np.diff(cdf ** world, prepend=0.0)
-    return t, p_step * steps, float((t * w).sum() / w.sum())
+BLOCK = 4_000_000  # atoms x coefficient sets evaluated at once
 
 
-def _stats_from_groups(groups, coef, world) -> list:
-    """[p50, p90, mean, rank wait] of the steps for one coefficient vector."""
+def _stats_from_groups(groups, coefs, world) -> np.ndarray:
+    """(n_sets, 4): [p50, p90, mean, rank wait] of the steps for each coefficient vector (rows
+    of ``coefs``). In each group a step is the slowest of ``world`` independent draws of its
+    batch atoms: its distribution function is the batches' to the power ``world``."""
+    coefs = np.atleast_2d(np.asarray(coefs, dtype=np.float64))
+    atoms = sum(f.shape[0] for f, _ in groups)
+    per_block = max(1, BLOCK // max(atoms, 1))
+    return np.concatenate([_stats_block(groups, coefs[lo:lo + per_block], world)
+                           for lo in range(0, coefs.shape[0], per_block)])
+
+
+def _stats_block(groups, coefs, world) -> np.ndarray:
     all_t, all_w, waits, counts = [], [], [], []
     for features, weights in groups:
-        t, w, batch_mean = _group_steps(features @ coef, weights, world)
+        times = features @ coefs.T  # (atoms, sets)
+        order = np.argsort(times, axis=0, kind="stable")
+        t = np.take_along_axis(times, order, axis=0)
+        w = weights[order]
+        total = weights.sum()
+        cdf = np.cumsum(w, axis=0) / total
+        cdf[-1] = 1.0
+        cdf[cdf < 1e-30] = 0.0  # powers of tiny values would be subnormal: slow, irrelevant
+        steps = total / world
+        p_step = np.diff(cdf ** world, axis=0, prepend=0.0)
+        batch_mean = (times * weights[:, None]).sum(axis=0) / total
         all_t.append(t)
-        all_w.append(w)
-        steps = float(w.sum())
+        all_w.append(p_step * steps)
+        waits.append((t * p_step).sum(axis=0) - batch_mean)
         counts.append(steps)
-        waits.append(float((t * w).sum()) / steps - batch_mean)
     t, w = np.concatenate(all_t), np.concatenate(all_w)
-    p50, p90 = weighted_quantiles(t, w)
+    order = np.argsort(t, axis=0, kind="stable")
+    t, w = np.take_along_axis(t, order, axis=0), np.take_along_axis(w, order, axis=0)
+    cum = np.cumsum(w, axis=0)
+    total = cum[-1]
+    cols = np.arange(t.shape[1])
+    out = np.empty((t.shape[1], 4))
+    for j, q in enumerate(QUANTILES):
+        out[:, j] = t[np.argmax(cum >= q * total * (1 - 1e-12), axis=0), cols]
+    out[:, 2] = (t * w).sum(axis=0) / total
     counts = np.asarray(counts)
-    mean = float((t * w).sum() / w.sum())
-    wait = float(np.dot(waits, counts) / counts.sum())
-    return [p50, p90, mean, max(wait, 0.0)]
+    out[:, 3] = np.maximum(np.asarray(waits).T @ counts / counts.sum(), 0.0)
+    return out
 
 
 def _with_intervals(point, per_set, coverage) -> dict:
@@ -135,9 +151,9 @@ def histogram_steps(hist, boundaries, sizes, pad, cost_model, *, sync_buckets=Tr
     if sync_buckets is not True and world > 1:
         groups = [(np.concatenate([f for f, _ in groups]), np.concatenate([w for _, w in groups]))]
     coef = np.array([cost_model.alpha, cost_model.beta, cost_model.gamma])
-    point = _stats_from_groups(groups, coef, world)
+    point = _stats_from_groups(groups, coef, world)[0]
     sets, coverage = _sets(cost_model)
-    per_set = [_stats_from_groups(groups, c, world) for c in sets]
+    per_set = _stats_from_groups(groups, sets, world) if sets.size else np.empty((0, 4))
     return _with_intervals(point, per_set, coverage)
 
 
