@@ -380,9 +380,9 @@ def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dty
     step_predicted = features @ np.array([cost_model.alpha, cost_model.beta, cost_model.gamma])
     notes = []
     if peak is None:
-        notes.append(f"peak memory is not measured on {dev.type}: CPU torch keeps no peak of "
-                     "its tensors (rss_peak_bytes is the process's resident high-water mark, "
-                     "everything it ever held)")
+        notes.append(f"peak memory is not measured on {dev.type}: torch keeps a peak of its "
+                     "tensors' memory on CUDA only (rss_peak_bytes, where given, is the "
+                     "process's resident high-water mark, everything it ever held)")
     if memory is None:
         notes.append("no memory model in the plan: peak memory is not predicted")
     warnings = _warnings(seconds, step_predicted, [shape_of(i) for i in range(n)], plan,
