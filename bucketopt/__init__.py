@@ -21,6 +21,7 @@ _LAZY = {
     "BucketBatchSampler": ".training.sampler",
     "simulate": ".training.simulate",
     "report": ".show.html_report",
+    "verify": ".training.verify", "VerifyResult": ".training.verify",
 }
 
 
@@ -55,6 +56,7 @@ __all__ = [
     "Profile",
     "Solution",
     "Sweep",
+    "VerifyResult",
     "__version__",
     "batch_plan",
     "calibrate",
@@ -68,6 +70,7 @@ __all__ = [
     "solve",
     "sweep",
     "time_epoch",
+    "verify",
 ]
 
 

@@ -23,7 +23,7 @@ from .data.output import (  # imported here: an ending may come mid-import
 from .errors import BucketoptError
 
 # name -> module in bucketopt.commands; each module has add_parser(subparsers) and run(args).
-COMMANDS = ("solve", "sweep", "export", "inspect", "calibrate", "compare", "probe", "report")
+COMMANDS = ("solve", "sweep", "export", "inspect", "calibrate", "compare", "probe", "verify", "report")
 
 
 class _Parser(argparse.ArgumentParser):

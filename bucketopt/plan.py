@@ -55,6 +55,7 @@ import re
 
 import numpy as np
 
+from .cost.steps import KEYS as STEP_KEYS
 from .errors import BucketoptError
 
 FORMAT = "bucketopt-plan"
@@ -71,6 +72,8 @@ _KEYS = ("format", "version", "kind", "boundaries", "batch_sizes", "token_budget
          "bucketopt_version", "checksum")
 _PREDICTION_KEYS = ("counts", "real_tokens", "padded_tokens", "padding_fraction", "ktok_per_s",
                     "ktok_per_s_interval", "eta_days", "eta_days_interval")
+# Optional predictions (with a profile): the step-time distribution (bucketopt.cost.steps).
+_STEP_KEYS = STEP_KEYS
 _CONSTRAINT_KEYS = ("k", "align", "min_share", "max_share", "min_fill")
 _FINGERPRINT_KEYS = ("samples", "real_tokens", "histogram_sha256")
 _MEMORY_KEYS = ("m0", "m1", "m2", "capacity", "headroom")
@@ -211,6 +214,9 @@ def solution_plan(solution) -> dict:
             "eta_days": None if solution.eta_days is None else float(solution.eta_days),
             "eta_days_interval": None if eta_interval is None
             else [float(v) for v in eta_interval],
+            **{name: float(v) if not isinstance(v, (list, tuple)) else [float(x) for x in v]
+               for key in _STEP_KEYS for name in (key, key + "_interval")
+               if (v := extra.get(name)) is not None},
         },
         "optimality": solution.optimality,
         "fingerprint": solution.fingerprint,
@@ -540,7 +546,9 @@ def _profile(c, value):
 
 
 def _predictions(c, value, k, plan):
-    p = c.dict(value, "predictions", _PREDICTION_KEYS)
+    p = c.dict(value, "predictions",
+               _PREDICTION_KEYS + tuple(n for k in _STEP_KEYS for n in (k, k + "_interval")),
+               required=_PREDICTION_KEYS)
     out = {"counts": c.ints(p["counts"], "predictions.counts", size=k, low=0)}
     out["real_tokens"] = c.int(p["real_tokens"], "predictions.real_tokens", 1, 2**62)
     padded = p["padded_tokens"]
@@ -568,6 +576,14 @@ def _predictions(c, value, k, plan):
     if (out["eta_days"] is None) != (out["ktok_per_s"] is None):
         c.fail("predictions.eta_days", "must be given exactly when ktok_per_s is",
                out["eta_days"])
+    for key in _STEP_KEYS:  # optional: seconds >= 0, each with its interval
+        if key not in p:
+            continue
+        if out["ktok_per_s"] is None:
+            c.fail(f"predictions.{key}", "must be given only with a profile", p[key])
+        out[key] = float(c.num(p[key], f"predictions.{key}", 0.0, 1e300))
+        out[key + "_interval"] = c.interval(p.get(key + "_interval"),
+                                            f"predictions.{key}_interval", out[key])
     return out
 
 

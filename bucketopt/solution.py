@@ -329,6 +329,12 @@ def solution_from_plan(plan):
     for key in ("ktok_per_s_interval", "eta_days_interval"):
         if pred[key] is not None:
             extra[key] = list(pred[key])
+    from .cost.steps import KEYS as STEP_KEYS
+
+    for key in STEP_KEYS:  # the predicted step-time distribution, where the plan holds it
+        if pred.get(key) is not None:
+            extra[key] = pred[key]
+            extra[key + "_interval"] = list(pred[key + "_interval"])
     cons = plan["constraints"] or {}
     return Solution(
         boundaries=tuple(plan["boundaries"]), counts=tuple(pred["counts"]),

@@ -230,7 +230,7 @@ def _command_flags() -> dict[str, dict[str, list]]:
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     out = {}
     for name, command in sub.choices.items():
-        if name == "probe":  # runs models: tests/test_probe.py
+        if name in ("probe", "verify"):  # run models: tests/test_probe.py, test_verify.py
             continue
         out[name] = {a.option_strings[0]: _flag_values(a) for a in command._actions
                      if a.option_strings and not set(a.option_strings) & SKIP_FLAGS}

@@ -20,11 +20,12 @@ import torch
 class Tiny(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.embed = torch.nn.Embedding(50, 8)
-        self.head = torch.nn.Linear(8, 50)
+        self.embed = torch.nn.Embedding(50, 64)
+        self.hidden = torch.nn.Linear(64, 768)
+        self.head = torch.nn.Linear(768, 50)
 
-    def forward(self, ids):
-        return self.head(torch.tanh(self.embed(ids)))  # logits: probe adds the loss
+    def forward(self, ids):  # logits: probe adds the loss
+        return self.head(torch.tanh(self.hidden(self.embed(ids))))
 
 
 def build():
@@ -44,6 +45,23 @@ def wrong_output():
         def forward(self, ids):
             return super().forward(ids)[..., :3]
     return Bad()
+
+
+def nan_loss():
+    class Nan(Tiny):
+        def forward(self, ids):
+            return super().forward(ids).mean() * float("nan")
+    return Nan()
+
+
+def flat():
+    import time
+
+    class Flat(Tiny):  # a step that never looks at its batch
+        def forward(self, ids):
+            time.sleep(0.004)
+            return self.head.bias.pow(2).sum()
+    return Flat()
 
 
 def not_a_module():
@@ -149,16 +167,29 @@ def test_probe_cli_end_to_end(tiny, tmp_path, capsys):
     assert {"alpha", "beta", "gamma", "heldout"} <= set(out)
     assert out["heldout"]["folds"] >= 2
     assert min(out["alpha"], out["beta"], out["gamma"]) >= 0
-    # The CSV is what calibrate reads; refitting it gives the probe's coefficients.
+    # The CSV is what calibrate reads; refitting it as probe pools repeats (their fast
+    # quarter) gives the probe's coefficients.
+    assert out["pool"] == "low" and out["calibration"]["pool"] == "low"
     with measurements.open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == out["n_measurements"]
     assert {(int(r["batch_size"]), int(r["padded_len"])) for r in rows} == set(shapes)
     assert all(float(r["seconds"]) > 0 for r in rows)
-    assert main(["calibrate", "--measurements", str(measurements), "--json", "-q"]) == 0
+    assert main(["calibrate", "--measurements", str(measurements), "--pool", "low", "--json",
+                 "-q"]) == 0
     refit = json.loads(capsys.readouterr().out)
     for key in ("alpha", "beta", "gamma"):
         assert refit[key] == pytest.approx(out[key], rel=1e-9, abs=1e-15)
+    # --pool median: the same steps pooled by their median, as calibrate does by default
+    median = tmp_path / "median.csv"
+    assert main(["probe", "--model", f"{tiny}:build", "--token-budget", "256", "--max-length",
+                 "32", "--repeats", "3", "--threads", "1", "--pool", "median",
+                 "--measurements", str(median), "--json", "-q"]) == 0
+    by_median = json.loads(capsys.readouterr().out)
+    assert by_median["pool"] == "median"
+    assert main(["calibrate", "--measurements", str(median), "--json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["beta"] == pytest.approx(by_median["beta"],
+                                                                        rel=1e-9, abs=1e-15)
     # The profile carries its uncertainty, so predictions with it carry an interval.
     data = json.loads(profile.read_text())
     assert data["token_budget"] == 256 and data["provenance"]["probe"]["device"] == "cpu"
@@ -418,3 +449,142 @@ def test_probe_hf_config(tmp_path):
                    warmup=0, bootstrap=0, progress=False)
     assert result.model.startswith("hf:") and len(result.measurements) == len(result.shapes)
     assert result.calibration.beta + result.calibration.alpha > 0
+
+
+# --- refusals: a non-finite loss, step times that do not grow with the batch ------------------
+
+
+@pytest.mark.parametrize("factory, match", [("nan_loss", "loss is nan"),
+                                            ("flat", "do not grow with the batch")])
+def test_a_model_whose_steps_say_nothing_is_refused_with_one_line(tiny, capsys, factory, match):
+    pytest.importorskip("torch")
+    code = main(["probe", "--model", f"{tiny}:{factory}", "--token-budget", "256",
+                 "--max-length", "32", "--repeats", "3", "--threads", "1", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "Traceback" not in err
+    assert match in err and "--model" in err
+
+
+def test_a_loss_is_checked_for_every_shape_and_a_length_one_row_has_one():
+    torch = pytest.importorskip("torch")
+    from bucketopt.cost.probe import _generic_loss, check_loss
+
+    net = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10))
+    loss = _generic_loss(net, torch.zeros((3, 1), dtype=torch.long))
+    assert torch.isfinite(loss)  # one-token rows predict themselves, no empty mean
+    check_loss(loss, 3, 1)
+    with pytest.raises(BucketoptError, match="inf at batch_size=2, padded_len=5"):
+        check_loss(torch.tensor(float("inf")), 2, 5)
+
+
+def test_growth_check_reads_the_fastest_of_each_group():
+    from bucketopt.cost.fitcheck import growth_problem
+
+    def rows(law, slow=()):
+        return [{"batch_size": s, "padded_len": n, "round": r,
+                 "seconds": law(s, n) * (10.0 if (s, n) in slow else 1.0)}
+                for r in range(3) for s, n in design_shapes(256, 32)]
+
+    assert growth_problem(rows(_model_law)) is None
+    assert "do not grow" in growth_problem(rows(lambda s, n: 0.004))
+    # one fewest-token shape slowed by another process decides nothing
+    assert growth_problem(rows(lambda s, n: 0.004 + 1e-5 * s * n, slow={(1, 1)})) is None
+
+
+# --- a busy machine: the scatter of repeats, the claimed error, the warnings -----------------
+
+
+def test_scatter_and_drift_of_rounds():
+    from bucketopt.cost.fitcheck import scatter, timing_warnings
+
+    shapes = design_shapes(4096, 512)
+    steady = [{"batch_size": s, "padded_len": n, "round": r, "seconds": _model_law(s, n)}
+              for r in range(4) for s, n in shapes]
+    quiet = scatter(steady)
+    assert quiet["spread_median"] == pytest.approx(0) and quiet["drift"] == pytest.approx(1)
+    assert timing_warnings(quiet, 0.05) == []
+    # round 2 ran at half speed (another job): the drift says so
+    slowed = [dict(row, seconds=row["seconds"] * (2.0 if row["round"] == 2 else 1.0))
+              for row in steady]
+    busy = scatter(slowed)
+    assert busy["drift"] == pytest.approx(2.0)
+    (line,) = timing_warnings(busy, 0.05)
+    assert "not steady" in line and "2.00x between rounds" in line
+    # held-out shapes missing by more than the claim
+    (line,) = timing_warnings(quiet, 0.05, {"median_rel_error": 0.29, "max_rel_error": 0.49})
+    assert "29%" in line and "beyond the 5% error the fit claims" in line
+    assert timing_warnings(quiet, 0.30, {"median_rel_error": 0.29, "max_rel_error": 0.49}) == []
+    assert scatter(steady[: len(shapes)]) is None  # one repeat a shape: no spread to read
+
+
+def test_claimed_error_is_the_larger_of_heldout_and_interval_width():
+    from bucketopt.cost.calibration import calibrate
+    from bucketopt.cost.fitcheck import CLAIM_FLOOR, claimed_error
+
+    shapes = design_shapes(4096, 512)
+    exact = calibrate(*_steps(_model_law), bootstrap=20)
+    assert claimed_error(exact, shapes) == CLAIM_FLOOR
+    noisy = calibrate(*_steps(_model_law, noise=0.2, seed=3), bootstrap=50)
+    assert claimed_error(noisy, shapes) >= noisy.heldout["p90_rel_error"] > CLAIM_FLOOR
+
+
+def _spin(stop_at):
+    import time
+
+    while time.time() < stop_at:
+        pass
+
+
+def test_a_probe_on_a_machine_loaded_on_purpose_stays_within_its_claim_or_warns(tiny, tmp_path):
+    """Busy processes spin while the probe runs and while shapes it never fitted are timed
+    again by a separate loop: the probe's claimed error holds for them, or it warned."""
+    pytest.importorskip("torch")
+    import multiprocessing
+    import os
+    import time
+
+    import torch
+
+    from bucketopt.cost.probe import load_model, probe
+
+    budget, max_length = 512, 64
+    holdout = [(3, 40), (12, 24), (10, 48), (7, 56)]
+    stop_at = time.time() + 60
+    busy = [multiprocessing.Process(target=_spin, args=(stop_at,), daemon=True)
+            for _ in range(2 * (os.cpu_count() or 1))]
+    for p in busy:
+        p.start()
+    try:
+        result = probe(f"{tiny}:build", token_budget=budget, max_length=max_length,
+                       time_limit=12.0, threads=1, progress=False, holdout=holdout,
+                       bootstrap=50)
+        # the same held-out shapes timed again, after the probe, under the same load
+        net, loss_fn, _, vocab = load_model(f"{tiny}:build")
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-5)
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        times = {s: [] for s in holdout}
+        try:
+            for _ in range(8):
+                for s, n in holdout:
+                    ids = torch.randint(0, vocab, (s, n))
+                    t0 = time.perf_counter()
+                    opt.zero_grad()
+                    loss_fn(net, ids).backward()
+                    opt.step()
+                    times[(s, n)].append(time.perf_counter() - t0)
+        finally:
+            torch.set_num_threads(old)
+    finally:
+        for p in busy:
+            p.terminate()
+            p.join()
+    cal = result.calibration
+    errors = [abs((cal.alpha + s * n * (cal.beta + cal.gamma * n)) / np.quantile(t, 0.25) - 1)
+              for (s, n), t in times.items()]
+    inside = [abs(e["rel_error"]) for e in result.holdout["shapes"]]
+    claim = result.claimed_error
+    assert claim is not None and claim > 0
+    assert result.to_dict()["claimed_error"] == claim and "scatter" in result.to_dict()
+    within = np.median(errors) <= claim and np.median(inside) <= claim
+    assert within or result.warnings, (claim, errors, inside, result.scatter)

@@ -32,6 +32,7 @@ PUBLIC_OPTIONS = {
     "bucketopt.training.compare.compare",
     "bucketopt.training.sampler.BucketBatchSampler.__init__",
     "bucketopt.cost.probe.probe",
+    "bucketopt.training.verify.verify",
 }
 
 

@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
                    help="folds of the held-out error over the distinct shapes (default: 5)")
     p.add_argument("--bootstrap", type=_int, default=200, metavar="N",
                    help="bootstrap resamples for the coefficient intervals (default: 200)")
+    p.add_argument("--pool", choices=("median", "low"), default="median",
+                   help="how repeats of a shape are pooled: their median (default) or their "
+                        "25th percentile, the least load-inflated figure (what probe uses)")
     p.add_argument("--quiet", "-q", action="store_true", help="no notes on stderr")
     add_output_args(p)
     p.set_defaults(run=run)
@@ -38,7 +41,8 @@ def run(args) -> int:
     from ..validate import check_positive_int as _positive_int
 
     sizes, lens, seconds = read_measurements(args.measurements)
-    fit = calibrate(sizes, lens, seconds, folds=args.folds, bootstrap=args.bootstrap)
+    fit = calibrate(sizes, lens, seconds, folds=args.folds, bootstrap=args.bootstrap,
+                    pool=args.pool)
     gpus = _positive_int(args.gpus, "--gpus")
     budget = args.token_budget
     if budget is None:

@@ -112,10 +112,15 @@ PLAN_FLAGS = {"k": "-k", "token_budget": "--token-budget", "pad": "--pad",
               "boundaries": "--boundaries", "grid": "--grid"}
 
 
+# Flags of PLAN_FLAGS a command takes beside --plan: verify predicts with the --profile given.
+PLAN_KEEPS = {"verify": ("profile",)}
+
+
 def check_plan_flags(args) -> None:
     """--plan carries the solver settings: any of them given too is one clear error."""
     given = getattr(args, "given", frozenset())
-    clash = [flag for dest, flag in PLAN_FLAGS.items() if dest in given]
+    kept = PLAN_KEEPS.get(getattr(args, "command", None), ())
+    clash = [flag for dest, flag in PLAN_FLAGS.items() if dest in given and dest not in kept]
     if clash:
         raise BucketoptError(f"--plan sets the solver settings; drop {', '.join(clash)} (or "
                              "drop --plan and give the flags).")

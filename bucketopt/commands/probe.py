@@ -47,6 +47,9 @@ def add_parser(sub) -> None:
     p.add_argument("--verify", action="store_true",
                    help="CUDA: run each probed length's largest predicted batch once and report "
                         "its real peak memory (CPU memory is not measured)")
+    p.add_argument("--pool", choices=("low", "median"), default="low",
+                   help="how repeats of a shape are pooled: their 25th percentile (default; the "
+                        "figure other processes' load inflates least) or their median")
     p.add_argument("--seed", type=_int, default=0, help="seed of the shape order and token ids")
     p.add_argument("--name", help="profile name (default: probe-DEVICE)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the profile JSON to FILE")
@@ -70,7 +73,7 @@ def run(args) -> int:
                    device=args.device, dtype=args.dtype, time_limit=args.time_limit,
                    repeats=args.repeats, warmup=args.warmup, seed=args.seed,
                    vocab_size=args.vocab_size, memory_fraction=args.memory_fraction,
-                   name=args.name, threads=args.threads, verify=args.verify,
+                   name=args.name, threads=args.threads, verify=args.verify, pool=args.pool,
                    progress=not args.quiet)  # on a terminal redrawn, elsewhere every 10 s
     out = result.to_dict()
     for warning in result.warnings:
@@ -78,7 +81,7 @@ def run(args) -> int:
     if args.measurements:
         out["measurements_csv"] = str(result.write_measurements(args.measurements))
         note(args, f"wrote {args.measurements} (bucketopt calibrate --measurements "
-                   f"{args.measurements} refits it)")
+                   f"{args.measurements} --pool {args.pool} refits it)")
     if args.output:
         profile = result.profile
         if args.measurements:

@@ -47,6 +47,10 @@ COVERAGE = 0.95
 OUTLIER_SCALES = 4.0  # a row is an outlier beyond max(4 c, 5%) relative error
 OUTLIER_FLOOR = 0.05
 SCALE_BOUNDS = (0.005, 0.5)  # the soft-L1 scale c is kept in [0.5%, 50%]
+# How repeats of one shape are pooled: their median (the default), or "low", their 25th
+# percentile: load from other processes only ever slows a step down, so the fast quarter of the
+# repeats is the least inflated figure of a shape on a busy machine (what ``probe`` uses).
+POOLS = {"median": 0.5, "low": 0.25}
 MAX_LISTED = 1000  # outlier rows listed in to_dict() / the profile (all are counted)
 
 
@@ -76,6 +80,7 @@ class Calibration:
     coefficient_sets: tuple = field(default=(), repr=False)  # bootstrap (alpha, beta, gamma)
     outliers: tuple = ()
     r2_inliers: float | None = None  # R^2 on the pooled shapes without the outlier rows
+    pool: str = "median"  # how repeats of a shape were pooled (POOLS)
 
     def cost_model(self, world_size: int = 1) -> CostModel:
         return CostModel(self.alpha, self.beta, self.gamma, world_size=world_size,
@@ -93,7 +98,8 @@ class Calibration:
                    source=None) -> Profile:
         provenance = {
             "method": ("robust (soft-L1) non-negative fit on the relative error of measured "
-                       "micro-batch times, repeats of a shape pooled by their median"),
+                       "micro-batch times, repeats of a shape pooled by their "
+                       + ("median" if self.pool == "median" else "25th percentile")),
             "n_measurements": self.n_measurements,
             "n_shapes": self.n_shapes,
             "r2": self.r2,
@@ -123,6 +129,7 @@ class Calibration:
             "scale": self.scale,
             "r2": self.r2,
             "r2_inliers": self.r2_inliers,
+            "pool": self.pool,
             "median_rel_error": self.median_rel_error,
             "max_rel_error": self.max_rel_error,
             "rms_rel_error": self.rms_rel_error,
@@ -152,7 +159,7 @@ def _column(values, name: str, *, integer: bool) -> np.ndarray:
 
 
 def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
-              bootstrap: int = BOOTSTRAP, seed: int = 0) -> Calibration:
+              bootstrap: int = BOOTSTRAP, seed: int = 0, pool: str = "median") -> Calibration:
     """Fit non-negative alpha, beta, gamma to measured micro-batch times (robustly).
 
     Parameters
@@ -167,6 +174,9 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
         Bootstrap resamples for the coefficient intervals (0: none; at most 10,000).
     seed : int
         Seed of the fold split and the bootstrap.
+    pool : {"median", "low"}
+        How repeats of a shape become one point: their median, or their 25th percentile (the
+        least load-inflated figure on a busy machine; :func:`bucketopt.cost.probe.probe`).
 
     Examples
     --------
@@ -179,6 +189,10 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     folds = check_int(folds, "folds", low=0, high=MAX_RESAMPLES)
     bootstrap = check_int(bootstrap, "bootstrap", low=0, high=MAX_RESAMPLES)
     seed = check_int(seed, "seed", low=0, high=2**63 - 1)
+    if pool not in POOLS:
+        raise BucketoptError(f"`pool` must be one of {', '.join(POOLS)}; got {pool!r}.",
+                             param="pool")
+    quantile = POOLS[pool]
     if folds == 1:
         raise BucketoptError("`folds` must be 0 (no held-out error) or at least 2 (one fold "
                              "has nothing to train on); got 1.", param="folds")
@@ -209,7 +223,7 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     if not (np.isfinite(rows).all() and np.isfinite(norms).all()):
         raise BucketoptError("measurements out of range: batch_size x padded_len^2 / seconds "
                              "overflows float64.", param=None)
-    shapes, pooled_t = _pool(s, length, t)
+    shapes, pooled_t = _pool(s, length, t, quantile)
     if shapes.shape[0] < MIN_SHAPES:
         raise BucketoptError(
             f"measurements must cover at least {MIN_SHAPES} distinct (batch_size, padded_len) "
@@ -231,7 +245,7 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     rel = design @ coef / t - 1.0
     keep = np.abs(rel) <= max(OUTLIER_SCALES * _robust_scale(rel), OUTLIER_FLOOR)
     if not keep.all():
-        kept_shapes, kept_t = _pool(s[keep], length[keep], t[keep])
+        kept_shapes, kept_t = _pool(s[keep], length[keep], t[keep], quantile)
         kept = _features(kept_shapes)
         if kept_shapes.shape[0] >= MIN_SHAPES and np.unique(kept_shapes[:, 1]).size >= 2 \
                 and np.unique(kept[:, 1]).size >= 2:
@@ -244,7 +258,7 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
     coef = np.where(coef < COEFFICIENT_FLOOR, 0.0, coef)
     predicted = design @ coef
     rel = predicted / t - 1.0
-    all_shapes, all_t = _pool(s, length, t)
+    all_shapes, all_t = _pool(s, length, t, quantile)
     r2 = _r2(_features(all_shapes) @ coef, all_t)
     limit = max(OUTLIER_SCALES * _robust_scale(rel[keep] if keep.any() else rel), OUTLIER_FLOOR)
     outliers = tuple(
@@ -274,17 +288,17 @@ def calibrate(batch_size, padded_len, seconds, *, folds: int = FOLDS,
         n_shapes=int(all_shapes.shape[0]), loss=LOSS, scale=float(scale), heldout=heldout,
         intervals=intervals, coefficient_sets=tuple(
             tuple(float(v) if v >= COEFFICIENT_FLOOR else 0.0 for v in c) for c in sets),
-        outliers=outliers, r2_inliers=r2_inliers,
+        outliers=outliers, r2_inliers=r2_inliers, pool=pool,
     )
 
 
-def _pool(s, length, t):
+def _pool(s, length, t, quantile):
     """(distinct shapes (n, 2), median seconds per shape)."""
     shapes, inverse, counts = np.unique(np.stack([s, length], axis=1), axis=0,
                                         return_inverse=True, return_counts=True)
     order = np.argsort(inverse.ravel(), kind="stable")
     groups = np.split(t[order], np.cumsum(counts)[:-1])
-    return shapes, np.array([np.median(g) for g in groups])
+    return shapes, np.array([np.quantile(g, quantile) for g in groups])
 
 
 def _features(shapes) -> np.ndarray:

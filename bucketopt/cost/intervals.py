@@ -27,6 +27,8 @@ from .costmodel import (  # noqa: F401  (parse_uncertainty, MAX_SETS: public her
     load_profile,
     parse_uncertainty,
 )
+from .coverage import coefficient_sets as _sets
+from .coverage import interval
 
 
 def _cost_model(profile, world_size=None, epochs=1):
@@ -34,23 +36,6 @@ def _cost_model(profile, world_size=None, epochs=1):
     if isinstance(profile, CostModel):
         return profile
     return load_profile(profile).cost_model(world_size=world_size, epochs=epochs)
-
-
-def _sets(cost_model):
-    unc = getattr(cost_model, "uncertainty", None)
-    if not unc:
-        return np.empty((0, 3)), 1.0
-    return np.asarray(unc["coefficient_sets"], dtype=np.float64), float(unc["coverage"])
-
-
-def interval(values, point: float, coverage: float) -> list:
-    """[low, high]: the central ``coverage`` share of ``values``, widened to hold ``point``."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.size == 0:
-        return [float(point), float(point)]
-    q = (1.0 - coverage) / 2.0
-    lo, hi = np.quantile(values, [q, 1.0 - q])
-    return [float(min(lo, point)), float(max(hi, point))]
 
 
 def from_seconds(set_seconds, point_seconds: float, *, real_tokens: int, epochs: int,
@@ -211,5 +196,9 @@ def annotate(solution, hist, cost_model: CostModel, *, sync_buckets=False):
                  epochs=cost_model.epochs, epoch_hours=seconds / 3600.0,
                  sync_buckets=sync_buckets)
     extra.update(intervals)
+    from .steps import histogram_steps  # p50 / p90 step time and the rank wait
+
+    extra.update(histogram_steps(hist, solution.boundaries, sizes, solution.pad, cost_model,
+                                 sync_buckets=sync_buckets))
     return replace(solution, ktok_per_s=solution.real_tokens / seconds / 1e3,
                    eta_days=cost_model.epochs * seconds / SECONDS_PER_DAY, extra=extra)

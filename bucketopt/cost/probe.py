@@ -93,6 +93,9 @@ class ProbeResult:
     memory: dict | None = None
     holdout: dict | None = None  # shapes timed alongside but never fitted (``holdout=``)
     warnings: tuple = ()  # a poor fit, with its likely cause (bucketopt.cost.fitcheck)
+    pool: str = "low"  # how repeats of a shape were pooled (calibration.POOLS)
+    claimed_error: float | None = None  # the relative error the fit claims for one step
+    scatter: dict | None = None  # repeats' spread and round-to-round drift (fitcheck.scatter)
 
     @property
     def heldout(self) -> dict | None:
@@ -127,7 +130,8 @@ class ProbeResult:
             **({} if self.memory is not None else {"memory_note": (
                 f"peak memory is not measured on {self.device} (it is read on CUDA only): "
                 "give a memory model by hand (memory=, --memory)")}),
-            "holdout": self.holdout, "warnings": list(self.warnings),
+            "holdout": self.holdout, "warnings": list(self.warnings), "pool": self.pool,
+            "claimed_error": self.claimed_error, "scatter": self.scatter,
         }
 
 
@@ -332,7 +336,10 @@ def _generic_loss(model, ids):
     loss = getattr(out, "loss", None) if not isinstance(out, torch.Tensor) else out
     if isinstance(loss, torch.Tensor) and loss.ndim == 3 and loss.shape[:2] == ids.shape \
             and loss.shape[2] > int(ids.max()):
-        # logits: next-token cross-entropy, as a language-model training step computes
+        # logits: next-token cross-entropy, as a language-model training step computes (rows
+        # of one token have no next token: they predict themselves, the same work)
+        if ids.shape[1] < 2:
+            return torch.nn.functional.cross_entropy(loss.flatten(0, 1).float(), ids.flatten())
         return torch.nn.functional.cross_entropy(loss[:, :-1].flatten(0, 1).float(),
                                                  ids[:, 1:].flatten())
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
@@ -344,7 +351,23 @@ def _generic_loss(model, ids):
     return loss.reshape(())
 
 
+def check_loss(loss, size, length) -> None:
+    """Refuse a loss that is not finite (nan or inf): such a model trains to nothing and its
+    step times say nothing (one line, naming the shape)."""
+    torch = _torch()
+    value = loss.detach()
+    if not bool(torch.isfinite(value).all()):
+        raise BucketoptError(
+            f"the model's loss is {float(value.float().reshape(-1)[0])} at batch_size={size}, "
+            f"padded_len={length}: a model whose loss is not finite (nan or inf) cannot be "
+            "trained, so its steps are not timed; check the model (--model), its "
+            "initialisation and dtype.", param="model")
+
+
 def _hf_loss(model, ids):
+    if ids.shape[1] < 2:  # no next token to predict: the rows predict themselves
+        logits = model(input_ids=ids).logits
+        return _torch().nn.functional.cross_entropy(logits.flatten(0, 1).float(), ids.flatten())
     return model(input_ids=ids, labels=ids).loss
 
 
@@ -503,10 +526,79 @@ def _verify(step, memory, torch) -> list:
     return out
 
 
+class Trainer:
+    """A model ready to train, as probe and verify time it: ``step(size, length)`` trains one
+    micro-batch of random token ids (zero_grad, forward, backward, AdamW step, the device
+    synchronised before and after) and returns (seconds, CUDA peak bytes or None). A loss
+    that is not finite, or a step that fails (out of memory), is one :class:`BucketoptError`.
+
+    ``model`` is what :func:`load_model` takes; ``vocab_size`` overrides the model's."""
+
+    def __init__(self, model, *, device="cpu", dtype="float32", lr=1e-5, vocab_size=None,
+                 seed=0):
+        torch = self.torch = _torch()
+        dev = self.device = _device(torch, device)
+        net, self.loss_fn, self.label, vocab = load_model(model)
+        vocab = vocab_size if vocab_size is not None else vocab
+        if vocab is None:
+            raise BucketoptError("could not find the model's vocabulary size (no "
+                                 "config.vocab_size and no nn.Embedding): pass vocab_size= "
+                                 "(--vocab-size).", param="vocab_size")
+        self.vocab = _positive(vocab, "vocab_size (--vocab-size)", 2**31)
+        try:
+            self.net = net.to(device=dev, dtype=getattr(torch, dtype))
+            self.net.train()
+            self.optimizer = torch.optim.AdamW(
+                [p for p in self.net.parameters() if p.requires_grad], lr=lr)
+        except Exception as exc:
+            raise BucketoptError(f"could not move the model to {device} ({dtype}): "
+                                 f"{type(exc).__name__}: {exc}") from None
+        if not self.optimizer.param_groups[0]["params"]:
+            raise BucketoptError("the model has no trainable parameters: nothing to train.",
+                                 param="model")
+        self.gen = torch.Generator(device="cpu").manual_seed(int(seed))
+
+    def _step(self, size, length):
+        torch, dev = self.torch, self.device
+        ids = torch.randint(0, self.vocab, (size, length), generator=self.gen).to(dev)
+        _sync(torch, dev)
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        t0 = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.net, ids)
+        loss.backward()
+        self.optimizer.step()
+        _sync(torch, dev)
+        seconds = time.perf_counter() - t0
+        peak = int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None
+        check_loss(loss, size, length)
+        return seconds, peak
+
+    def device_name(self) -> str:
+        """The device in words (a CPU: its model and the torch threads now set)."""
+        return _device_name(self.torch, self.device, self.torch.get_num_threads())
+
+    def step(self, size, length):
+        """Train one (size, length) batch: (seconds, CUDA peak bytes or None)."""
+        try:
+            return self._step(size, length)
+        except BucketoptError:
+            raise
+        except Exception as exc:
+            hint = ""
+            if "out of memory" in str(exc).lower():
+                hint = "; lower token_budget (--token-budget)"
+            raise BucketoptError(f"the training step failed at batch_size={size}, padded_len="
+                                 f"{length}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                                 f"{hint}") from None
+
+
 def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", time_limit=None,
           repeats=None, warmup=WARMUP, seed=0, vocab_size=None, lr=1e-5,
           memory_fraction=MEMORY_FRACTION, name=None, progress=None, shapes=None,
-          bootstrap=None, threads=None, holdout=None, verify=False) -> ProbeResult:
+          bootstrap=None, threads=None, holdout=None, verify=False,
+          pool="low") -> ProbeResult:
     """Time real training steps of ``model`` and fit the cost model to them.
 
     Parameters
@@ -540,6 +632,9 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         ``holdout`` compares their measured median with the profile's prediction.
     progress : bool, optional
         The progress line on stderr (None: on a terminal).
+    pool : {"low", "median"}
+        How the repeats of a shape are pooled before the fit: "low" (the default), their 25th
+        percentile, the figure other processes' load inflates least; "median".
 
     Examples
     --------
@@ -568,6 +663,12 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
             or not math.isfinite(time_limit) or time_limit <= 0):
         raise BucketoptError(f"time_limit (--time-limit) must be a number of seconds > 0; "
                              f"got {time_limit!r}.", param="time_limit")
+    from .calibration import POOLS
+
+    if pool not in POOLS:
+        raise BucketoptError(f"pool= must be one of {', '.join(POOLS)}; got {shown(pool)}.",
+                             param="pool")
+    quantile = POOLS[pool]
     if dtype not in DTYPES:
         raise BucketoptError(f"dtype= (--dtype) must be one of {', '.join(DTYPES)}; got "
                              f"{dtype!r}.", param="dtype")
@@ -592,55 +693,10 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
          _positive(L, "holdout padded_len", PROBE_TOKEN_LIMIT)) for s, L in holdout]
     fitted = set(shapes)
     plan = list(shapes) + [s for s in dict.fromkeys(holdout) if s not in fitted]
-    torch = _torch()
-    dev = _device(torch, device)
-    net, loss_fn, label, vocab = load_model(model)
-    vocab = vocab_size if vocab_size is not None else vocab
-    if vocab is None:
-        raise BucketoptError("could not find the model's vocabulary size (no config.vocab_size "
-                             "and no nn.Embedding): pass vocab_size= (--vocab-size).",
-                             param="vocab_size")
-    vocab = _positive(vocab, "vocab_size (--vocab-size)", 2**31)
-    try:
-        net = net.to(device=dev, dtype=getattr(torch, dtype))
-        net.train()
-        optimizer = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=lr)
-    except Exception as exc:
-        raise BucketoptError(f"could not move the model to {device} ({dtype}): "
-                             f"{type(exc).__name__}: {exc}") from None
-    if not optimizer.param_groups[0]["params"]:
-        raise BucketoptError("the model has no trainable parameters: nothing to train.",
-                             param="model")
-
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
-
-    def step(size, length):
-        ids = torch.randint(0, vocab, (size, length), generator=gen).to(dev)
-        _sync(torch, dev)
-        if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)
-        t0 = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(net, ids)
-        loss.backward()
-        optimizer.step()
-        _sync(torch, dev)
-        seconds = time.perf_counter() - t0
-        peak = int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None
-        return seconds, peak
-
-    def guarded(size, length):
-        try:
-            return step(size, length)
-        except BucketoptError:
-            raise
-        except Exception as exc:
-            hint = ""
-            if "out of memory" in str(exc).lower():
-                hint = "; lower token_budget (--token-budget)"
-            raise BucketoptError(f"the training step failed at batch_size={size}, padded_len="
-                                 f"{length}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-                                 f"{hint}") from None
+    trainer = Trainer(model, device=device, dtype=dtype, lr=lr, vocab_size=vocab_size,
+                      seed=seed)
+    torch, dev, label = trainer.torch, trainer.device, trainer.label
+    guarded = trainer.step
 
     old_threads = torch.get_num_threads()
     if threads is not None:
@@ -697,6 +753,16 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                 rounds_done = r + 1
             load.append(_load_average())
             measured_shapes = {(row["batch_size"], row["padded_len"]) for row in rows}
+            from .fitcheck import growth_problem
+
+            # read from 3 rounds on (the fast quarter of 3 repeats drops a step another
+            # process slowed down)
+            flat = growth_problem(rows, quantile) if rounds_done >= 3 else None
+            if flat is not None:
+                raise BucketoptError(
+                    f"{flat}: the timed step does not do the batch's work (a model that ignores "
+                    "its input, or a device that was not synchronised), so no profile can be "
+                    "fitted; check --model.", param="model")
             if len(rows) < 6 or len(measured_shapes) < 3:
                 raise BucketoptError(
                     f"the probe timed {len(rows)} steps over {len(measured_shapes)} shapes before "
@@ -709,7 +775,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
             status.phase = "fitting"
             cal = calibrate([r["batch_size"] for r in rows], [r["padded_len"] for r in rows],
                             [r["seconds"] for r in rows],
-                            bootstrap=BOOTSTRAP if bootstrap is None else bootstrap)
+                            bootstrap=BOOTSTRAP if bootstrap is None else bootstrap,
+                            pool=pool)
     finally:
         torch.set_num_threads(old_threads)
     if progress:
@@ -717,7 +784,7 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                          f"{rounds_done} round(s), {len(rows)} steps "
                          f"timed" + (" (time limit reached)" if stopped else "") + "\n")
         sys.stderr.flush()
-    from .fitcheck import fit_warnings
+    from .fitcheck import claimed_error, fit_warnings, scatter, timing_warnings
 
     known = [x for x in load if x is not None]
     warnings = fit_warnings(cal, device=dev.type, threads=threads_used,
@@ -729,10 +796,11 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         for (size, length), times in held.items():
             if not times:
                 continue
-            measured = float(np.median(times))
+            measured = float(np.quantile(times, quantile))  # pooled as the fit's shapes
             predicted = cal.alpha + size * length * (cal.beta + cal.gamma * length)
             entries.append({"batch_size": size, "padded_len": length, "repeats": len(times),
-                            "measured_s": measured, "predicted_s": float(predicted),
+                            "measured_s": measured, "measured_median_s": float(np.median(times)),
+                            "predicted_s": float(predicted),
                             "rel_error": float(predicted / measured - 1)})
         errors = np.abs([e["rel_error"] for e in entries]) if entries else np.empty(0)
         holdout_report = {
@@ -740,6 +808,9 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
             "median_rel_error": float(np.median(errors)) if errors.size else None,
             "max_rel_error": float(errors.max()) if errors.size else None,
         }
+    claim = claimed_error(cal, shapes)
+    spread = scatter(rows, quantile)
+    warnings = warnings + timing_warnings(spread, claim, holdout_report)
     memory = None
     if dev.type == "cuda":
         total_bytes = torch.cuda.get_device_properties(dev).total_memory
@@ -747,7 +818,7 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                                [r["peak_memory_bytes"] for r in rows], total_bytes=total_bytes,
                                fraction=memory_fraction, max_length=max_length)
         if verify:
-            memory["verify"] = _verify(step, memory, torch)
+            memory["verify"] = _verify(trainer._step, memory, torch)
     elapsed = time.monotonic() - start
     profile_name = name or f"probe-{dev.type}"
     profile = cal.to_profile(name=profile_name,
@@ -762,7 +833,7 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
         "rounds": rounds_done, "warmup": int(warmup), "seed": int(seed),
         "threads": threads_used,
         "elapsed_s": elapsed, "stopped_by_time_limit": stopped, "memory": memory,
-        "warnings": warnings,
+        "warnings": warnings, "pool": pool, "claimed_error": claim, "scatter": spread,
         "step": "zero_grad + forward + backward + AdamW step, device synchronised",
     }
     profile = replace(profile, provenance=provenance)
@@ -771,4 +842,5 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                        shapes=tuple(tuple(s) for s in shapes), measurements=tuple(rows),
                        calibration=cal, profile=profile, rounds=rounds_done,
                        elapsed_s=elapsed, stopped_by_time_limit=stopped, memory=memory,
-                       holdout=holdout_report, warnings=tuple(warnings))
+                       holdout=holdout_report, warnings=tuple(warnings), pool=pool,
+                       claimed_error=claim, scatter=spread)

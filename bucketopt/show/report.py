@@ -115,4 +115,26 @@ def solution_table(sol: Solution) -> str:
                      else "batches in random order")
             lines.append(f"(profile {x['profile']}, {x['world_size']} GPU(s), {x['epochs']} "
                          f"epoch(s), {order}, each step waits for the slowest rank)")
+        step = step_time_line(sol.extra)
+        if step:
+            lines.append(step)
     return "\n".join(lines)
+
+
+def seconds_text(value) -> str:
+    """Seconds for people: ms under one second."""
+    return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def step_time_line(fields) -> str | None:
+    """``predicted step time: p50 ... [lo, hi], p90 ..., rank wait ...`` from the
+    ``step_time_*`` / ``rank_wait_s`` keys of a prediction (None without them)."""
+    if fields.get("step_time_p50") is None:
+        return None
+    parts = []
+    for key, label in (("step_time_p50", "p50"), ("step_time_p90", "p90"),
+                       ("rank_wait_s", "expected rank wait")):
+        span = fields.get(key + "_interval")
+        parts.append(f"{label} {seconds_text(fields[key])}"
+                     + (f" [{seconds_text(span[0])}, {seconds_text(span[1])}]" if span else ""))
+    return "predicted step time: " + ", ".join(parts)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..cost.steps import KEYS as STEP_KEYS
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
 from ..heuristics import RULES
@@ -461,11 +462,13 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
     if cost_model is not None:
         from ..cost.costmodel import timing_fields
         from ..cost.intervals import annotate, epochs_intervals
+        from ..cost.steps import epoch_steps
 
         stages("timing")
         for name, eps in epochs.items():
             rows[name].update(timing_fields(eps, cost_model))
             rows[name].update(epochs_intervals(eps, cost_model))
+            rows[name].update(epoch_steps(eps, cost_model))
         stages("analytic timing")
         for row in bucket_sets:  # the analytic fast path, next to the simulation
             analytic = analytics.get(row.name) or evaluate(hist, row.boundaries,
@@ -530,6 +533,8 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
 # Timed figures of a simulated row that a plan's prediction replaces (kept as NAME_simulated).
 _SIMULATED_TIMING = ("ktok_per_s", "eta_days", "wait_fraction", "ktok_per_s_interval",
                      "eta_days_interval")
+# Step-time figures (bucketopt.cost.steps) a plan's prediction replaces the same way.
+_STEP_KEYS = STEP_KEYS
 
 
 def plan_prediction(row, plan) -> dict:
@@ -544,6 +549,12 @@ def plan_prediction(row, plan) -> dict:
                ktok_per_s_interval=plan.extra.get("ktok_per_s_interval"),
                eta_days_interval=plan.extra.get("eta_days_interval"),
                prediction="solve (synced analytic)")
+    for key in _STEP_KEYS:
+        for name in (key, key + "_interval"):
+            if name in row:
+                out[f"{name}_simulated"] = row[name]
+            if name in plan.extra:
+                out[name] = plan.extra[name]
     return out
 
 

@@ -1,0 +1,174 @@
+"""The predicted step-time distribution: p50, p90, mean and rank wait (bucketopt.cost.steps)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import bucketopt
+from bucketopt.cli import main
+from bucketopt.cost.costmodel import CostModel, step_times
+from bucketopt.cost.steps import KEYS, epoch_steps, histogram_steps, weighted_quantiles
+from bucketopt.data.histogram import as_histogram
+from bucketopt.training.epoch import epoch_from_batches
+
+PROFILE = {"name": "t", "alpha": 0.05, "beta": 2e-6, "gamma": 1e-9,
+           "uncertainty": {"coverage": 0.95, "coefficient_sets": [
+               [0.04, 1.8e-6, 0.8e-9], [0.06, 2.2e-6, 1.2e-9], [0.05, 2.1e-6, 1e-9]]}}
+
+
+@pytest.fixture(scope="module")
+def lengths():
+    rng = np.random.default_rng(5)
+    return np.r_[rng.integers(30, 500, 6_000), rng.integers(500, 4_000, 2_000)]
+
+
+def _sampler_epoch(lengths, edges, budget, world, pad):
+    """The sampler's epoch in training order (rank r's i-th batch is batch i*G + r)."""
+    per_rank = [list(bucketopt.BucketBatchSampler(lengths, edges, token_budget=budget, rank=r,
+                                                  world_size=world, seed=1))
+                for r in range(world)]
+    batches = [per_rank[r][i] for i in range(min(map(len, per_rank))) for r in range(world)]
+    return epoch_from_batches(lengths, batches, strategy="sampler", pad=pad, edges=edges)
+
+
+def _reference(epoch, model):
+    """p50, p90, mean and rank wait read straight off the epoch's steps."""
+    batch = model.batch_times(epoch)
+    g = model.world_size
+    padded = np.zeros(-(-batch.size // g) * g)
+    padded[:batch.size] = batch
+    per_step = padded.reshape(-1, g)
+    steps = step_times(epoch, model)
+    return [float(np.quantile(steps, 0.5, method="inverted_cdf")),
+            float(np.quantile(steps, 0.9, method="inverted_cdf")), float(steps.mean()),
+            float((steps - per_step.mean(axis=1)).mean())]
+
+
+def test_weighted_quantiles_are_the_inverse_distribution_function():
+    rng = np.random.default_rng(0)
+    values = rng.random(200)
+    for q in (0.1, 0.5, 0.9):
+        got = weighted_quantiles(values, np.ones(200), [q])[0]
+        assert got == np.quantile(values, q, method="inverted_cdf")
+    # weights are repeats
+    counts = rng.integers(1, 5, 200)
+    got = weighted_quantiles(values, counts, [0.5, 0.9])
+    assert got == [np.quantile(np.repeat(values, counts), q, method="inverted_cdf")
+                   for q in (0.5, 0.9)]
+
+
+@pytest.mark.parametrize("pad", ["edge", "batch"])
+@pytest.mark.parametrize("world", [1, 4])
+def test_synced_histogram_steps_match_the_sampler_epochs_steps(lengths, pad, world):
+    edges = bucketopt.solve(lengths, 5, token_budget=16_384).boundaries
+    model = CostModel(0.05, 2e-6, 1e-9, world_size=world)
+    predicted = histogram_steps(as_histogram(lengths), edges, 16_384, pad, model)
+    measured = _reference(_sampler_epoch(lengths, edges, 16_384, world, pad), model)
+    for key, value in zip(KEYS, measured):  # waits: within 1% of a step (partial batches)
+        tol = 0.03 if key != "rank_wait_s" else 0.15
+        assert predicted[key] == pytest.approx(value, rel=tol, abs=0.01 * measured[2]), key
+    assert predicted["step_time_p50"] <= predicted["step_time_p90"]
+    if world == 1 or pad == "edge":
+        assert predicted["rank_wait_s"] == pytest.approx(0.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("pad", ["edge", "batch"])
+def test_random_order_steps_match_simulated_epochs(lengths, pad):
+    edges = bucketopt.solve(lengths, 5, token_budget=16_384).boundaries
+    model = CostModel(0.05, 2e-6, 1e-9, world_size=4)
+    predicted = histogram_steps(as_histogram(lengths), edges, 16_384, pad, model,
+                                sync_buckets=False)
+    epochs = [bucketopt.simulate(lengths, "bucketed", token_budget=16_384, boundaries=edges,
+                                 pad=pad, seed=s) for s in range(6)]
+    pooled = epoch_steps(epochs, model)
+    for key in KEYS:
+        assert predicted[key] == pytest.approx(pooled[key], rel=0.06), key
+    assert predicted["rank_wait_s"] > 0.05 * predicted["step_time_mean"]  # ranks wait
+
+
+def test_intervals_come_from_the_coefficient_sets_and_hold_the_point(lengths):
+    sol = bucketopt.solve(lengths, 4, token_budget=16_384, profile=PROFILE, world_size=4)
+    out = sol.to_dict()
+    for key in KEYS:
+        low, high = out[key + "_interval"]
+        assert low <= out[key] <= high, key
+    # the p50's interval is the central 95% of the p50 under each coefficient set
+    model = CostModel(0.05, 2e-6, 1e-9, world_size=4)
+    per_set = [histogram_steps(as_histogram(lengths), sol.boundaries, 16_384, "edge",
+                               CostModel(*c, world_size=4))["step_time_p50"]
+               for c in PROFILE["uncertainty"]["coefficient_sets"]]
+    point = histogram_steps(as_histogram(lengths), sol.boundaries, 16_384, "edge",
+                            model)["step_time_p50"]
+    assert out["step_time_p50"] == pytest.approx(point)
+    low, high = out["step_time_p50_interval"]
+    assert low == pytest.approx(min(np.quantile(per_set, 0.025), point))
+    assert high == pytest.approx(max(np.quantile(per_set, 0.975), point))
+    # the mean step time is the epoch time over the steps the prediction counts
+    assert out["step_time_mean"] > 0 and not any(k.startswith("step_time") for k in
+                                                  bucketopt.solve(lengths, 4).to_dict())
+
+
+def test_solve_json_table_and_plan_carry_the_step_times(lengths, tmp_path, capsys):
+    path = tmp_path / "lens.npy"
+    np.save(path, lengths)
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(PROFILE))
+    plan = tmp_path / "plan.json"
+    base = ["solve", "--lens", str(path), "-k", "4", "--token-budget", "16384", "--profile",
+            str(profile), "--gpus", "2"]
+    assert main([*base, "--json", "-o", str(plan), "-q"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert main([*base, "-q"]) == 0
+    table = capsys.readouterr().out
+    line = next(x for x in table.splitlines() if x.startswith("predicted step time: "))
+    assert "p50" in line and "p90" in line and "expected rank wait" in line
+    saved = json.loads(plan.read_text())["predictions"]
+    for key in KEYS:
+        assert saved[key] == out[key] and saved[key + "_interval"] == out[key + "_interval"]
+    from bucketopt.plan import load_plan
+    from bucketopt.solution import solution_from_plan
+
+    loaded = load_plan(plan)
+    assert loaded["predictions"]["step_time_p90"] == out["step_time_p90"]
+    assert solution_from_plan(loaded).extra["step_time_p50"] == out["step_time_p50"]
+    # a plan of an earlier version (no step times) still reads; a wrong one is refused
+    for key in KEYS:
+        del saved[key], saved[key + "_interval"]
+    from bucketopt.plan import plan_checksum, validate_plan
+
+    data = json.loads(plan.read_text())
+    data["predictions"] = saved
+    data["checksum"] = plan_checksum(data)
+    assert "step_time_p50" not in validate_plan(data)["predictions"]
+    data = json.loads(plan.read_text())
+    data["predictions"]["step_time_p50_interval"] = [0.0, 1e-9]
+    data["checksum"] = plan_checksum(data)
+    with pytest.raises(bucketopt.BucketoptError, match="step_time_p50_interval"):
+        validate_plan(data)
+
+
+def test_compare_rows_carry_the_step_times(lengths, tmp_path, capsys):
+    path = tmp_path / "lens.npy"
+    np.save(path, lengths)
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(PROFILE))
+    assert main(["compare", "--lens", str(path), "-k", "4", "--token-budget", "16384",
+                 "--profile", str(profile), "--gpus", "2", "--simulations", "1", "--json",
+                 "-q"]) == 0
+    rows = json.loads(capsys.readouterr().out)["strategies"]
+    for name, row in rows.items():
+        if row.get("ktok_per_s") is None:
+            continue
+        for key in KEYS:
+            low, high = row[key + "_interval"]
+            assert low <= row[key] <= high, (name, key)
+        assert row["step_time_p50"] <= row["step_time_p90"], name
+    # bucketopt's plan row: solve's own prediction, the simulated figures kept beside it
+    sol = bucketopt.solve(lengths, 4, token_budget=16_384, profile=str(profile), world_size=2)
+    row = rows["bucketed"]
+    for key in KEYS:
+        assert row[key] == pytest.approx(sol.extra[key]), key
+        assert f"{key}_simulated" in row
