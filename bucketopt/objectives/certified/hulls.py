@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import njit
+from ...jit import njit
 
 
 @njit(cache=True)
