@@ -42,6 +42,7 @@ from .pricing import (
     SWEEP_MAX,
     UP1,
     UP2,
+    by_padding,
     diluted,
     pair_cost,
     rect_costs,
@@ -344,15 +345,14 @@ def _charge(work, scratch, pad_code):
 
 
 @njit(cache=True)
-def _price_alone(j, lay, bd, hl, pr, tang, stamp, refs, ref_m):
+def _price_alone(pr, j, lay, bd, hl, tang, stamp, refs, ref_m):
     # one end whose steps are too large for sweeps (or edge padding): reference starts (the
-    # tangent and a ladder around it) bounded from their moments and priced by walks while
-    # that bound is below the best found, then every start the bounds leave, checked against
-    # the nearest reference below it, priced by capped walks
+    # tangent and a ladder around it) bounded (:func:`_reference_keys`) and priced by walks
+    # while that bound is below the best found, then every start the bounds leave, checked
+    # against the nearest reference below it (:func:`_start_keys`), priced by capped walks
     zero = np.int64(0)  # not the literal 0: one compiled signature for every call
     ys, cap, best, barg, mark, cand = lay.ys, lay.cap, lay.best, lay.barg, lay.mark, lay.cand
     win_lo, win_hi, scratch, work = lay.win_lo, lay.win_hi, lay.scratch, lay.work
-    xs, cell = bd.P, bd.cell
     pad_code = pr.pad_code
     it = tang[j]
     top = min(win_hi[j], j - 1)
@@ -367,27 +367,10 @@ def _price_alone(j, lay, bd, hl, pr, tang, stamp, refs, ref_m):
         if i >= win_lo[j] and ys[i] < np.inf:
             refs[nref] = i
             nref += 1
-    for r in range(nref - 1, -1, -1):  # lower bounds of their moments (BOUND_REL), for the
-        # starts above; those above the tangent take the next one's below them (the tangent's
-        # where it is one: a bucket with more, shorter samples gives lower bounds too)
-        if pad_code == 1 and refs[r] > it and r + 1 < nref:
-            for m in range(4):
-                ref_m[m, r] = ref_m[m, r + 1]
-        elif pad_code == 1:
-            ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r] = _ref_moments(pr, refs[r], j,
-                                                                              scratch)
-            _charge(work, scratch, pad_code)
-    # their costs, least bound first (tilde from their own moments: most are proven no better
-    # than the best found without a walk), while a bound is below the best found (or the cap).
-    # A reference left unpriced is not marked: the scan below finds it like any other start.
-    rkeys = np.empty(nref)
-    for r in range(nref):
-        i = refs[r]
-        if pad_code == 1:
-            rkeys[r] = ys[i] + tilde(pr, i, j, ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r],
-                                     scratch)
-        else:
-            rkeys[r] = ys[i] + _bound(j, i, cell[i], bd)
+    # their costs, least bound first (most are proven no better than the best found without a
+    # walk), while a bound is below the best found (or the cap). A reference left unpriced is
+    # not marked: the scan below finds it like any other start.
+    rkeys = _reference_keys(pr, j, lay, bd, it, refs, nref, ref_m)
     for r in argsort_stable(rkeys[:nref]):
         i = refs[r]
         if not rkeys[r] < min(best[j], cap[j]):
@@ -399,52 +382,9 @@ def _price_alone(j, lay, bd, hl, pr, tang, stamp, refs, ref_m):
             _improve(j, i, ys[i] + c, best, barg)
     ncand = _scan_end(j, lay, bd, hl, min(best[j], cap[j]), stamp, zero)
     # every start the bounds leave, with its best lower bound, then priced best-first: the
-    # threshold falls fastest, and once a start's bound reaches it every later one's does. The
-    # bound of a start with dynamic padding: its step types exact, its moments those of the
-    # nearest reference below it, a new one (the start itself) where the nearest holds more than
-    # REF_GAP more samples than the bucket (a reference far below bounds its E[max] loosely)
+    # threshold falls fastest, and once a start's bound reaches it every later one's does
     work[0] += ncand // BOUND_STARTS
-    thr = min(best[j], cap[j])
-    up = sort_ints(cand[:ncand].copy())
-    keys = np.empty(ncand)
-    kept = 0
-    low = nref - 1  # refs decrease: refs[low] is the lowest ladder reference not above i
-    made = -1  # the last start made a reference (below every later one), its moments:
-    d1 = d2 = e1 = e2 = 0.0
-    for q in range(ncand):
-        i = up[q]
-        if pad_code == 0:
-            lb = ys[i] + _bound(j, i, cell[i], bd)
-        else:  # (the scan kept only starts whose _bound is below thr: tilde is the key)
-            while low > 0 and refs[low - 1] <= i:
-                low -= 1
-            ref = made
-            m1, m2, f1, f2 = d1, d2, e1, e2
-            if low >= 0 and refs[low] <= i and refs[low] > made:
-                ref = refs[low]
-                m1, m2, f1, f2 = ref_m[0, low], ref_m[1, low], ref_m[2, low], ref_m[3, low]
-            # the quick line of the reference first (tilde costs some 0.1 us: most starts the
-            # scan leaves fail this)
-            if ref >= 0 and not ys[i] + _quick(pr, xs, i, j, m1, m2) < thr:
-                continue
-            far = ref >= 0 and xs[i] - xs[ref] > REF_GAP * (xs[j] - xs[i])
-            if far:  # the far reference's bound first (a valid one, only looser): it may rule
-                # the start out without the walks of a new reference
-                lb = ys[i] + tilde(pr, i, j, m1, m2, f1, f2, scratch)
-                if not lb < thr:
-                    continue
-            if ref < 0 or far:
-                made = i
-                d1, d2, e1, e2 = _ref_moments(pr, i, j, scratch)
-                m1, m2, f1, f2 = d1, d2, e1, e2
-                _charge(work, scratch, pad_code)
-                work[0] += WALK_WORK
-            lb = ys[i] + tilde(pr, i, j, m1, m2, f1, f2, scratch)
-        if not lb < thr:
-            continue
-        keys[kept] = lb
-        cand[kept] = i
-        kept += 1
+    keys, kept = _start_keys(pr, j, lay, bd, refs, nref, ref_m, ncand, min(best[j], cap[j]))
     order = argsort_stable(keys[:kept])
     for q in order:
         i = cand[q]
@@ -455,6 +395,117 @@ def _price_alone(j, lay, bd, hl, pr, tang, stamp, refs, ref_m):
         _charge(work, scratch, pad_code)
         if ok:
             _improve(j, i, ys[i] + c, best, barg)
+
+
+@njit(cache=True)
+def _bound_keys(pr, j, lay, bd, it, refs, nref, ref_m):
+    # _reference_keys with edge padding: each reference's bound (:func:`_bound`)
+    rkeys = np.empty(nref)
+    for r in range(nref):
+        i = refs[r]
+        rkeys[r] = lay.ys[i] + _bound(j, i, bd.cell[i], bd)
+    return rkeys
+
+
+@njit(cache=True)
+def _moment_keys(pr, j, lay, bd, it, refs, nref, ref_m):
+    # _reference_keys with dynamic padding: lower bounds of the references' moments
+    # (BOUND_REL) into ref_m, for the starts above; those above the tangent ``it`` take the
+    # next one's below them (the tangent's where it is one: a bucket with more, shorter samples
+    # gives lower bounds too); each key is tilde from its moments
+    ys, scratch, work = lay.ys, lay.scratch, lay.work
+    for r in range(nref - 1, -1, -1):
+        if refs[r] > it and r + 1 < nref:
+            for m in range(4):
+                ref_m[m, r] = ref_m[m, r + 1]
+        else:
+            ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r] = _ref_moments(pr, refs[r], j,
+                                                                              scratch)
+            _charge(work, scratch, pr.pad_code)
+    rkeys = np.empty(nref)
+    for r in range(nref):
+        i = refs[r]
+        rkeys[r] = ys[i] + tilde(pr, i, j, ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r],
+                                 scratch)
+    return rkeys
+
+
+_reference_keys = by_padding(_bound_keys, _moment_keys, "_reference_keys", """The lower
+bounds of the buckets (refs[r], j] of an end priced alone (its ladder of references, ``nref``
+of them, decreasing; ``it``: its tangent), each plus F_{t-1} of its start; with dynamic
+padding the references' moments land in ``ref_m`` (:func:`_price_alone`).""")
+
+
+@njit(cache=True)
+def _bound_start_keys(pr, j, lay, bd, refs, nref, ref_m, ncand, thr):
+    # _start_keys with edge padding: each start's bound (:func:`_bound`)
+    ys, cand = lay.ys, lay.cand
+    up = sort_ints(cand[:ncand].copy())
+    keys = np.empty(ncand)
+    kept = 0
+    for q in range(ncand):
+        i = up[q]
+        lb = ys[i] + _bound(j, i, bd.cell[i], bd)
+        if not lb < thr:
+            continue
+        keys[kept] = lb
+        cand[kept] = i
+        kept += 1
+    return keys, kept
+
+
+@njit(cache=True)
+def _reference_start_keys(pr, j, lay, bd, refs, nref, ref_m, ncand, thr):
+    # _start_keys with dynamic padding: a start's bound has its step types exact, its moments
+    # those of the nearest reference below it, a new one (the start itself) where the nearest
+    # holds more than REF_GAP more samples than the bucket (a reference far below bounds its
+    # E[max] loosely); the scan kept only starts whose _bound is below thr: tilde is the key
+    ys, cand, scratch, work = lay.ys, lay.cand, lay.scratch, lay.work
+    xs = bd.P
+    up = sort_ints(cand[:ncand].copy())
+    keys = np.empty(ncand)
+    kept = 0
+    low = nref - 1  # refs decrease: refs[low] is the lowest ladder reference not above i
+    made = -1  # the last start made a reference (below every later one), its moments:
+    d1 = d2 = e1 = e2 = 0.0
+    for q in range(ncand):
+        i = up[q]
+        while low > 0 and refs[low - 1] <= i:
+            low -= 1
+        ref = made
+        m1, m2, f1, f2 = d1, d2, e1, e2
+        if low >= 0 and refs[low] <= i and refs[low] > made:
+            ref = refs[low]
+            m1, m2, f1, f2 = ref_m[0, low], ref_m[1, low], ref_m[2, low], ref_m[3, low]
+        # the quick line of the reference first (tilde costs some 0.1 us: most starts the
+        # scan leaves fail this)
+        if ref >= 0 and not ys[i] + _quick(pr, xs, i, j, m1, m2) < thr:
+            continue
+        far = ref >= 0 and xs[i] - xs[ref] > REF_GAP * (xs[j] - xs[i])
+        if far:  # the far reference's bound first (a valid one, only looser): it may rule
+            # the start out without the walks of a new reference
+            lb = ys[i] + tilde(pr, i, j, m1, m2, f1, f2, scratch)
+            if not lb < thr:
+                continue
+        if ref < 0 or far:
+            made = i
+            d1, d2, e1, e2 = _ref_moments(pr, i, j, scratch)
+            m1, m2, f1, f2 = d1, d2, e1, e2
+            _charge(work, scratch, pr.pad_code)
+            work[0] += WALK_WORK
+        lb = ys[i] + tilde(pr, i, j, m1, m2, f1, f2, scratch)
+        if not lb < thr:
+            continue
+        keys[kept] = lb
+        cand[kept] = i
+        kept += 1
+    return keys, kept
+
+
+_start_keys = by_padding(_bound_start_keys, _reference_start_keys, "_start_keys", """(keys,
+kept): the starts of an end priced alone that the scan found (lay.cand[:ncand]) whose lower
+bound (plus F_{t-1}) is below ``thr``, in increasing order into lay.cand[:kept], their bounds
+in keys[:kept] (:func:`_price_alone`).""")
 
 
 @njit(cache=True)
@@ -503,7 +554,7 @@ def _full_moments(m1, m2, u1, u2, xs, i, ref, j, full):
 
 
 @njit(cache=True)
-def _price_block(block, nb, bsz, blo, bhi, lay, bd, hl, pr):
+def _price_block(pr, block, nb, bsz, blo, bhi, lay, bd, hl):
     # consecutive ends of one batch size: a rectangle over their predicted best starts and a
     # ladder of references, then each end's remaining starts (checked against the nearest
     # reference below them) priced by rectangles, in bins (:func:`_price_in_bins`), each start
@@ -705,6 +756,17 @@ def _rect_best(starts, ends, last, moments, lay, pr, s):
                 _improve(e, i, ys[i] + out[b, q], best, barg)
 
 
+@njit(cache=True)
+def _no_block(pr, block, nb, bsz, blo, bhi, lay, bd, hl):
+    # price_block with edge padding: never called (its ends are priced alone)
+    return
+
+
+price_block = by_padding(_no_block, _price_block, "price_block", """Consecutive ends of one
+batch size priced by rectangles of sweeps (dynamic padding: :func:`_price_block`; edge padding
+prices every end alone).""")
+
+
 @njit(cache=True, nogil=True)
 def forward_layer(t, F, arg, pr, bd, goal, win, work, halt, j_lo, j_hi):
     """Layer t of the exact DP at the ends j_lo <= j < j_hi: F[t, j] (and arg[t, j], its
@@ -834,7 +896,7 @@ def forward_layer(t, F, arg, pr, bd, goal, win, work, halt, j_lo, j_hi):
                       or max(bhi, tang[j] + MARGIN) - min(blo, tang[j] - MARGIN) > WIDTH):
                     flush = True
         if flush and nb > 0:
-            _price_block(block, nb, bsz, blo, bhi, lay, bd, hl, pr)
+            price_block(pr, block, nb, bsz, blo, bhi, lay, bd, hl)
             learned = True
             for a in range(nb):
                 e = block[a]
@@ -847,7 +909,7 @@ def forward_layer(t, F, arg, pr, bd, goal, win, work, halt, j_lo, j_hi):
         if not alive:
             continue
         if not sweep:
-            _price_alone(j, lay, bd, hl, pr, tang, t * (g + 1) + j, refs, ref_m)
+            _price_alone(pr, j, lay, bd, hl, tang, t * (g + 1) + j, refs, ref_m)
             if barg[j] >= 0:
                 drift = barg[j] - tangent[j]
                 learned = True
@@ -894,7 +956,7 @@ def exact_tail(pr, first, kmax, win, block):
         if sweep:
             starts = np.arange(e0 - 1, first - 1, -1)
             ends = np.arange(e0, e1)
-            rect = _rect_seconds(pr, starts, ends, s)
+            rect = rect_seconds(pr, starts, ends, s)
             for a in range(ends.size):
                 for q in range(starts.size):
                     cost[starts[q] - first, ends[a] - first] = rect[a, q]
@@ -919,6 +981,16 @@ def _rect_seconds(pr, starts, ends, s):
     moments = np.empty((6, ends.size, starts.size))
     rect_costs(pr, starts, ends, s, np.full(starts.size, ends.size - 1, np.int64), out, moments)
     return out
+
+
+@njit(cache=True)
+def _no_rect(pr, starts, ends, s):
+    # rect_seconds with edge padding: never called (its buckets are priced one by one)
+    return np.empty((ends.size, starts.size))
+
+
+rect_seconds = by_padding(_no_rect, _rect_seconds, "rect_seconds", """The seconds of every
+bucket of a rectangle by sweeps (dynamic padding: :func:`_rect_seconds`).""")
 
 
 @njit(cache=True)
@@ -957,6 +1029,16 @@ def _window_rect(pr, win, flat, offsets, t, val, back):
     return least
 
 
+@njit(cache=True)
+def _no_window_rect(pr, win, flat, offsets, t, val, back):
+    # window_rect with edge padding: no rectangle, every bucket priced one by one
+    return np.int64(0)
+
+
+window_rect = by_padding(_no_window_rect, _window_rect, "window_rect", """window_chain's
+rectangle of sweeps (dynamic padding: :func:`_window_rect`; edge padding: none, 0).""")
+
+
 @njit(cache=True, nogil=True)
 def window_chain(pr, win, flat, offsets):
     """(ends, cost): the cheapest cover whose t-th bucket ends in window t (``flat[offsets[t]:
@@ -976,7 +1058,7 @@ def window_chain(pr, win, flat, offsets):
     for t in range(1, nw):
         done = 0  # the starts below it are priced (by a rectangle)
         if pad_code == 1:
-            done = _window_rect(pr, win, flat, offsets, t, val, back)
+            done = window_rect(pr, win, flat, offsets, t, val, back)
         for q in range(offsets[t], offsets[t + 1]):
             e = flat[q]
             for p in range(offsets[t - 1], offsets[t]):

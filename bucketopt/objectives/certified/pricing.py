@@ -33,6 +33,7 @@ from .._time_kernels import (
     fewest_rows,
     walk_moments_capped,
 )
+from .protocol import DynamicPricing
 
 # The largest draw count priced by sweeps (the Pascal table's size, objectives._batch_sweep).
 SWEEP_MAX = 256
@@ -40,6 +41,33 @@ SWEEP_MAX = 256
 # took in (a length entering a start's sums for s draws: s + 1 terms, about 1 ns each; the
 # rectangles keep s + 1 draws, :func:`rect_costs`)
 SWEEP_TERMS = 2048
+
+
+def by_padding(edge, dynamic, name, doc):
+    """A kernel that runs ``edge`` on an :class:`.protocol.EdgePricing` and ``dynamic`` on a
+    :class:`.protocol.DynamicPricing` (its first argument), as compiled code and from Python.
+    numba picks the implementation by the argument's type when it compiles a caller, so a solve
+    compiles only the pricing of its padding (an edge-padding solve none of the walks and
+    sweeps of dynamic padding)."""
+    from numba.extending import overload
+
+    def kernel(pr, *args):
+        return (dynamic if isinstance(pr, DynamicPricing) else edge)(pr, *args)
+
+    @overload(kernel)
+    def _typed(pr, *args):
+        impl = dynamic if issubclass(pr.instance_class, DynamicPricing) else edge
+
+        def call(pr, *args):
+            return impl(pr, *args)
+
+        return call
+
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.__doc__ = doc
+    return kernel
+
+
 # The rows of rect_costs' moments.
 MAIN1, MAIN2, FEW1, FEW2, UP1, UP2 = range(6)
 
@@ -263,20 +291,25 @@ def _bucket(pr, i, j, scratch):
 
 
 @njit(cache=True)
-def pair_cost(pr, i, j, cap, scratch):
-    """(seconds of the bucket (i, j], exact): by walks (dynamic padding, stopped once the cost
-    is proven above ``cap``: then it is a lower bound above the cap and exact is False) or in
-    O(1) (edge padding)."""
+def _edge_cost(pr, i, j, cap, scratch):
+    # pair_cost with edge padding: every row at the edge, in O(1) (exact whatever the cap)
+    alpha, beta, gamma = pr.alpha, pr.beta, pr.gamma
+    tw, tm = scratch[0], scratch[2]
+    _, _, _, _, nt, _ = _bucket(pr, i, j, scratch)
+    e = float(pr.edges[j])
+    cost = 0.0
+    for q in range(nt):
+        cost += tm[q] * (alpha + tw[q] * (beta * e + gamma * e * e))
+    return cost, True
+
+
+@njit(cache=True)
+def _walked_cost(pr, i, j, cap, scratch):
+    # pair_cost with dynamic padding: by walks, stopped once the cost is above the cap
     values, pcv, pq1, pq2 = pr.values, pr.pcv, pr.pq1, pr.pq2
     alpha, beta, gamma = pr.alpha, pr.beta, pr.gamma
     tw, tr, tm = scratch[:3]
     lo, hi, n, _, nt, top = _bucket(pr, i, j, scratch)
-    if pr.pad_code == 0:
-        e = float(pr.edges[j])
-        cost = 0.0
-        for q in range(nt):
-            cost += tm[q] * (alpha + tw[q] * (beta * e + gamma * e * e))
-        return cost, True
     mean1 = (pq1[hi] - pq1[lo]) / n
     mean2 = (pq2[hi] - pq2[lo]) / n
     cost = 0.0
@@ -301,6 +334,11 @@ def pair_cost(pr, i, j, cap, scratch):
         if not ok:
             return cost, False
     return cost, True
+
+
+pair_cost = by_padding(_edge_cost, _walked_cost, "pair_cost", """(seconds of the bucket (i, j],
+exact): in O(1) (edge padding) or by walks (dynamic padding, stopped once the cost is proven
+above ``cap``: then it is a lower bound above the cap and exact is False).""")
 
 
 @njit(cache=True)
@@ -351,7 +389,3 @@ def tilde(pr, i, j, m1, m2, f1, f2, scratch):
         out += tm[q] * (alpha + tw[q] * (beta * a1 + gamma * a2))
     return out
 
-
-# The name the exact layers' hottest loop calls it by (it was inlined there; LLVM now decides,
-# and numba compiles it once instead of at every call site).
-tilde_inline = tilde

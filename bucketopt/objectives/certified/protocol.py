@@ -54,13 +54,28 @@ class Pricing(NamedTuple):
     pascal: np.ndarray  # binomials of the sweeps (objectives._batch_sweep.pascal_table)
 
 
+class EdgePricing(Pricing):
+    """:class:`Pricing` of edge padding: its type tells the kernels, as they compile, to price
+    every bucket in O(1) (:func:`.pricing.by_padding`)."""
+
+    __slots__ = ()
+
+
+class DynamicPricing(Pricing):
+    """:class:`Pricing` of dynamic padding: walks and sweeps (:func:`.pricing.by_padding`)."""
+
+    __slots__ = ()
+
+
 def make_pricing(arrays, group_end, edges, sizes, world, cost) -> Pricing:
-    """:class:`Pricing` of the prefix tables ``arrays`` (a :class:`..synced.TimeArrays`), the
-    candidate groups (``group_end``, ``edges``), their batch sizes, ``world`` ranks and a cost
-    model ``cost`` (alpha, beta, gamma)."""
+    """The :class:`EdgePricing` or :class:`DynamicPricing` (by ``arrays.pad_code``) of the
+    prefix tables ``arrays`` (a :class:`..synced.TimeArrays`), the candidate groups
+    (``group_end``, ``edges``), their batch sizes, ``world`` ranks and a cost model ``cost``
+    (alpha, beta, gamma)."""
     from .._batch_sweep import pascal_table
 
-    return Pricing(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, group_end, edges, sizes,
+    kind = DynamicPricing if arrays.pad_code == DYNAMIC_PADDING else EdgePricing
+    return kind(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, group_end, edges, sizes,
                    int(world), float(cost.alpha), float(cost.beta), float(cost.gamma),
                    int(arrays.pad_code), arrays.lf_hi, arrays.lf_lo, pascal_table())
 
