@@ -170,12 +170,9 @@ class BatchPadding(Objective):
         these groups, the tokens): its bucket cost is the bucket's expected padded size, its
         expected padding plus its tokens, a constant that does not move the optimum; its
         certified DP (:mod:`.certified`) takes ``seeds`` (k -> group ends) for its own."""
-        from types import SimpleNamespace
+        from .time import padding_as_time
 
-        from .time import Time
-
-        unit_cost = SimpleNamespace(alpha=0.0, beta=1.0, gamma=0.0, world_size=1)
-        unit = Time(unit_cost, pad="batch", exact=True, memory=self.memory)
+        unit = padding_as_time(memory=self.memory)
         unit.fit(self.groups, token_budget=self.token_budget, win_lo=self.win_lo,
                  win_hi=self.win_hi)
         unit.seeds = seeds

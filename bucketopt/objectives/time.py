@@ -14,6 +14,7 @@ epoch time of a random batch order.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,6 +22,24 @@ from ..groups import backtrack
 from .base import Objective
 from .certified import Pricing, Rows, in_worker, make_pricing
 from .synced import TimeArrays, bucket_seconds
+
+
+class TokenCost(NamedTuple):
+    """The cost model under which a bucket's seconds are its padded tokens: no step overhead
+    (alpha = 0), one second a padded token (beta = 1), no attention term, one rank."""
+
+    alpha: float = 0.0
+    beta: float = 1.0
+    gamma: float = 0.0
+    world_size: int = 1
+
+
+def padding_as_time(memory=None) -> Time:
+    """Dynamic padding priced as a time with alpha = 0 and beta = 1 (:class:`TokenCost`): the
+    time objective whose bucket cost is the bucket's expected padded size (its expected padding
+    plus its tokens), run to the end (``exact``). The certified DP proves dynamic padding's
+    optimum through it (:meth:`.batch.BatchPadding.unit`)."""
+    return Time(TokenCost(), pad="batch", exact=True, memory=memory)
 
 
 class Time(Objective):

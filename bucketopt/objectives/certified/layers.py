@@ -436,6 +436,16 @@ of them, decreasing; ``it``: its tangent), each plus F_{t-1} of its start; with 
 padding the references' moments land in ``ref_m`` (:func:`_price_alone`).""")
 
 
+@njit(cache=True, inline="always")
+def _keep(keys, cand, kept, i, lb, thr):
+    # start i with its bound lb, kept in keys[kept], cand[kept] where lb is below thr
+    if lb < thr:
+        keys[kept] = lb
+        cand[kept] = i
+        kept += 1
+    return kept
+
+
 @njit(cache=True)
 def _bound_start_keys(pr, j, lay, bd, refs, nref, ref_m, ncand, thr):
     # _start_keys with edge padding: each start's bound (:func:`_bound`)
@@ -445,12 +455,7 @@ def _bound_start_keys(pr, j, lay, bd, refs, nref, ref_m, ncand, thr):
     kept = 0
     for q in range(ncand):
         i = up[q]
-        lb = ys[i] + _bound(j, i, bd.cell[i], bd)
-        if not lb < thr:
-            continue
-        keys[kept] = lb
-        cand[kept] = i
-        kept += 1
+        kept = _keep(keys, cand, kept, i, ys[i] + _bound(j, i, bd.cell[i], bd), thr)
     return keys, kept
 
 
@@ -493,12 +498,7 @@ def _reference_start_keys(pr, j, lay, bd, refs, nref, ref_m, ncand, thr):
             m1, m2, f1, f2 = d1, d2, e1, e2
             _charge(work, scratch, pr.pad_code)
             work[0] += WALK_WORK
-        lb = ys[i] + tilde(pr, i, j, m1, m2, f1, f2, scratch)
-        if not lb < thr:
-            continue
-        keys[kept] = lb
-        cand[kept] = i
-        kept += 1
+        kept = _keep(keys, cand, kept, i, ys[i] + tilde(pr, i, j, m1, m2, f1, f2, scratch), thr)
     return keys, kept
 
 

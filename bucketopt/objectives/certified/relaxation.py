@@ -15,7 +15,7 @@ import numpy as np
 
 from ...jit import njit
 from .._time_kernels import NEGLIGIBLE, _binom_ratio, walk_moments
-from .hulls import hull_add, hull_min
+from .hulls import envelope_place, envelope_push, hull_add, hull_min, lichao_insert, lichao_min
 
 
 @njit(cache=True)
@@ -32,105 +32,6 @@ def top_at(T, j, n):
 def top_of(t0, t1, t2, t3, n):
     """:func:`top_at` from the end's four rows of T (a scan over starts reads them once)."""
     return t0 + max(0.0, min(n * t3, t2) - 1.0) * t1
-
-
-@njit(cache=True)
-def _hull_push(hl, start, cnt, line, slopes, icpt):
-    # append ``line`` (slope below every line of the hull hl[start:start+cnt]) to a lower
-    # envelope; returns the new count. The last line never wins when the new one overtakes the
-    # one before it no later than it does.
-    b3 = slopes[line]
-    a3 = icpt[line]
-    while cnt >= 2:
-        l1 = hl[start + cnt - 2]
-        l2 = hl[start + cnt - 1]
-        b1 = slopes[l1]
-        b2 = slopes[l2]
-        a1 = icpt[l1]
-        a2 = icpt[l2]
-        if (a3 - a1) * (b1 - b2) <= (a2 - a1) * (b1 - b3):
-            cnt -= 1
-        else:
-            break
-    hl[start + cnt] = line
-    return cnt + 1
-
-
-@njit(cache=True)
-def _hull_place(hl, start, cnt, line, slopes, icpt):
-    # :func:`_hull_push` by bisection: the position the line takes (the lines from there on
-    # are dropped: the test is monotone along a hull), so that the push can be undone by
-    # putting back the line it overwrote and the count before it
-    b3 = slopes[line]
-    a3 = icpt[line]
-    lo = 1
-    hi = cnt  # the least t in [1, cnt) whose line hl[t] the new one makes useless, else cnt
-    while lo < hi:
-        mid = (lo + hi) // 2
-        l1 = hl[start + mid - 1]
-        l2 = hl[start + mid]
-        b1 = slopes[l1]
-        if (a3 - icpt[l1]) * (b1 - slopes[l2]) <= (icpt[l2] - icpt[l1]) * (b1 - b3):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo if cnt > 0 else 0
-
-
-@njit(cache=True)
-def _lichao_insert(tree, node_lo, node_hi, xs, slopes, icpt, line):
-    # Li Chao tree over the points xs[0..n-1] (increasing): every node keeps the line that is
-    # lowest at its middle point; a line goes down the one side where it can still win
-    node = 1
-    lo = node_lo
-    hi = node_hi
-    while True:
-        cur = tree[node]
-        if cur < 0:
-            tree[node] = line
-            return
-        mid = (lo + hi) // 2
-        xm = xs[mid]
-        if icpt[line] + slopes[line] * xm < icpt[cur] + slopes[cur] * xm:
-            tree[node] = line
-            line, cur = cur, line
-        if lo == hi:
-            return
-        left_better = icpt[line] + slopes[line] * xs[lo] < icpt[cur] + slopes[cur] * xs[lo]
-        if left_better:
-            node = 2 * node
-            hi = mid
-        else:
-            right_better = icpt[line] + slopes[line] * xs[hi] < icpt[cur] + slopes[cur] * xs[hi]
-            if not right_better:
-                return
-            node = 2 * node + 1
-            lo = mid + 1
-
-
-@njit(cache=True)
-def _lichao_min(tree, node_lo, node_hi, xs, slopes, icpt, q):
-    node = 1
-    lo = node_lo
-    hi = node_hi
-    best = np.inf
-    x = xs[q]
-    while True:
-        cur = tree[node]
-        if cur < 0:
-            return best
-        v = icpt[cur] + slopes[cur] * x
-        if v < best:
-            best = v
-        if lo == hi:
-            return best
-        mid = (lo + hi) // 2
-        if q <= mid:
-            node = 2 * node
-            hi = mid
-        else:
-            node = 2 * node + 1
-            lo = mid + 1
 
 
 # The forward pass's small buckets (fewer than split[j] samples, priced one by one) are searched
@@ -426,7 +327,7 @@ def relaxed_layers(rel, few, mean, P, win, kmax, forward, backward, tail):
             while nxt <= last:
                 if icpt[nxt] < np.inf:
                     c = cell[nxt]
-                    cnt[c] = _hull_push(hl, cells[c], cnt[c], nxt, f_slopes, icpt)
+                    cnt[c] = envelope_push(hl, cells[c], cnt[c], nxt, f_slopes, icpt)
                     least[c] = min(least[c], icpt[nxt])
                 nxt += 1
             while low < min(win_lo[j], nxt):  # the lowest start leaves its queue
@@ -444,7 +345,7 @@ def relaxed_layers(rel, few, mean, P, win, kmax, forward, backward, tail):
                     for i in range(mid[c], low - 1, -1):
                         undo_at[i] = -1
                         if icpt[i] < np.inf:
-                            at = _hull_place(fh, cells[c], fcnt[c], i, P, icpt)
+                            at = envelope_place(fh, cells[c], fcnt[c], i, P, icpt)
                             undo_at[i] = at
                             undo_line[i] = fh[cells[c] + at]
                             undo_cnt[i] = fcnt[c]
@@ -536,8 +437,8 @@ def mean_layer(k, Mm, Um, Rm, P, bwd):
     tree = np.full(4 * g + 4, -1, dtype=np.int64)
     for i in range(g - 1, -1, -1):
         if icpt[i + 1] < np.inf:
-            _lichao_insert(tree, zero, g - 1, P, slopes, icpt, i + 1)
-        v = _lichao_min(tree, zero, g - 1, P, slopes, icpt, i)
+            lichao_insert(tree, zero, g - 1, P, slopes, icpt, i + 1)
+        v = lichao_min(tree, zero, g - 1, P, slopes, icpt, i)
         if v < np.inf:
             bwd[k, i] = max(bwd[k, i], Rm[i] + v)
 
@@ -679,9 +580,9 @@ def backward_layer(k, cs, rel, few, P, from_big, first, win, bwd, tail):
             while top > max(from_big[i], first[i]):
                 top -= 1
                 if bicpt[top] < np.inf:
-                    _lichao_insert(tree, lo, hi, P, b_slopes, bicpt, top)
+                    lichao_insert(tree, lo, hi, P, b_slopes, bicpt, top)
                     least_top = min(least_top, top_at(T, top, split[top]) + bwd[k - 1, top])
-            best = _lichao_min(tree, lo, hi, P, b_slopes, bicpt, i)
+            best = lichao_min(tree, lo, hi, P, b_slopes, bicpt, i)
             if best < np.inf:
                 best = max(best, least_top)
             s_hi = min(from_big[i], g + 1)
