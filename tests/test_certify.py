@@ -17,7 +17,7 @@ from bucketopt.cost.costmodel import CostModel
 from bucketopt.data.histogram import as_histogram
 from bucketopt.groups import make_groups, share_windows
 from bucketopt.objectives import make_objective
-from bucketopt.objectives.certified import _relaxation, certified_layers
+from bucketopt.objectives.certified import Lines, MeanLines, Windows, certified_layers
 
 from . import naive
 from .strategies import coefficients
@@ -78,7 +78,7 @@ def test_certified_time_dp_with_steps_too_large_for_sweeps(counts, k, budget, co
     exact top (TAIL_STEPS = 0), which on inputs this small would price every bucket itself."""
     from unittest import mock
 
-    from bucketopt.objectives import certified
+    from bucketopt.objectives.certified import dp as certified
 
     lengths = [x for x, c in counts.items() for _ in range(c)]
     oracle = naive.brute_force_synced(lengths, k, budget, *coeffs, world, pad="batch",
@@ -104,7 +104,7 @@ def test_work_limit_certificate_below_brute_force(lengths, k, budget, coeffs, wo
     backtrack to their optimum; every other k takes the best cover found with a bound, the
     largest of the relaxation's, the every-row-at-its-length floor and the finished layers'
     exact values plus the relaxed rest, at or below the optimum."""
-    import bucketopt.objectives.certified as certified
+    import bucketopt.objectives.certified.dp as certified
     from bucketopt.groups import backtrack
 
     obj = _fitted(lengths, "time", pad, budget, coeffs, world)
@@ -161,7 +161,7 @@ def test_stop_at_the_work_limit_is_the_same_on_one_cpu_or_two(pad):
     limit here stops inside the layers, another one does not."""
     from unittest import mock
 
-    import bucketopt.objectives.certified as certified
+    import bucketopt.objectives.certified.dp as certified
 
     lengths = np.clip(np.rint(np.random.default_rng(3).lognormal(6.0, 1.5, 4000)), 4, 20_000)
     obj = _fitted(lengths.astype(np.int64), "time", pad, 20_000, (0.05, 1e-6, 1e-12), 8)
@@ -185,7 +185,7 @@ def test_exact_layers_price_only_the_ends_the_relaxation_leaves(pad):
     optimum, and k = 4 no cover (only the one-bucket cover passes, above k = 4's upper bound)."""
     from unittest import mock
 
-    import bucketopt.objectives.certified as certified
+    import bucketopt.objectives.certified.dp as certified
 
     lengths = np.clip(np.rint(np.random.default_rng(5).lognormal(6.0, 1.2, 3000)), 4, 8000)
     obj = _fitted(lengths.astype(np.int64), "time", pad, 16_000, (0.05, 1e-6, 1e-12), 2)
@@ -205,7 +205,7 @@ def test_a_range_past_its_share_halts_the_layer(limit):
     padding: at these limits it stops in a layer of seven ranges, in its second or fourth.)"""
     from unittest import mock
 
-    import bucketopt.objectives.certified as certified
+    import bucketopt.objectives.certified.dp as certified
 
     lengths = np.clip(np.rint(np.random.default_rng(3).lognormal(6.0, 1.5, 4000)), 4, 20_000)
     obj = _fitted(lengths.astype(np.int64), "time", "edge", 20_000, (0.05, 1e-6, 1e-12), 8)
@@ -242,7 +242,7 @@ def test_ranges_of_ends_do_not_change_the_optimum(pad, world):
     or so)."""
     from unittest import mock
 
-    import bucketopt.objectives.certified as certified
+    import bucketopt.objectives.certified.dp as certified
     from bucketopt.groups import backtrack
 
     rng = np.random.default_rng(7)
@@ -277,7 +277,7 @@ def test_ranges_of_ends_do_not_change_the_optimum(pad, world):
 def test_range_min_is_the_least_of_the_range(values, data):
     """_bound_kernels.range_min (the backward pass's bound of an end's small buckets) is the
     least of values[a:b] for any a < b, exactly."""
-    from bucketopt.objectives._bound_kernels import range_min, range_min_table
+    from bucketopt.objectives.certified.relaxation import range_min, range_min_table
 
     values = np.asarray(values, dtype=np.float64)
     table = range_min_table(values)
@@ -294,8 +294,10 @@ def test_small_best_is_the_least_small_bucket(n, seed, data):
     bucket in turn gives, from any best found before, on starts with infinite values, cells
     of any size, values close enough to tie, and a DP's values, where most blocks are
     skipped."""
-    from bucketopt.objectives._bound_kernels import (
+    from bucketopt.objectives.certified import make_relaxation
+    from bucketopt.objectives.certified.relaxation import (
         SMALL_LEAF,
+        Blocks,
         block_hulls,
         cell_of,
         small_best,
@@ -349,8 +351,10 @@ def test_small_best_is_the_least_small_bucket(n, seed, data):
                 v = max(A2[c, j] - U[c, j] * P[i], Af[c, j] - Uf[c, j] * P[i], top) + icpt[i]
                 if v < best or (v == best and i < at):
                     best, at = v, i
-        got = small_best(hulls, counts, levels, P, icpt, cells, cell, cell_end, A2, U, Af, Uf, T,
-                         j, a, b, best0, at0, stack, np.empty(2 * levels + 2))
+        rel = make_relaxation(cells, A2, U, np.zeros(g + 1), A2=A2, split=np.zeros(g + 1), T=T)
+        blocks = Blocks(hulls, counts, levels, stack, np.empty(2 * levels + 2))
+        got = small_best(blocks, P, icpt, rel, Lines(Af, Uf), cell, cell_end, j, a, b, best0,
+                         at0)
         assert got == (best, at)
 
 
@@ -359,7 +363,7 @@ def test_small_best_is_the_least_small_bucket(n, seed, data):
 def test_cell_of_is_the_last_cell_at_or_below(marks, g):
     """_bound_kernels.cell_of: start i's cell is the last c with cells[c] <= i (cells
     ascending from 0), as a slice a cell from the first gave it."""
-    from bucketopt.objectives._bound_kernels import cell_of
+    from bucketopt.objectives.certified.relaxation import cell_of
 
     cells = np.unique(np.r_[0, np.clip(marks, 0, g - 1)]).astype(np.int64)
     naive_cell = np.zeros(g + 1, np.int64)
@@ -397,9 +401,10 @@ def test_a_scan_charges_the_starts_it_reads(j):
     SCAN_STARTS starts it reads: with no threshold it reads every start below the end (all
     candidates), so the count is theirs. (Uncounted, 100,000 distinct lengths from 1 to 4M
     tokens ran one layer 22 s under the limit.)"""
-    from bucketopt.objectives._bound_kernels import big_starts
-    from bucketopt.objectives._certified_kernels import SCAN_STARTS, _scan_end
-    from bucketopt.objectives._hulls import hull_add
+    from bucketopt.objectives.certified.hulls import hull_add
+    from bucketopt.objectives.certified.layers import SCAN_STARTS, Bounds, Hulls, Layer, _scan_end
+    from bucketopt.objectives.certified.pricing import step_scratch
+    from bucketopt.objectives.certified.relaxation import big_starts, cell_of
 
     g = 3001
     xs = np.arange(g + 1, dtype=np.float64)
@@ -415,10 +420,13 @@ def test_a_scan_charges_the_starts_it_reads(j):
     T = np.zeros((4, g + 1))
     T[0] = -np.inf
     work = np.array([0, 2**62], np.int64)
-    ncand = _scan_end(j, ys, xs, cells, cell_end, 1, stk, hn, stk2, hn2, big, rows, rows, rows,
-                      rows, np.zeros(g + 1), np.zeros(g + 1), np.zeros(g + 1), T, np.inf,
-                      np.zeros(g + 1, np.int64), np.full(g + 1, g, np.int64),
-                      np.full(g + 1, -1, np.int64), 0, np.empty(g + 1, np.int64), 0, work)
+    bounds = Bounds(xs, cells, cell_of(cells, g), cell_end, big, rows, rows, rows, rows,
+                    np.zeros(g + 1), np.zeros(g + 1), np.zeros(g + 1), T)
+    none = np.full(g + 1, np.inf)
+    layer = Layer(1, g, ys, none, none, np.zeros(g + 1, np.int64), np.full(g + 1, -1, np.int64),
+                  np.empty(g + 1, np.int64), np.zeros(g + 1, np.int64),
+                  np.full(g + 1, g, np.int64), work, step_scratch())
+    ncand = _scan_end(j, layer, bounds, Hulls(stk, hn, stk2, hn2), np.inf, 0, 0)
     assert ncand == j
     assert work[0] == j // SCAN_STARTS
 
@@ -433,16 +441,15 @@ def test_exact_tail_is_the_backward_optimum(lengths, budget, coeffs, world, pad,
     cost of covering the groups after it by at most s buckets (brute force over every bucket's
     exact cost, share windows kept), whatever the blocks of ends its sweeps take; below
     ``first`` it is 0 (no cost is negative)."""
-    from bucketopt.objectives._batch_sweep import pascal_table
-    from bucketopt.objectives._certified_kernels import exact_tail
+    from bucketopt.objectives.certified.dp import windows
+    from bucketopt.objectives.certified.layers import exact_tail
 
     budget = max(budget, max(lengths))
     obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
     g = obj.groups.g
     first = min(first, g)
     kmax = 3
-    out = exact_tail(*obj.pricing(), first, kmax, np.ascontiguousarray(obj.win_lo),
-                     np.ascontiguousarray(obj.win_hi), block, pascal_table())
+    out = exact_tail(obj.pricing(), first, kmax, windows(obj), block)
     want = np.full((kmax + 1, g + 1), np.inf)
     want[:, g] = 0.0
     for s in range(1, kmax + 1):
@@ -576,9 +583,9 @@ def _exact_costs(obj, i, j):
 
 
 def _top(T, j, n):
-    """bucketopt.objectives._bound_kernels.top_at, vectorised: the top bound of buckets of n
+    """bucketopt.objectives.certified.relaxation.top_at, vectorised: the top bound of buckets of n
     samples ending at j."""
-    from bucketopt.objectives._bound_kernels import top_at
+    from bucketopt.objectives.certified.relaxation import top_at
 
     want = np.array([top_at(T, jj, nn) for jj, nn in zip(j, n)])
     np.testing.assert_allclose(
@@ -600,7 +607,7 @@ def test_relaxation_bounds_every_bucket(lengths, budget, coeffs, world, kind, ce
     obj = _fitted(lengths, kind[0], kind[1], budget, coeffs, world)
     g = obj.groups.g
     cells = np.unique(np.r_[0, np.clip(cell_marks, 0, g - 1)]).astype(np.int64)
-    rel = _relaxation(obj, cells)
+    rel = obj.relaxation(cells)
     P = obj.groups.prefix_count.astype(np.float64)
     i, j = np.triu_indices(g + 1, 1)
     exact = _exact_costs(obj, i, j)
@@ -629,7 +636,7 @@ def _line_bounds(obj, cells):
     ``obj`` with cells of starts ``cells``: its exact cost, the relaxation's line bound
     (A for buckets of at least split samples, A2 for the others) and whether its cell's row
     took the scaled-draws line at j (_time_kernels.cell_rows: a slope below the plain one)."""
-    rel = _relaxation(obj, cells)
+    rel = obj.relaxation(cells)
     P = obj.groups.prefix_count.astype(np.float64)
     i, j = np.triu_indices(obj.groups.g + 1, 1)
     cell = np.searchsorted(rel.cells, i, side="right") - 1
@@ -685,7 +692,7 @@ def test_top_cells_are_geometric_from_the_top(counts, marks, per_group):
     and at most TOP_RATIO times as many plus one group's (the group holding the sample at that
     count); with room for few cells (CELL_ENTRIES) it thins the top cells and never drops the
     cells given."""
-    from bucketopt.objectives import certified
+    from bucketopt.objectives.certified import dp as certified
 
     P = np.r_[0, np.cumsum(counts)].astype(np.float64)
     g = P.size - 1
@@ -797,19 +804,18 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     tightest. So is the quick bound checked before it (_certified_kernels._quick: the exact
     step count, the whole full steps at the reference's moments, the other rows on the chord
     from the mean), and it is below tilde."""
-    from bucketopt.objectives._certified_kernels import _quick, _ref_moments
-    from bucketopt.objectives._pricing import diluted, step_scratch, tilde
     from bucketopt.objectives._time_kernels import walk_moments
+    from bucketopt.objectives.certified.layers import _quick, _ref_moments
+    from bucketopt.objectives.certified.pricing import diluted, step_scratch, tilde
 
     obj, i, j = _drawn_bucket(counts, budget, coeffs, world, data)
     ref = data.draw(st.sampled_from([i, data.draw(st.integers(0, i))]))
     exact = _exact_costs(obj, [i], [j])[0]
-    (values, pcv, pq1, pq2, group_end, _, sizes, world_, alpha, beta, gamma, _, lf_hi,
-     lf_lo) = obj.pricing()
-    m1, m2, f1, f2 = _ref_moments(values, pcv, group_end, ref, j, sizes[j], world_, lf_hi,
-                                  lf_lo, step_scratch())
-    bound = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world_, alpha, beta, gamma,
-                  m1, m2, f1, f2, step_scratch())
+    pr = obj.pricing()
+    values, pcv, group_end, sizes, world_ = pr.values, pr.pcv, pr.group_end, pr.sizes, pr.world
+    lf_hi, lf_lo = pr.lf_hi, pr.lf_lo
+    m1, m2, f1, f2 = _ref_moments(pr, ref, j, step_scratch())
+    bound = tilde(pr, i, j, m1, m2, f1, f2, step_scratch())
     assert bound <= exact + 1e-9 * max(abs(exact), 1.0)
     # the full steps' moments diluted (_pricing.diluted, as the exact layers' rectangles take
     # them): the same bound, higher
@@ -818,13 +824,11 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     if full < n:
         u1, u2 = walk_moments(values, pcv, group_end[ref], group_end[j], full + 1, lf_hi, lf_lo)
         d1, d2 = diluted(m1, u1, full, n_ref, n), diluted(m2, u2, full, n_ref, n)
-        raised = tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world_, alpha, beta,
-                       gamma, d1, d2, f1, f2, step_scratch())
+        raised = tilde(pr, i, j, d1, d2, f1, f2, step_scratch())
         assert bound - 1e-9 * abs(bound) <= raised <= exact + 1e-9 * max(abs(exact), 1.0)
-        quick = _quick(pq1, pq2, group_end, P, i, j, sizes[j], world_, alpha, beta, gamma, d1, d2)
+        quick = _quick(pr, P, i, j, d1, d2)
         assert quick <= exact + 1e-9 * max(abs(exact), 1.0)
-    quick = _quick(pq1, pq2, group_end, obj.groups.prefix_count.astype(np.float64), i, j,
-                   sizes[j], world_, alpha, beta, gamma, m1, m2)
+    quick = _quick(pr, P, i, j, m1, m2)
     assert quick <= exact + 1e-9 * max(abs(exact), 1.0)
     # and below tilde itself, whose terms it sums up (the same step count and whole steps, each
     # other step's largest batch and its chords at least what quick takes)
@@ -839,7 +843,7 @@ def test_diluted_reference_moments_are_below_the_buckets(bucket, shorter, full):
     (its E[M] and E[M^2] of ``full`` and ``full + 1`` draws, exact fractions from
     tests/naive.py), a lower bound of the bucket's own E[M] and E[M^2] of ``full`` draws, at
     least the reference's."""
-    from bucketopt.objectives._pricing import diluted
+    from bucketopt.objectives.certified.pricing import diluted
 
     low = min(bucket)
     extra = [min(x, low) for x in shorter]  # every added sample at most the bucket's shortest
@@ -864,8 +868,8 @@ def test_walks_that_bound_stop_early_below_the_moments(counts, draws, rel, data)
     NEGLIGIBLE. prefix_moments stopped so stays below the exact one at every end, its steps
     after each walk included."""
     from bucketopt.objectives._batch_kernels import log_factorial_table
-    from bucketopt.objectives._bound_kernels import prefix_moments
     from bucketopt.objectives._time_kernels import NEGLIGIBLE, walk_moments_capped
+    from bucketopt.objectives.certified.relaxation import prefix_moments
 
     values = np.array(sorted(counts), dtype=np.int64)
     pcv = np.r_[0, np.cumsum([counts[v] for v in values])].astype(np.int64)
@@ -897,13 +901,13 @@ def test_walks_that_bound_stop_early_below_the_moments(counts, draws, rel, data)
         assert np.all(lo_m <= ex_m * (1 + 1e-12) + 1e-12)
 
 
-def _exact_ref_moments(run, i, j):
+def _exact_ref_moments(pr, i, j):
     """(E[M], E[M^2]) of the full steps' rows and of the fewest rows' draws from (i, j], walked
     to NEGLIGIBLE (-inf where _ref_moments gives none)."""
     from bucketopt.objectives._time_kernels import fewest_rows, walk_moments
 
-    values, pcv, group_end, sizes, world, lf_hi, lf_lo = (run[0], run[1], run[4], run[6],
-                                                          run[7], run[12], run[13])
+    values, pcv, group_end, sizes, world = pr.values, pr.pcv, pr.group_end, pr.sizes, pr.world
+    lf_hi, lf_lo = pr.lf_hi, pr.lf_lo
     lo, hi = group_end[i], group_end[j]
     n = pcv[hi] - pcv[lo]
     full = world * min(int(sizes[j]), n)
@@ -923,22 +927,28 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
     those walked (to NEGLIGIBLE)."""
     from hypothesis import assume
 
-    from bucketopt.objectives._batch_sweep import pascal_table
-    from bucketopt.objectives._pricing import (
+    from bucketopt.objectives._time_kernels import walk_moments
+    from bucketopt.objectives.certified.pricing import (
+        FEW1,
+        FEW2,
+        MAIN1,
+        MAIN2,
         SWEEP_MAX,
         SWEEP_TERMS,
+        UP1,
+        UP2,
         pair_cost,
         rect_costs,
         step_scratch,
     )
-    from bucketopt.objectives._time_kernels import walk_moments
 
     lengths = [x for x, c in counts.items() for _ in range(c)]
     budget = max(budget, max(lengths))
     obj = _fitted(lengths, "time", "batch", budget, coeffs, world)
     g = obj.groups.g
-    (values, pcv, pq1, pq2, group_end, edges, sizes, world_, alpha, beta, gamma, pad, lf_hi,
-     lf_lo) = obj.pricing()
+    pr = obj.pricing()
+    values, pcv, group_end, sizes, world_ = pr.values, pr.pcv, pr.group_end, pr.sizes, pr.world
+    lf_hi, lf_lo = pr.lf_hi, pr.lf_lo
     first = data.draw(st.integers(1, g))
     ends = np.arange(first, data.draw(st.integers(first, g)) + 1, dtype=np.int64)
     s = int(world_ * sizes[ends].max())
@@ -946,10 +956,11 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
     starts = np.array(sorted(data.draw(st.sets(st.integers(0, first - 1), min_size=1)),
                              reverse=True), dtype=np.int64)
     shape = (ends.size, starts.size)
-    out, m1, m2, f1, f2, u1, u2 = (np.full(shape, np.nan) for _ in range(7))
-    work = rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world_, alpha,
-                      beta, gamma, pascal_table(), out, m1, m2, f1, f2, u1, u2,
-                      np.full(starts.size, ends.size - 1))
+    out = np.full(shape, np.nan)
+    moments = np.full((6, *shape), np.nan)
+    work = rect_costs(pr, starts, ends, s, np.full(starts.size, ends.size - 1), out, moments)
+    m1, m2, f1, f2 = moments[MAIN1], moments[MAIN2], moments[FEW1], moments[FEW2]
+    u1, u2 = moments[UP1], moments[UP2]
     # its work: a unit a bucket, and one a SWEEP_TERMS terms (each length taken in once a start
     # for s + 2 draw counts: 0 to s + 1, one beyond the steps' rows)
     taken = group_end[ends[-1]] - group_end[starts[-1]] - 1
@@ -957,8 +968,7 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
         starts.size * taken * (s + 2)) // SWEEP_TERMS
     for a, j in enumerate(ends):
         for q, i in enumerate(starts):
-            cost, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world_,
-                                 alpha, beta, gamma, pad, lf_hi, lf_lo, np.inf, step_scratch())
+            cost, ok = pair_cost(pr, i, j, np.inf, step_scratch())
             assert ok
             assert out[a, q] == pytest.approx(cost, rel=1e-9, abs=1e-12)
             walked = _exact_ref_moments(obj.pricing(), i, j)
@@ -984,7 +994,7 @@ def _relaxed_inputs(lengths, pad, budget, coeffs, world, shares, cell_marks):
     obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
     g = obj.groups.g
     cells = np.unique(np.r_[0, np.clip(cell_marks, 0, g - 1)]).astype(np.int64)
-    rel = _relaxation(obj, cells)
+    rel = obj.relaxation(cells)
     return obj, rel, obj.rows(rel.cells), obj.groups.prefix_count.astype(np.float64)
 
 
@@ -997,7 +1007,7 @@ def test_mean_envelope_prices_one_row_batches_exactly(lengths, coeffs):
     backward pass's bwd[1, i] equals that cost for every start i, though its only cell starts
     at 0 (whose line prices the rows from the mean of every sample, shorter ones included,
     and alone stays below it for some start above 0)."""
-    from bucketopt.objectives._bound_kernels import relaxed_layers
+    from bucketopt.objectives.certified.relaxation import relaxed_layers
 
     obj, rel, rows, P = _relaxed_inputs(lengths, "batch", max(lengths), coeffs, 1, (0.0, 1.0),
                                         [])
@@ -1005,12 +1015,11 @@ def test_mean_envelope_prices_one_row_batches_exactly(lengths, coeffs):
     assert obj.sizes[g] == 1 and rel.cells.tolist() == [0]
     exact = _exact_costs(obj, np.arange(g), np.full(g, g))
     tail = np.zeros((2, g + 1))
-    bwd = relaxed_layers(*rel[:6], rows.A2, rows.U2, rows.Mm, rows.Um, rows.R, P, rel.cells,
-                         obj.win_lo, obj.win_hi, 1, False, True, tail)[2]
+    win = Windows(obj.win_lo, obj.win_hi)
+    bwd = relaxed_layers(rel, rows.fewest, rows.mean, P, win, 1, False, True, tail)[2]
     np.testing.assert_allclose(bwd[1, :g], exact, rtol=1e-9)
-    none = np.full(g + 1, -np.inf), np.zeros(g + 1), np.zeros(g + 1)
-    lines = relaxed_layers(*rel[:6], rows.A2, rows.U2, *none, P, rel.cells, obj.win_lo,
-                           obj.win_hi, 1, False, True, tail)[2]
+    none = MeanLines(np.full(g + 1, -np.inf), np.zeros(g + 1), np.zeros(g + 1))
+    lines = relaxed_layers(rel, rows.fewest, none, P, win, 1, False, True, tail)[2]
     assert np.all(lines[1, :g] <= exact * (1 + 1e-9))
     assert np.any(lines[1, 1:g] < exact[1:] * (1 - 1e-6))
 
@@ -1026,19 +1035,18 @@ def test_backward_pass_by_halves_of_cells_equals_the_serial_pass(lengths, budget
     CPUs) gives the serial pass's values exactly."""
     from unittest import mock
 
-    from bucketopt.objectives import certified
-    from bucketopt.objectives._bound_kernels import relaxed_layers
+    from bucketopt.objectives.certified import dp as certified
+    from bucketopt.objectives.certified.relaxation import relaxed_layers
 
     obj, rel, rows, P = _relaxed_inputs(lengths, pad, budget, coeffs, world, shares, cell_marks)
     g = obj.groups.g
     kmax = min(4, g)
     tail = np.zeros((kmax + 1, g + 1))
     tail[1:, :g] = np.linspace(0, 1e-3, g)  # a bound of its own, carried down
-    windows = obj.win_lo, obj.win_hi
-    want = relaxed_layers(*rel[:6], rows.A2, rows.U2, rows.Mm, rows.Um, rows.R, P, rel.cells,
-                          *windows, kmax, False, True, tail)[2]
+    windows = Windows(obj.win_lo, obj.win_hi)
+    want = relaxed_layers(rel, rows.fewest, rows.mean, P, windows, kmax, False, True, tail)[2]
     with mock.patch.object(certified, "CPUS", cpus):
-        got = certified.backward_pass(rel, rows, P, *windows, kmax, tail)
+        got = certified.backward_pass(rel, rows, P, windows, kmax, tail)
     np.testing.assert_array_equal(got, want)
 
 
@@ -1055,7 +1063,7 @@ def test_backward_pass_skips_only_small_blocks_that_cannot_win(counts, budget, c
     form with every block bounded at -inf), with many small buckets an end (large batches)."""
     from unittest import mock
 
-    from bucketopt.objectives import _bound_kernels as kernels
+    from bucketopt.objectives.certified import relaxation as kernels
 
     lengths = [x for x, c in counts.items() for _ in range(c)]
     obj, rel, rows, P = _relaxed_inputs(lengths, pad, max(budget, max(lengths)), coeffs, world,
@@ -1070,9 +1078,8 @@ def test_backward_pass_skips_only_small_blocks_that_cannot_win(counts, budget, c
         bwd = np.full((kmax + 1, g + 1), np.inf)
         bwd[:, g] = 0.0
         for k in range(1, kmax + 1):
-            layer(k, order, rel.A, rel.split, rel.U, rel.R, rel.T, rows.A2, rows.U2, rel.A2, P,
-                  rel.cells, from_big, first, obj.win_lo, obj.win_hi, bwd,
-                  np.zeros((kmax + 1, g + 1)))
+            layer(k, order, rel, rows.fewest, P, from_big, first,
+                  Windows(obj.win_lo, obj.win_hi), bwd, np.zeros((kmax + 1, g + 1)))
         return bwd
 
     def unbounded(k, c, r0, nb, *rest):
@@ -1098,13 +1105,13 @@ def test_relaxed_passes_bound_every_cover_within_the_shares(lengths, budget, coe
     prefix and suffix of the groups (every bucket priced exactly, within the share windows),
     for every k: min and max shares, several cells; and the forward pass's best starts lie in
     the windows (its chain is a cover that keeps the shares: an upper bound)."""
-    from bucketopt.objectives._bound_kernels import relaxed_layers
+    from bucketopt.objectives.certified.relaxation import relaxed_layers
 
     obj, rel, rows, P = _relaxed_inputs(lengths, pad, budget, coeffs, world, shares, cell_marks)
     g = obj.groups.g
     kmax = min(4, g)
-    fwd, arg, bwd = relaxed_layers(*rel[:6], rows.A2, rows.U2, rows.Mm, rows.Um, rows.R, P,
-                                   rel.cells, obj.win_lo, obj.win_hi, kmax, True, True,
+    fwd, arg, bwd = relaxed_layers(rel, rows.fewest, rows.mean, P,
+                                   Windows(obj.win_lo, obj.win_hi), kmax, True, True,
                                    np.zeros((kmax + 1, g + 1)))
     i, j = np.triu_indices(g + 1, 1)
     cost = np.full((g + 1, g + 1), np.inf)
@@ -1135,8 +1142,7 @@ def test_polish_never_raises_the_cost_nor_passes_the_optimum(lengths, k, budget,
     """polish() (the cover returned past the work limit, moved to the best one near it): a
     cover with its ends increasing and g last, at most as costly as the one given and at
     least the brute-force optimum."""
-    from bucketopt.objectives import certified
-    from bucketopt.objectives._batch_sweep import pascal_table
+    from bucketopt.objectives.certified import dp as certified
 
     obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
     g = obj.groups.g
@@ -1148,7 +1154,7 @@ def test_polish_never_raises_the_cost_nor_passes_the_optimum(lengths, k, budget,
     ends = [*sorted(rnd.sample(range(1, g), kk - 1)), g]
     lo, hi = np.asarray(obj.win_lo, np.int64), np.asarray(obj.win_hi, np.int64)
     given_cost = obj.cost(obj.groups.edges[ends])
-    got = certified.polish(obj.pricing(), ends, lo, hi, pascal_table())
+    got = certified.polish(obj.pricing(), ends, Windows(lo, hi))
     assert got[-1] == g and all(a < b for a, b in zip(got, got[1:])) and len(got) <= kk
     given_fits = all(lo[e] <= i <= hi[e] for i, e in zip([0, *ends[:-1]], ends))
     if not given_fits and got == ends:
@@ -1173,8 +1179,7 @@ def test_window_chain_is_the_cheapest_cover_through_its_windows(lengths, k, budg
     cover finds it (costs equal to rounding)."""
     import itertools
 
-    from bucketopt.objectives._batch_sweep import pascal_table
-    from bucketopt.objectives._certified_kernels import window_chain
+    from bucketopt.objectives.certified.layers import window_chain
 
     obj = _fitted(lengths, "time", pad, budget, coeffs, world, shares)
     g = obj.groups.g
@@ -1185,7 +1190,7 @@ def test_window_chain_is_the_cheapest_cover_through_its_windows(lengths, k, budg
     windows = [[0], *inner, [g]]
     flat = np.concatenate([np.asarray(w, np.int64) for w in windows])
     offsets = np.r_[0, np.cumsum([len(w) for w in windows])].astype(np.int64)
-    ends, cost = window_chain(*obj.pricing(), lo, hi, flat, offsets, pascal_table())
+    ends, cost = window_chain(obj.pricing(), Windows(lo, hi), flat, offsets)
     best = np.inf
     for chain in itertools.product(*windows[1:]):
         starts = [0, *chain[:-1]]

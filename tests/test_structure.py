@@ -19,8 +19,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "bucketopt"
 MAX_PARAMS = 12
@@ -220,11 +218,23 @@ def test_public_options_are_real_functions():
     assert PUBLIC_OPTIONS - names == set()
 
 
-OVER = too_many_parameters()
+# Kernels outside the certified DP still over MAX_PARAMS, each with its count: the cell rows of
+# the time objective's relaxation (one output array per bound) and the dynamic-padding grid
+# DP's two kernels (its tables passed one by one). A count that grows, or a new name, fails.
+KERNELS_OVER = {
+    "bucketopt.objectives._time_kernels.cell_rows": 20,
+    "bucketopt.objectives._batch_kernels.batch_layers_kernel": 16,
+    "bucketopt.objectives._batch_kernels.batch_chain_kernel": 13,
+}
 
 
-@pytest.mark.xfail(strict=False, reason="the certified DP's kernels are being regrouped into "
-                   f"named structures; over {MAX_PARAMS} parameters now: {', '.join(OVER)}")
 def test_no_function_takes_more_than_a_dozen_parameters():
-    print("\n".join(OVER))
-    assert OVER == []
+    over = {name: n for n, name in parameter_counts()
+            if n > MAX_PARAMS and name not in PUBLIC_OPTIONS}
+    assert {name: n for name, n in over.items() if KERNELS_OVER.get(name) != n} == {}
+
+
+def test_the_kernel_allow_list_holds_only_functions_still_over():
+    """A kernel regrouped below the limit leaves the allow-list (no stale pass)."""
+    counts = {name: n for n, name in parameter_counts()}
+    assert {name for name, n in KERNELS_OVER.items() if counts.get(name) != n} == set()

@@ -212,7 +212,7 @@ def test_real_subprocess(lens_file):
 def test_table_says_which_rows_are_not_proven(lens_file, capsys, monkeypatch):
     # every row proven: no column; a time DP stopped at its work limit at once: each row says
     # its certified gap (or that no bound was proven), as its JSON optimality does
-    import bucketopt.objectives.certified as certified
+    import bucketopt.objectives.certified.dp as certified
 
     path, _ = lens_file
     argv = ["sweep", "--lens", str(path), "-k", "1:3", "--token-budget", "16384", "-q",

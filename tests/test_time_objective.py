@@ -169,7 +169,7 @@ def test_exact_layers_split_in_halves_equal_the_textbook_dp(seed, world, align, 
     # boundaries and values both ways
     from unittest import mock
 
-    from bucketopt.objectives import certified
+    from bucketopt.objectives.certified import dp as certified
     from bucketopt.objectives.synced import TimeArrays
     from bucketopt.objectives.time import Time
 
@@ -195,7 +195,7 @@ def test_in_worker_runs_every_function_and_raises_the_first_failure():
     import functools
     from unittest import mock
 
-    from bucketopt.objectives import certified
+    from bucketopt.objectives.certified import dp as certified
 
     for cpus in (1, 2):
         with mock.patch.object(certified, "CPUS", cpus):

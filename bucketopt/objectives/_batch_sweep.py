@@ -46,7 +46,7 @@ def pascal_table():
     """C(m, k) for 0 <= k <= m <= STAGE_SWEEP_MAX + 1, built once per DP (exact up to m = 56,
     then to an ulp: every term of a Vandermonde step is non-negative, so that rounding stays
     relative). The certified DP's rectangles keep one draw count beyond their steps' rows
-    (:func:`._pricing.rect_costs`)."""
+    (:func:`.pricing.rect_costs`)."""
     size = STAGE_SWEEP_MAX + 2
     out = np.zeros((size, size))
     for m in range(size):

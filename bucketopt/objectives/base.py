@@ -88,6 +88,27 @@ class Objective:
         solved alone)."""
         return None
 
+    # What the certified DP (:func:`.certified.certified_layers`) calls on an objective it
+    # proves: pricing, relaxation, rows, seed_chains and cost (.certified.protocol).
+
+    def pricing(self):
+        """The :class:`.certified.Pricing` that prices any bucket (i, j] of candidate groups
+        exactly (:func:`.certified.make_pricing`); only objectives the certified DP proves
+        implement it."""
+        raise NotImplementedError
+
+    def relaxation(self, cells):
+        """The :class:`.certified.Relaxation`: lines in the prefix sample count of a bucket's
+        start, one row per cell of starts (``cells``, increasing from 0), each at or below the
+        cost of every bucket whose start lies in its cell (:func:`.certified.make_relaxation`).
+        ``relaxation_cells`` False: one row, whatever the cells."""
+        raise NotImplementedError
+
+    def rows(self, cells):
+        """The :class:`.certified.Rows` the exact layers bound buckets with, on the cells the
+        relaxation kept (``relaxation(cells).cells``)."""
+        raise NotImplementedError
+
     def seed_chains(self, kmax: int, ks) -> dict:
         """k -> group ends of a good cover from a faster related problem, if any: the certified
         DP (certified.certified_layers) places cells at its boundaries."""

@@ -170,12 +170,9 @@ class BatchPadding(Objective):
         these groups, the tokens): its bucket cost is the bucket's expected padded size, its
         expected padding plus its tokens, a constant that does not move the optimum; its
         certified DP (:mod:`.certified`) takes ``seeds`` (k -> group ends) for its own."""
-        from types import SimpleNamespace
+        from .time import padding_as_time
 
-        from .time import Time
-
-        unit_cost = SimpleNamespace(alpha=0.0, beta=1.0, gamma=0.0, world_size=1)
-        unit = Time(unit_cost, pad="batch", exact=True, memory=self.memory)
+        unit = padding_as_time(memory=self.memory)
         unit.fit(self.groups, token_budget=self.token_budget, win_lo=self.win_lo,
                  win_hi=self.win_hi)
         unit.seeds = seeds
@@ -231,11 +228,12 @@ class BatchPadding(Objective):
         return not (sweep and on_grid and not self.exact)
 
     def relaxation(self, cells):
-        """(A, U, R): A[c, j] - U[c, j] P[i] + R[i] <= the expected padding of the bucket
+        """The lines A[c, j] - U[c, j] P[i] + R[i] <= the expected padding of the bucket
         (i, j] for every start i >= cells[c] (docs/method.md): q B E[M_B] + r E[M_r] - tokens
         >= (N - B) (E[M_B] - mean) when N >= B, and E[M_B] is at least that of B draws from every
         sample between cells[c] and the edge."""
-        from ._bound_kernels import prefix_moments
+        from .certified import make_relaxation
+        from .certified.relaxation import prefix_moments
         from .synced import TimeArrays
 
         g = self.groups
@@ -252,7 +250,7 @@ class BatchPadding(Objective):
             low = float(a.values[group_end[first]])  # the shortest length of such a bucket
             U[c, 1:] = m1[1:]
             A[c, 1:] = P * m1[1:] - Q[1:] - sizes * np.maximum(m1[1:] - low, 0.0)
-        return A, U, Q
+        return make_relaxation(cells, A, U, Q)
 
     def pair_costs(self, starts, ends):
         from ._batch_kernels import pair_costs

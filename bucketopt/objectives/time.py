@@ -14,13 +14,32 @@ epoch time of a random batch order.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
 from ..groups import backtrack
 from .base import Objective
-from .certified import Rows, in_worker
+from .certified import Pricing, Rows, in_worker, make_pricing
 from .synced import TimeArrays, bucket_seconds
+
+
+class TokenCost(NamedTuple):
+    """The cost model under which a bucket's seconds are its padded tokens: no step overhead
+    (alpha = 0), one second a padded token (beta = 1), no attention term, one rank."""
+
+    alpha: float = 0.0
+    beta: float = 1.0
+    gamma: float = 0.0
+    world_size: int = 1
+
+
+def padding_as_time(memory=None) -> Time:
+    """Dynamic padding priced as a time with alpha = 0 and beta = 1 (:class:`TokenCost`): the
+    time objective whose bucket cost is the bucket's expected padded size (its expected padding
+    plus its tokens), run to the end (``exact``). The certified DP proves dynamic padding's
+    optimum through it (:meth:`.batch.BatchPadding.unit`)."""
+    return Time(TokenCost(), pad="batch", exact=True, memory=memory)
 
 
 class Time(Objective):
@@ -92,8 +111,10 @@ class Time(Objective):
         is priced by the chords of the moments at 1, B / MID_SHARE and B draws
         (:func:`._time_kernels.last_batch_deficit`), for every bucket.
         """
-        parts = self.bounds(cells)
-        return (*parts[:5], self.top_bound())
+        from .certified import make_relaxation
+
+        A, U, R, A2, split = self.bounds(cells)[:5]
+        return make_relaxation(cells, A, U, R, A2=A2, split=split, T=self.top_bound())
 
     def bounds(self, cells):
         """(A, U, R, A2, split, U2, U2 P) for :meth:`relaxation` and :meth:`rows`, once for a
@@ -109,8 +130,8 @@ class Time(Objective):
         return parts
 
     def _bounds(self, cells):
-        from ._bound_kernels import prefix_moments
         from ._time_kernels import BOUND_REL, SCALE, cell_rows
+        from .certified.relaxation import prefix_moments
 
         g, m, a = self.groups, self.cost_model, self.arrays
         sizes = self.sizes.astype(np.float64)
@@ -164,7 +185,7 @@ class Time(Objective):
         return A, U, np.zeros(g.g + 1), A2, rest, U2, U2P
 
     def top_bound(self) -> np.ndarray:
-        """The rows of the top bound (:func:`._bound_kernels.top_at`), a bound of every bucket
+        """The rows of the top bound (:func:`.relaxation.top_at`), a bound of every bucket
         that ends at candidate j (column 0 unused): the step that holds the bucket's longest
         sample (pad="batch": the longest length of group j; pad="edge": the edge) runs at least
         max(1, min(n, fewest) / G) rows padded to it in its largest batch (a step holds at
@@ -199,12 +220,10 @@ class Time(Objective):
             self._sizes = self.batch_sizes(self.groups.edges)
         return self._sizes
 
-    def pricing(self) -> tuple:
-        """What the certified DP's kernels price a bucket with (docs: _certified_kernels)."""
-        a, m = self.arrays, self.cost_model
-        return (a.values, a.pcv, a.pq1, a.pq2, self.group_end, self.groups.edges, self.sizes,
-                int(self.world), float(m.alpha), float(m.beta), float(m.gamma), a.pad_code,
-                a.lf_hi, a.lf_lo)
+    def pricing(self) -> Pricing:
+        """What the certified DP's kernels price a bucket with (:class:`.certified.Pricing`)."""
+        return make_pricing(self.arrays, self.group_end, self.groups.edges, self.sizes,
+                            self.world, self.cost_model)
 
     def rows(self, cells) -> Rows:
         """The certified DP's lower bounds of every bucket (:class:`.certified.Rows`).

@@ -9,11 +9,13 @@ j exchanged; :func:`prefix_moments` gives the moments the bounds of a cell use.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ..jit import njit
-from ._hulls import hull_add, hull_min
-from ._time_kernels import NEGLIGIBLE, _binom_ratio, walk_moments
+from ...jit import njit
+from .._time_kernels import NEGLIGIBLE, _binom_ratio, walk_moments
+from .hulls import envelope_place, envelope_push, hull_add, hull_min, lichao_insert, lichao_min
 
 
 @njit(cache=True)
@@ -30,105 +32,6 @@ def top_at(T, j, n):
 def top_of(t0, t1, t2, t3, n):
     """:func:`top_at` from the end's four rows of T (a scan over starts reads them once)."""
     return t0 + max(0.0, min(n * t3, t2) - 1.0) * t1
-
-
-@njit(cache=True)
-def _hull_push(hl, start, cnt, line, slopes, icpt):
-    # append ``line`` (slope below every line of the hull hl[start:start+cnt]) to a lower
-    # envelope; returns the new count. The last line never wins when the new one overtakes the
-    # one before it no later than it does.
-    b3 = slopes[line]
-    a3 = icpt[line]
-    while cnt >= 2:
-        l1 = hl[start + cnt - 2]
-        l2 = hl[start + cnt - 1]
-        b1 = slopes[l1]
-        b2 = slopes[l2]
-        a1 = icpt[l1]
-        a2 = icpt[l2]
-        if (a3 - a1) * (b1 - b2) <= (a2 - a1) * (b1 - b3):
-            cnt -= 1
-        else:
-            break
-    hl[start + cnt] = line
-    return cnt + 1
-
-
-@njit(cache=True)
-def _hull_place(hl, start, cnt, line, slopes, icpt):
-    # :func:`_hull_push` by bisection: the position the line takes (the lines from there on
-    # are dropped: the test is monotone along a hull), so that the push can be undone by
-    # putting back the line it overwrote and the count before it
-    b3 = slopes[line]
-    a3 = icpt[line]
-    lo = 1
-    hi = cnt  # the least t in [1, cnt) whose line hl[t] the new one makes useless, else cnt
-    while lo < hi:
-        mid = (lo + hi) // 2
-        l1 = hl[start + mid - 1]
-        l2 = hl[start + mid]
-        b1 = slopes[l1]
-        if (a3 - icpt[l1]) * (b1 - slopes[l2]) <= (icpt[l2] - icpt[l1]) * (b1 - b3):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo if cnt > 0 else 0
-
-
-@njit(cache=True)
-def _lichao_insert(tree, node_lo, node_hi, xs, slopes, icpt, line):
-    # Li Chao tree over the points xs[0..n-1] (increasing): every node keeps the line that is
-    # lowest at its middle point; a line goes down the one side where it can still win
-    node = 1
-    lo = node_lo
-    hi = node_hi
-    while True:
-        cur = tree[node]
-        if cur < 0:
-            tree[node] = line
-            return
-        mid = (lo + hi) // 2
-        xm = xs[mid]
-        if icpt[line] + slopes[line] * xm < icpt[cur] + slopes[cur] * xm:
-            tree[node] = line
-            line, cur = cur, line
-        if lo == hi:
-            return
-        left_better = icpt[line] + slopes[line] * xs[lo] < icpt[cur] + slopes[cur] * xs[lo]
-        if left_better:
-            node = 2 * node
-            hi = mid
-        else:
-            right_better = icpt[line] + slopes[line] * xs[hi] < icpt[cur] + slopes[cur] * xs[hi]
-            if not right_better:
-                return
-            node = 2 * node + 1
-            lo = mid + 1
-
-
-@njit(cache=True)
-def _lichao_min(tree, node_lo, node_hi, xs, slopes, icpt, q):
-    node = 1
-    lo = node_lo
-    hi = node_hi
-    best = np.inf
-    x = xs[q]
-    while True:
-        cur = tree[node]
-        if cur < 0:
-            return best
-        v = icpt[cur] + slopes[cur] * x
-        if v < best:
-            best = v
-        if lo == hi:
-            return best
-        mid = (lo + hi) // 2
-        if q <= mid:
-            node = 2 * node
-            hi = mid
-        else:
-            node = 2 * node + 1
-            lo = mid + 1
 
 
 # The forward pass's small buckets (fewer than split[j] samples, priced one by one) are searched
@@ -153,6 +56,18 @@ SMALL_DIRECT = 256
 SMALL_BLOCK = 16
 SMALL_LEAF = 16
 PRICED_LEVELS = 2
+
+
+class Blocks(NamedTuple):
+    """The forward pass's lower hulls of the starts in aligned blocks (:func:`block_hulls`:
+    ``hulls``, ``counts``, ``levels`` of them) and the scratch of their search
+    (:func:`small_best`: ``stack`` of (level, first start) pairs and their ``bounds``)."""
+
+    hulls: np.ndarray
+    counts: np.ndarray
+    levels: int
+    stack: np.ndarray
+    bounds: np.ndarray
 
 
 @njit(cache=True)
@@ -217,17 +132,17 @@ def _small_cost(P, icpt, T, j, i, a2, u, af, uf):
 
 
 @njit(cache=True)
-def _block_floor(hulls, counts, P, icpt, T, j, L, first, a2, u, af, uf, stop):
+def _block_floor(blk, P, icpt, T, j, L, first, a2, u, af, uf, stop):
     """A lower bound of :func:`_small_cost` over the aligned block of SMALL_LEAF << L starts
     from ``first`` (:func:`block_hulls`; inf for a block of no finite start): each of its three
     terms at its least over the block (min_i max(x_i, y_i) >= max(min x, min y)), the top bound
     at the block's last start (the fewest samples); returned as soon as a term is above
     ``stop``."""
     size = SMALL_LEAF << L
-    cnt = counts[L, first // size]
+    cnt = blk.counts[L, first // size]
     if cnt == 0:
         return np.inf
-    h = hulls[L]
+    h = blk.hulls[L]
     # the fewest-rows line first: most often the largest term
     lb = hull_min(h, first, cnt, P, icpt, uf)[0] + af
     if lb > stop:
@@ -240,16 +155,17 @@ def _block_floor(hulls, counts, P, icpt, T, j, L, first, a2, u, af, uf, stop):
 
 
 @njit(cache=True)
-def small_best(hulls, counts, levels, P, icpt, cells, cell, cell_end, A2, U, Af, Uf, T, j, a,
-               b, best, at, stack, bounds):
+def small_best(blk, P, icpt, rel, few, cell, cell_end, j, a, b, best, at):
     """(best, at) over ``best``, ``at`` and every small bucket (i, j], a <= i <= b, as pricing
     each (:func:`_small_cost`) in turn gives them (the least, then the least start): cell by
     cell, each aligned block of :func:`block_hulls` within the range is split in its halves
     (the lower bound first) only while its bound (:func:`_block_floor`) is not above the best
     found (a margin of 1e-9 of the terms' size for rounding), and priced start by start at
     SMALL_LEAF << PRICED_LEVELS starts; the starts outside the blocks are priced one by one.
-    ``stack``, ``bounds``: scratch of 2 * levels + 2 (level, first start) pairs and their
-    bounds."""
+    ``blk``: :class:`Blocks`; the bounds: the relaxation's A2, U and T and the fewest-rows
+    lines ``few``."""
+    levels, stack, bounds = blk.levels, blk.stack, blk.bounds
+    A2, U, T, Af, Uf = rel.A2, rel.U, rel.T, few.A, few.U
     i = a
     while i <= b:
         c = cell[i]
@@ -284,8 +200,7 @@ def small_best(hulls, counts, levels, P, icpt, cells, cell, cell_end, A2, U, Af,
                 stop = best + scale + 1e-9 * abs(best)
                 lb = bounds[depth]
                 if lb == -np.inf:
-                    lb = _block_floor(hulls, counts, P, icpt, T, j, lv, first, a2, u, af, uf,
-                                      stop)
+                    lb = _block_floor(blk, P, icpt, T, j, lv, first, a2, u, af, uf, stop)
                 if lb - 1e-9 * abs(lb) > stop:
                     continue  # (inf: no finite start) none of the block's starts can win
                 if lv <= PRICED_LEVELS:
@@ -297,10 +212,8 @@ def small_best(hulls, counts, levels, P, icpt, cells, cell, cell_end, A2, U, Af,
                                 at = q
                     continue
                 half = SMALL_LEAF << (lv - 1)
-                lo_b = _block_floor(hulls, counts, P, icpt, T, j, lv - 1, first, a2, u, af, uf,
-                                    stop)
-                hi_b = _block_floor(hulls, counts, P, icpt, T, j, lv - 1, first + half, a2, u,
-                                    af, uf, stop)
+                lo_b = _block_floor(blk, P, icpt, T, j, lv - 1, first, a2, u, af, uf, stop)
+                hi_b = _block_floor(blk, P, icpt, T, j, lv - 1, first + half, a2, u, af, uf, stop)
                 # the lower bound on top of the stack: searched first
                 for h, b_h in ((first + half, hi_b), (first, lo_b)) if lo_b <= hi_b else (
                         (first, lo_b), (first + half, hi_b)):
@@ -313,18 +226,19 @@ def small_best(hulls, counts, levels, P, icpt, cells, cell, cell_end, A2, U, Af,
 
 
 @njit(cache=True, nogil=True)
-def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, win_hi, kmax,
-                   forward, backward, tail):
+def relaxed_layers(rel, few, mean, P, win, kmax, forward, backward, tail):
     """Forward and backward passes of the relaxed DP over groups 0..g.
 
     Starts i in cells[c] <= i < cells[c + 1] (cells[0] = 0) use the relaxation of row c:
     l(i, j) = max(A[c, j] - U[c, j] P[i], top_at(T, j, P[j] - P[i])) + R[i] when the bucket
     holds at least split[j] samples (P[j] - P[i] >= split[j]), with A2 in place of A when it
     holds fewer (P[j] - split[j] must never decrease with j); T[0, j] = -inf where an end has
-    no such bound. Af[c, j] - Uf[c, j] P[i] bounds every bucket too (the fewest-rows bound
-    of :class:`bucketopt.objectives.certified.Rows`; A2 and U again for none): it joins the
-    buckets priced one by one, the small ones. Mm[j] - Um[j] P[i] + Rm[i] bounds every bucket
-    as well (the mean bound of Rows, with no cell: Um = 0 and Mm = -inf for none): its least
+    no such bound (``rel``: :class:`.protocol.Relaxation`). ``few`` (:class:`.protocol.Lines`):
+    Af[c, j] - Uf[c, j] P[i] bounds every bucket too (the fewest-rows bound of
+    :class:`.protocol.Rows`; A2 and U again for none): it joins the buckets priced one by
+    one, the small ones. ``mean`` (:class:`.protocol.MeanLines`): Mm[j] - Um[j] P[i] + Rm[i]
+    bounds every bucket as well (the mean bound of Rows, with no cell: Um = 0 and Mm = -inf
+    for none): its least
     over every start (forward) or end (backward) raises each value where it is higher
     (:func:`mean_layer`). Returns ``fwd`` (kmax + 1, g + 1):
     fwd[k, j] <= the cost of any cover of groups 1..j by at most k buckets (fwd[k, 0] = 0;
@@ -332,7 +246,7 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, 
     relaxation, within the share windows where they never move left), and ``bwd``:
     bwd[k, i] <= the cost of any cover of groups i+1..g by at most k buckets (bwd[k, g] = 0;
     inf everywhere else when not ``backward``), never below ``tail[k, i]`` (a bound of its
-    own, e.g. :func:`bucketopt.objectives._certified_kernels.exact_tail`'s, which the layers
+    own, e.g. :func:`bucketopt.objectives.certified.layers.exact_tail`'s, which the layers
     before carry down; zeros for none). Infeasible: inf.
 
     In O(g (log g + cells)) a layer plus the small buckets: forward, every cell keeps the lower
@@ -352,6 +266,9 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, 
     each envelope's minimum as that plus the least value among the same starts (forward) or
     ends (backward): min_i max(a_i, T + b_i) >= max(min_i a_i, T + min_i b_i)."""
     zero = np.int64(0)  # not the literal 0: one compiled signature for every call
+    A, A2, split, U, R, T, cells = rel.A, rel.A2, rel.split, rel.U, rel.R, rel.T, rel.cells
+    Af, Uf, Mm, Um, Rm = few.A, few.U, mean.M, mean.U, mean.R
+    win_lo, win_hi = win.lo, win.hi
     g = A.shape[1] - 1
     nc = cells.size
     fwd = np.full((kmax + 1, g + 1), np.inf)
@@ -410,7 +327,7 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, 
             while nxt <= last:
                 if icpt[nxt] < np.inf:
                     c = cell[nxt]
-                    cnt[c] = _hull_push(hl, cells[c], cnt[c], nxt, f_slopes, icpt)
+                    cnt[c] = envelope_push(hl, cells[c], cnt[c], nxt, f_slopes, icpt)
                     least[c] = min(least[c], icpt[nxt])
                 nxt += 1
             while low < min(win_lo[j], nxt):  # the lowest start leaves its queue
@@ -428,7 +345,7 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, 
                     for i in range(mid[c], low - 1, -1):
                         undo_at[i] = -1
                         if icpt[i] < np.inf:
-                            at = _hull_place(fh, cells[c], fcnt[c], i, P, icpt)
+                            at = envelope_place(fh, cells[c], fcnt[c], i, P, icpt)
                             undo_at[i] = at
                             undo_line[i] = fh[cells[c] + at]
                             undo_cnt[i] = fcnt[c]
@@ -469,9 +386,8 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, 
                     if v < best:
                         best = v
                         at = h
-                best, at = small_best(hulls, counts, levels, P, icpt, cells, cell, cell_end,
-                                      A2, U, Af, Uf, T, j, s_lo, s_hi, best, at, stack,
-                                      bounds)
+                best, at = small_best(Blocks(hulls, counts, levels, stack, bounds), P, icpt, rel,
+                                      few, cell, cell_end, j, s_lo, s_hi, best, at)
             else:
                 for i in range(s_lo, s_hi + 1):
                     if icpt[i] < np.inf:
@@ -495,8 +411,7 @@ def relaxed_layers(A, A2, split, U, R, T, Af, Uf, Mm, Um, Rm, P, cells, win_lo, 
         first = window_firsts(tops, g)
         order = np.arange(nc - 1, -1, -1)
         for k in range(1, kmax + 1):
-            backward_layer(k, order, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, first,
-                           win_lo, win_hi, bwd, tail)
+            backward_layer(k, order, rel, few, P, from_big, first, win, bwd, tail)
             mean_layer(k, Mm, Um, Rm, P, bwd)
     return fwd, arg, bwd
 
@@ -522,8 +437,8 @@ def mean_layer(k, Mm, Um, Rm, P, bwd):
     tree = np.full(4 * g + 4, -1, dtype=np.int64)
     for i in range(g - 1, -1, -1):
         if icpt[i + 1] < np.inf:
-            _lichao_insert(tree, zero, g - 1, P, slopes, icpt, i + 1)
-        v = _lichao_min(tree, zero, g - 1, P, slopes, icpt, i)
+            lichao_insert(tree, zero, g - 1, P, slopes, icpt, i + 1)
+        v = lichao_min(tree, zero, g - 1, P, slopes, icpt, i)
         if v < np.inf:
             bwd[k, i] = max(bwd[k, i], Rm[i] + v)
 
@@ -607,8 +522,7 @@ def _small_blocks(k, c, r0, nb, A2, U, Af, Uf, bwd, floor, g):
 
 
 @njit(cache=True, nogil=True)
-def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, first, win_lo,
-                   win_hi, bwd, tail):
+def backward_layer(k, cs, rel, few, P, from_big, first, win, bwd, tail):
     """Layer k of :func:`relaxed_layers`' backward pass, for the starts of the cells ``cs``:
     bwd[k, i] from bwd[k - 1] alone, so calls on disjoint cells are independent (they may run
     at once). A Li Chao tree per cell, over its starts, holds the ends that make a large bucket
@@ -616,7 +530,9 @@ def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, fir
     the start falls); a cell of few starts scans its ends directly; small buckets are priced one
     by one, unless more than SMALL_DIRECT of them are all bounded (their top bound's step plus
     bwd, :func:`range_min`) at or above the best large one. Ends scanned one by one keep the
-    share windows exactly."""
+    share windows exactly. ``rel``, ``few``: as :func:`relaxed_layers` takes them."""
+    A, A2, split, U, R, T, cells = rel.A, rel.A2, rel.split, rel.U, rel.R, rel.T, rel.cells
+    Af, Uf, win_lo, win_hi = few.A, few.U, win.lo, win.hi
     g = A.shape[1] - 1
     nc = cells.size
     b_slopes = np.empty(g + 1)
@@ -664,9 +580,9 @@ def backward_layer(k, cs, A, split, U, R, T, Af, Uf, A2, P, cells, from_big, fir
             while top > max(from_big[i], first[i]):
                 top -= 1
                 if bicpt[top] < np.inf:
-                    _lichao_insert(tree, lo, hi, P, b_slopes, bicpt, top)
+                    lichao_insert(tree, lo, hi, P, b_slopes, bicpt, top)
                     least_top = min(least_top, top_at(T, top, split[top]) + bwd[k - 1, top])
-            best = _lichao_min(tree, lo, hi, P, b_slopes, bicpt, i)
+            best = lichao_min(tree, lo, hi, P, b_slopes, bicpt, i)
             if best < np.inf:
                 best = max(best, least_top)
             s_hi = min(from_big[i], g + 1)

@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import njit
-from ._batch_sweep import _grow
-from ._time_kernels import (
+from ...jit import njit
+from .._batch_sweep import _grow
+from .._time_kernels import (
     MAX_STEP_TYPES,
     NEGLIGIBLE,
     bucket_steps,
     fewest_rows,
     walk_moments_capped,
 )
+from .protocol import DynamicPricing
 
 # The largest draw count priced by sweeps (the Pascal table's size, objectives._batch_sweep).
 SWEEP_MAX = 256
@@ -40,6 +41,35 @@ SWEEP_MAX = 256
 # took in (a length entering a start's sums for s draws: s + 1 terms, about 1 ns each; the
 # rectangles keep s + 1 draws, :func:`rect_costs`)
 SWEEP_TERMS = 2048
+
+
+def by_padding(edge, dynamic, name, doc):
+    """A kernel that runs ``edge`` on an :class:`.protocol.EdgePricing` and ``dynamic`` on a
+    :class:`.protocol.DynamicPricing` (its first argument), as compiled code and from Python.
+    numba picks the implementation by the argument's type when it compiles a caller, so a solve
+    compiles only the pricing of its padding (an edge-padding solve none of the walks and
+    sweeps of dynamic padding)."""
+    from numba.extending import overload
+
+    def kernel(pr, *args):
+        return (dynamic if isinstance(pr, DynamicPricing) else edge)(pr, *args)
+
+    @overload(kernel)
+    def _typed(pr, *args):
+        impl = dynamic if issubclass(pr.instance_class, DynamicPricing) else edge
+
+        def call(pr, *args):
+            return impl(pr, *args)
+
+        return call
+
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.__doc__ = doc
+    return kernel
+
+
+# The rows of rect_costs' moments.
+MAIN1, MAIN2, FEW1, FEW2, UP1, UP2 = range(6)
 
 
 @njit(cache=True)
@@ -78,8 +108,9 @@ def _enter(u1, u2, s, xs1, g1, g2, inv_n, n_in):
 
 
 @njit(cache=True)
-def _sums_cost(u1, u2, n, size, top, mean1, mean2, world, alpha, beta, gamma, norm, scratch):
+def _sums_cost(pr, u1, u2, n, size, top, mean1, mean2, norm, scratch):
     # the bucket's seconds from its scaled sums, with each step type's E[max of its rows]
+    world, alpha, beta, gamma = pr.world, pr.alpha, pr.beta, pr.gamma
     tw, tr, tm, c1, c2, c3, c4 = scratch[:7]
     nt = bucket_steps(n, size, world, tw, tr, tm, c1, c2, c3, c4)
     rmax = 0
@@ -124,16 +155,20 @@ def _stage(xs1, g1, g2, values, pcv, base, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-               gamma, pascal, out, main1, main2, few1, few2, up1, up2, last):
+def rect_costs(pr, starts, ends, s, last, out, moments):
     """out[a, q] = seconds of the bucket (starts[q], ends[a]] of groups (``starts`` decreasing,
     ``ends`` increasing, every start below every end, every step at most ``s`` <= SWEEP_MAX
     rows) for a <= last[q] (start q is carried no further: its later cells are left as they
-    were); main1 / main2: E[M] and E[M^2] of its full steps' rows (world x batch size);
-    up1 / up2: of one draw more (:func:`diluted` reads both); few1 / few2: of the fewest rows
-    any other step holds, (world - 1) (batch size // 2) + 1 (-inf where the bucket is one
-    step). Returns its work: the cells priced, and a unit every SWEEP_TERMS terms the sums
-    took in."""
+    were); ``moments`` (6, ends, starts): [MAIN1], [MAIN2] E[M] and E[M^2] of its full steps'
+    rows (world x batch size); [UP1], [UP2] of one draw more (:func:`diluted` reads both);
+    [FEW1], [FEW2] of the fewest rows any other step holds, (world - 1) (batch size // 2) + 1
+    (-inf where the bucket is one step). Returns its work: the cells priced, and a unit every
+    SWEEP_TERMS terms the sums took in."""
+    values, pcv, pq1, pq2, group_end = pr.values, pr.pcv, pr.pq1, pr.pq2, pr.group_end
+    sizes, world, pascal = pr.sizes, pr.world, pr.pascal
+    main1, main2 = moments[MAIN1], moments[MAIN2]
+    few1, few2 = moments[FEW1], moments[FEW2]
+    up1, up2 = moments[UP1], moments[UP2]
     nq = starts.size
     s += 1  # the sums' draw counts: one beyond the full steps' (up1 / up2)
     st1 = np.zeros((nq, s + 1))
@@ -193,9 +228,8 @@ def rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, 
                 _enter(v1, v2, s, xs1, g1, g2, 1.0 / nn, k)
                 entered += k
             size = min(size_full, nn)
-            out[a, q] = _sums_cost(v1, v2, nn, size, top, (pq1[hi] - pq1[lo]) / nn,
-                                   (pq2[hi] - pq2[lo]) / nn, world, alpha, beta, gamma, norm,
-                                   scratch)
+            out[a, q] = _sums_cost(pr, v1, v2, nn, size, top, (pq1[hi] - pq1[lo]) / nn,
+                                   (pq2[hi] - pq2[lo]) / nn, norm, scratch)
             full = world * size
             few1[a, q] = -np.inf
             few2[a, q] = -np.inf
@@ -244,32 +278,38 @@ def diluted(m, up, full, n_ref, n):
 
 
 @njit(cache=True, inline="always")
-def _bucket(values, pcv, group_end, i, j, size_full, world, scratch):
+def _bucket(pr, i, j, scratch):
     # the bucket (i, j]: its value range [lo, hi), n samples, batch size, step types in
     # scratch (nt of them) and longest length
     tw, tr, tm, c1, c2, c3, c4 = scratch[:7]
-    lo = group_end[i]
-    hi = group_end[j]
-    n = pcv[hi] - pcv[lo]
-    size = min(size_full, n)
-    nt = bucket_steps(n, size, world, tw, tr, tm, c1, c2, c3, c4)
-    return lo, hi, n, size, nt, float(values[hi - 1])
+    lo = pr.group_end[i]
+    hi = pr.group_end[j]
+    n = pr.pcv[hi] - pr.pcv[lo]
+    size = min(pr.sizes[j], n)
+    nt = bucket_steps(n, size, pr.world, tw, tr, tm, c1, c2, c3, c4)
+    return lo, hi, n, size, nt, float(pr.values[hi - 1])
 
 
 @njit(cache=True)
-def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, alpha, beta,
-              gamma, pad_code, lf_hi, lf_lo, cap, scratch):
-    """(seconds of the bucket (i, j], exact): by walks (dynamic padding, stopped once the cost
-    is proven above ``cap``: then it is a lower bound above the cap and exact is False) or in
-    O(1) (edge padding)."""
+def _edge_cost(pr, i, j, cap, scratch):
+    # pair_cost with edge padding: every row at the edge, in O(1) (exact whatever the cap)
+    alpha, beta, gamma = pr.alpha, pr.beta, pr.gamma
+    tw, tm = scratch[0], scratch[2]
+    _, _, _, _, nt, _ = _bucket(pr, i, j, scratch)
+    e = float(pr.edges[j])
+    cost = 0.0
+    for q in range(nt):
+        cost += tm[q] * (alpha + tw[q] * (beta * e + gamma * e * e))
+    return cost, True
+
+
+@njit(cache=True)
+def _walked_cost(pr, i, j, cap, scratch):
+    # pair_cost with dynamic padding: by walks, stopped once the cost is above the cap
+    values, pcv, pq1, pq2 = pr.values, pr.pcv, pr.pq1, pr.pq2
+    alpha, beta, gamma = pr.alpha, pr.beta, pr.gamma
     tw, tr, tm = scratch[:3]
-    lo, hi, n, _, nt, top = _bucket(values, pcv, group_end, i, j, size_full, world, scratch)
-    if pad_code == 0:
-        e = float(edges[j])
-        cost = 0.0
-        for q in range(nt):
-            cost += tm[q] * (alpha + tw[q] * (beta * e + gamma * e * e))
-        return cost, True
+    lo, hi, n, _, nt, top = _bucket(pr, i, j, scratch)
     mean1 = (pq1[hi] - pq1[lo]) / n
     mean2 = (pq2[hi] - pq2[lo]) / n
     cost = 0.0
@@ -287,8 +327,8 @@ def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, a
         part = tm[q] * (alpha + tw[q] * (beta * mean1 + gamma * mean2))
         wm = tm[q] * tw[q]
         slack = cap - (cost - part) - tm[q] * alpha
-        m1, m2, ok, walked = walk_moments_capped(values, pcv, lo, hi, r, lf_hi, lf_lo, wm * beta,
-                                                 wm * gamma, slack, NEGLIGIBLE)
+        m1, m2, ok, walked = walk_moments_capped(values, pcv, lo, hi, r, pr.lf_hi, pr.lf_lo,
+                                                 wm * beta, wm * gamma, slack, NEGLIGIBLE)
         scratch[7][0] += walked
         cost += tm[q] * (alpha + tw[q] * (beta * m1 + gamma * m2)) - part
         if not ok:
@@ -296,9 +336,13 @@ def pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, size_full, world, a
     return cost, True
 
 
+pair_cost = by_padding(_edge_cost, _walked_cost, "pair_cost", """(seconds of the bucket (i, j],
+exact): in O(1) (edge padding) or by walks (dynamic padding, stopped once the cost is proven
+above ``cap``: then it is a lower bound above the cap and exact is False).""")
+
+
 @njit(cache=True)
-def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta, gamma, m1, m2,
-          f1, f2, scratch):
+def tilde(pr, i, j, m1, m2, f1, f2, scratch):
     """A lower bound of the seconds of (i, j]: the step types exact, the full steps' E[M] at
     least (m1, m2) and every other step's of at least the fewest rows
     (:func:`._time_kernels.fewest_rows`) at least (f1, f2) (the moments of that many draws from a
@@ -309,8 +353,10 @@ def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta,
     concave in r (docs/method.md, "Concave in the draws"), so it lies above the chord of its
     own values at any two draw counts around r, and above any chord whose ends lie below them:
     (1, the bucket's mean) to (fewest, f) or (full, m), and (fewest, f) to (full, m)."""
+    pq1, pq2, world, size_full = pr.pq1, pr.pq2, pr.world, pr.sizes[j]
+    alpha, beta, gamma = pr.alpha, pr.beta, pr.gamma
     tw, tr, tm = scratch[:3]
-    lo, hi, n, size, nt, top = _bucket(values, pcv, group_end, i, j, size_full, world, scratch)
+    lo, hi, n, size, nt, top = _bucket(pr, i, j, scratch)
     mean1 = (pq1[hi] - pq1[lo]) / n
     mean2 = (pq2[hi] - pq2[lo]) / n
     full = world * size
@@ -343,7 +389,3 @@ def tilde(values, pcv, pq1, pq2, group_end, i, j, size_full, world, alpha, beta,
         out += tm[q] * (alpha + tw[q] * (beta * a1 + gamma * a2))
     return out
 
-
-# The name the exact layers' hottest loop calls it by (it was inlined there; LLVM now decides,
-# and numba compiles it once instead of at every call site).
-tilde_inline = tilde

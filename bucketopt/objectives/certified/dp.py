@@ -5,11 +5,11 @@ An objective offers, for cells of starts (``cells[c] <= i``), line-form lower bo
 bucket (i, j] of candidate groups (``rows(cells)``, :class:`Rows`) and the arrays its exact
 costs need (``pricing()``). Then:
 
-1. A relaxed DP over the bounds alone (:func:`._bound_kernels.relaxed_layers`, its backward
+1. A relaxed DP over the bounds alone (:func:`.relaxation.relaxed_layers`, its backward
    pass by :func:`backward_pass`) bounds from below the cost of
    every cover of groups i+1..g by at most s buckets (``bwd``), and its best chain, priced
    exactly, bounds the optimum from above (as does the objective's seed chain).
-2. The exact DP runs layer by layer (:func:`._certified_kernels.forward_layer`): an end j is
+2. The exact DP runs layer by layer (:func:`.layers.forward_layer`): an end j is
    kept at layer t only when some start's bound plus bwd keeps a cover within the upper bound,
    and a start only when its bound beats the best cost found for j. Every bucket it leaves out
    is proven no better, so F_k(g) is the optimum over every boundary set.
@@ -24,12 +24,18 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
-from ..env import numba_threads
+from ...env import numba_threads
+from .protocol import (
+    Lines,
+    MeanLines,
+    Optimality,
+    Windows,
+    exact_value,
+    layers_asked,
+)
 
 # Cells of starts with their own bounds: this far (share of the samples) below every boundary of
 # the seed chains, and at most MAX_CELLS of them.
@@ -55,7 +61,7 @@ TOP_FIRST = 4.0
 TOP_SHARE = 0.25
 CELL_ENTRIES = 16_000_000
 # The top of the lengths where every bucket is priced exactly for the bound of the rest
-# (:func:`._certified_kernels.exact_tail`): the groups whose samples fill at most TAIL_STEPS
+# (:func:`.layers.exact_tail`): the groups whose samples fill at most TAIL_STEPS
 # steps of the longest edge's batch size, and no more than keep the lengths walked under
 # TAIL_WORK (some 0.1-0.3 s by walks alone; 0.03-0.1 s where it sweeps). The line bounds
 # spread a bucket's steps over its rows, and miss up to a step or two a bucket: where buckets
@@ -64,8 +70,6 @@ CELL_ENTRIES = 16_000_000
 # the optimum (the gap was 0.34 without it).
 TAIL_STEPS = 64
 TAIL_WORK = 16_000_000
-# The smallest normal float: a lower bound below it is reported as 0 (Optimality.bound).
-SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 # Rounding: upper bounds are widened and lower bounds lowered by this much (relative).
 ROUNDING = 1e-9
 # The default DP stops past this much work (units of about one bucket priced by a sweep, some
@@ -122,42 +126,6 @@ POLISH_HALF = 8
 POLISH_ROUNDS = 4
 
 
-@dataclass(frozen=True)
-class Optimality:
-    """What is proven about a solution's value: ``lower_bound <= optimum <= value``.
-
-    Every objective here (padded tokens, seconds) is at least 0, so a lower bound below 0 is
-    reported as 0; with a bound of 0 and a positive value no relative gap is proven, and
-    ``to_dict`` says ``"gap": null`` (JSON has no infinity)."""
-
-    exact: bool
-    lower_bound: float
-    value: float
-
-    @property
-    def bound(self) -> float:
-        # a bound below 0 or in the subnormal range (rounding noise) proves nothing above 0
-        lower = float(self.lower_bound)
-        return lower if lower >= SMALLEST_NORMAL else 0.0
-
-    @property
-    def gap(self) -> float:
-        if self.exact:
-            return 0.0
-        if self.bound > 0:
-            return max(self.value / self.bound - 1.0, 0.0)
-        return 0.0 if self.value <= 0 else float("inf")
-
-    def to_dict(self) -> dict:
-        gap = self.gap
-        return {"exact": bool(self.exact), "lower_bound": self.bound,
-                "gap": float(gap) if np.isfinite(gap) else None}
-
-
-def exact_value(value) -> Optimality:
-    return Optimality(True, float(value), float(value))
-
-
 def _chain(arg, k, g):
     """Group ends of the relaxation's best cover of 1..g by at most k buckets."""
     ends = []
@@ -176,30 +144,6 @@ def _lower(x) -> float:
     return float(x - ROUNDING * abs(x))
 
 
-class Rows(NamedTuple):
-    """Lower bounds of the buckets (i, j] whose start lies in cell c: the full-steps bound
-    A[c, j] - U[c, j] P[i] for buckets of at least split[j] samples, the fewest-rows bound
-    A2[c, j] - U2[c, j] P[i] for every bucket, the mean bound Mm[j] - Um[j] P[i] + R[i] (no
-    padding) for every bucket, and the top bound (:func:`._bound_kernels.top_at` of the rows T;
-    -inf where an objective has none) (docs/method.md)."""
-
-    A: np.ndarray
-    U: np.ndarray
-    A2: np.ndarray
-    U2: np.ndarray
-    split: np.ndarray
-    Mm: np.ndarray
-    Um: np.ndarray
-    R: np.ndarray
-    T: np.ndarray
-
-
-def layers_asked(kmax: int, ks) -> list:
-    """The layers ``Objective.layers(kmax, ks)`` is asked for: every k in ``ks`` capped at
-    ``kmax``, once each and in order (1..kmax for None)."""
-    return sorted({min(int(k), kmax) for k in (ks if ks is not None else range(1, kmax + 1))})
-
-
 def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     """(opt, best, certificates) for the fitted objective ``obj``, with the contract of
     ``Objective.layers``: ``opt[k-1, j]`` the smallest best start of the last bucket of the best
@@ -208,42 +152,38 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     exact (the DP over every bucket the bounds leave is a proof), unless the DP would pass
     ``limit`` (default WORK_LIMIT; not with ``exact``): then every k takes the best cover the
     bounds found (polished: :func:`polish`), with the gap they prove."""
-    from ._batch_sweep import pascal_table
-    from ._bound_kernels import relaxed_layers
-    from ._certified_kernels import TAIL_BLOCK, exact_tail, forward_layer
+    from .layers import TAIL_BLOCK, Goal, exact_tail, forward_layer
+    from .relaxation import relaxed_layers
 
     groups = obj.groups
     g = groups.g
     ks = layers_asked(kmax, ks)
     P = groups.prefix_count.astype(np.float64)
-    win_lo = np.ascontiguousarray(obj.win_lo, dtype=np.int64)
-    win_hi = np.ascontiguousarray(obj.win_hi, dtype=np.int64)
-    run = obj.pricing()
-    pascal = pascal_table()  # (the sweeps' binomials: exact_tail, polish and the layers)
-    sizes, world = run[6], run[7]  # (the pricing arrays: values, ..., sizes, world, ...)
+    win = windows(obj)
+    pricing = obj.pricing()
+    sizes, world = pricing.sizes, pricing.world
     first = _tail_start(groups.value_end, P, TAIL_STEPS * int(world) * int(sizes[-1]))
     seeds = {}
     top = {}
 
     def exact_top():
-        top["tail"] = exact_tail(*run, first, kmax, win_lo, win_hi, TAIL_BLOCK, pascal)
+        top["tail"] = exact_tail(pricing, first, kmax, win, TAIL_BLOCK)
 
     in_worker(lambda: seeds.update(obj.seed_chains(kmax, ks)), exact_top)  # independent
     tail = top["tail"]
     cells = np.zeros(1, np.int64)
     if obj.relaxation_cells:
         cells = _top_cells(P, _cells(P, [0], seeds.values(), g), g)
-    rel = _relaxation(obj, cells)
+    rel = obj.relaxation(cells)
     rows = obj.rows(rel.cells)
     relaxed = {}
 
     def relaxed_forward():  # while the backward pass runs
         relaxed["fwd"], relaxed["arg"], _ = relaxed_layers(
-            *rel[:6], rows.A2, rows.U2, rows.Mm, rows.Um, rows.R, P, rel.cells, win_lo, win_hi,
-            kmax, True, False, tail)
+            rel, rows.fewest, rows.mean, P, win, kmax, True, False, tail)
 
     def relaxed_bwd():
-        relaxed["bwd"] = backward_pass(rel, rows, P, win_lo, win_hi, kmax, tail)
+        relaxed["bwd"] = backward_pass(rel, rows, P, win, kmax, tail)
 
     in_worker(relaxed_forward, relaxed_bwd)
     fwd, arg, bwd = relaxed["fwd"], relaxed["arg"], relaxed["bwd"]
@@ -252,14 +192,14 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     upper = {}
     for k in feasible:
         for chain in (_chain(arg, k, g), seeds.get(k)):
-            if chain and _in_windows(chain, win_lo, win_hi):  # (windows that move left would
+            if chain and _in_windows(chain, win.lo, win.hi):  # (windows that move left would
                 # let the relaxation's chain out of them)
                 value = float(obj.cost(groups.edges[chain]))
                 if value < upper.get(k, np.inf):
                     chains[k], upper[k] = list(chain), value
     polished = {k for k in chains if upper[k] > fwd[k, g] * (1.0 + POLISH_GAP)}
     for k in polished:  # a tighter upper bound prunes more
-        chains[k] = polish(run, chains[k], win_lo, win_hi, pascal)
+        chains[k] = polish(pricing, chains[k], win)
         upper[k] = float(obj.cost(groups.edges[chains[k]]))
     F = np.full((kmax + 1, g + 1), np.inf)
     F[0, 0] = 0.0
@@ -273,8 +213,6 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     if feasible:
         ks_arr = np.asarray(feasible, dtype=np.int64)
         ub = np.asarray([upper.get(k, np.inf) for k in feasible], dtype=np.float64)
-        split = np.ascontiguousarray(rows.split, dtype=np.float64)
-        from ._bound_kernels import big_starts
 
         # an end's pricing costs about its steps' rows (the sweeps' draw counts) plus a little,
         # and its scan of the starts grows with how many lie below it (on the source-code tail
@@ -282,14 +220,12 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
         # the time of the lower one without this term: 3.34 -> 3.12 s)
         cost = np.minimum(world * sizes.astype(np.float64), 256.0) + 16.0
         cost *= 1.0 + 2.0 * np.arange(g + 1) / g
-        big = big_starts(P, split)  # once: a range of ends computed it again (0.6 ms a range)
-
+        bounds = exact_bounds(rows, rel.cells, P)
         keep = np.zeros(g + 1, dtype=np.bool_)
+        goal = Goal(bwd, ub, ks_arr, keep)
 
         def layer(t, lo, hi, spent, halt):
-            forward_layer(t, F, start, *run, P, rel.cells, rows.A, rows.A2, rows.U, rows.U2,
-                          split, rows.Mm, rows.Um, rows.R, rows.T, bwd, ub, ks_arr, win_lo,
-                          win_hi, pascal, big, keep, spent, halt, lo, hi)
+            forward_layer(t, F, start, pricing, bounds, goal, win, spent, halt, lo, hi)
 
         for t in range(1, max(feasible) + 1):
             candidates = _candidate_ends(fwd, bwd, t, ks_arr, ub)
@@ -322,13 +258,13 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
         return start[1:].astype(np.int32), best, certs
     # past the work limit: the layers finished before it prove their k; the others take the best
     # covers found, with the gaps the bounds prove
-    from ..groups import backtrack
+    from ...groups import backtrack
 
     opt = np.full((kmax, g + 1), -1, dtype=np.int32)
     opt[:done[0]] = start[1:done[0] + 1]
     proven = {k: backtrack(opt, k, g) for k in feasible if k <= done[0]}
     for k in set(chains) - set(proven) - polished:  # the best one near each cover found
-        chains[k] = polish(run, chains[k], win_lo, win_hi, pascal)
+        chains[k] = polish(pricing, chains[k], win)
         upper[k] = float(obj.cost(groups.edges[chains[k]]))
     written = _write(opt, {k: c for k, c in chains.items() if k not in proven}, g, proven)
     floor = _lower(_mean_floor(rows, groups.prefix_count))
@@ -345,15 +281,15 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     return opt, best, certs
 
 
-def polish(run, ends, win_lo, win_hi, pascal):
+def polish(pricing, ends, win):
     """A cover at most as costly as ``ends`` (group ends, g last): every boundary moved, jointly,
     to the best of the groups within POLISH_HALF strides of it (exact costs,
-    :func:`._certified_kernels.window_chain`), again around the new ones while that gains, the
+    :func:`.layers.window_chain`), again around the new ones while that gains, the
     stride falling from POLISH_STRIDES[0] groups to 1. No proof: a stop at the work limit
     returns it with the gap the bounds prove. (On the source-code tail of
     benchmarks/certified.py under alpha 0.5 it takes the best cover found from 3.0% above the
     optimum to 0.3%, in 0.03 s.)"""
-    from ._certified_kernels import window_chain
+    from .layers import window_chain
 
     g = int(ends[-1])
     ends = [int(e) for e in ends]
@@ -363,7 +299,7 @@ def polish(run, ends, win_lo, win_hi, pascal):
     def run_windows(windows):
         flat = np.concatenate(windows).astype(np.int64)
         offsets = np.r_[0, np.cumsum([w.size for w in windows])].astype(np.int64)
-        out.append(window_chain(*run, win_lo, win_hi, flat, offsets, pascal))
+        out.append(window_chain(pricing, win, flat, offsets))
 
     for stride in POLISH_STRIDES:
         for _ in range(POLISH_ROUNDS):
@@ -381,12 +317,12 @@ def polish(run, ends, win_lo, win_hi, pascal):
     return ends
 
 
-def backward_pass(rel, rows, P, win_lo, win_hi, kmax, tail):
-    """The backward pass of :func:`._bound_kernels.relaxed_layers` (the same values), layer by
+def backward_pass(rel, rows, P, win, kmax, tail):
+    """The backward pass of :func:`.relaxation.relaxed_layers` (the same values), layer by
     layer, each layer's cells in two halves at once (every other cell from the top: a cell's
     work grows with the ends above it), then the mean bound over every end
-    (:func:`._bound_kernels.mean_layer`)."""
-    from ._bound_kernels import (
+    (:func:`.relaxation.mean_layer`)."""
+    from .relaxation import (
         backward_layer,
         big_starts,
         ends_of_big,
@@ -399,12 +335,11 @@ def backward_pass(rel, rows, P, win_lo, win_hi, kmax, tail):
     bwd = np.full((kmax + 1, g + 1), np.inf)
     bwd[:, g] = 0.0
     from_big = ends_of_big(big_starts(P, rel.split), g)
-    first = window_firsts(window_tops(win_hi), g)
+    first = window_firsts(window_tops(win.hi), g)
     order = np.arange(rel.cells.size - 1, -1, -1)
     for k in range(1, kmax + 1):
-        in_worker(*(functools.partial(backward_layer, k, cs, rel.A, rel.split, rel.U,
-                                      rel.R, rel.T, rows.A2, rows.U2, rel.A2, P, rel.cells,
-                                      from_big, first, win_lo, win_hi, bwd, tail)
+        in_worker(*(functools.partial(backward_layer, k, cs, rel, rows.fewest, P, from_big,
+                                      first, win, bwd, tail)
                     for cs in (np.ascontiguousarray(order[0::2]), np.ascontiguousarray(order[1::2]))
                     if cs.size))
         mean_layer(k, rows.Mm, rows.Um, rows.R, P, bwd)
@@ -486,7 +421,7 @@ def _write(opt_out, tables, g, kept=None):
     """Write every k's cover (group ends) into ``opt_out`` so that backtracking layer k gives
     it; a cover that would break one written before, or one of ``kept`` (k -> the ends its
     backtracking gives now), is left out (then k is not returned)."""
-    from ..groups import backtrack
+    from ...groups import backtrack
 
     written = dict(kept or {})
     for k in sorted(tables, reverse=True):
@@ -541,17 +476,15 @@ def relaxed_bounds(obj, kmax, chains, values):
     """Certificates for covers found by a search that is not a proof: the relaxation, with cells
     of starts below every boundary of ``chains`` (k -> group ends), bounds each optimum from
     below; ``values``: k -> the cost of that k's cover."""
-    from ._bound_kernels import relaxed_layers
+    from .relaxation import relaxed_layers
 
     groups = obj.groups
     g = groups.g
     P = groups.prefix_count.astype(np.float64)
-    rel = _relaxation(obj, _cells(P, [0], chains.values(), g))
-    none = np.full(g + 1, -np.inf), np.zeros(g + 1), np.zeros(g + 1)  # (no mean bound)
-    fwd, _, _ = relaxed_layers(*rel[:6], rel.A2, rel.U, *none, P, rel.cells,
-                               np.ascontiguousarray(obj.win_lo, np.int64),
-                               np.ascontiguousarray(obj.win_hi, np.int64), kmax, True, False,
-                               np.zeros((kmax + 1, g + 1)))
+    rel = obj.relaxation(_cells(P, [0], chains.values(), g))
+    none = MeanLines(np.full(g + 1, -np.inf), np.zeros(g + 1), np.zeros(g + 1))
+    fwd, _, _ = relaxed_layers(rel, Lines(rel.A2, rel.U), none, P, windows(obj), kmax, True,
+                               False, np.zeros((kmax + 1, g + 1)))
     out = {}
     for k, value in values.items():
         lower = min(_lower(fwd[k, g]), float(value))
@@ -559,37 +492,25 @@ def relaxed_bounds(obj, kmax, chains, values):
     return out
 
 
-class Relaxation(NamedTuple):
-    """l(i, j) = max(A[c, j] - U[c, j] P[i], top(j, P[j] - P[i])) + R[i] for starts i in cell c
-    (cells[c] <= i < cells[c + 1]) of buckets with at least split[j] samples; A2 in place of A
-    for smaller ones. top: the top bound of the rows T (:func:`._bound_kernels.top_at`; -inf
-    where an objective has none)."""
-
-    A: np.ndarray
-    A2: np.ndarray
-    split: np.ndarray
-    U: np.ndarray
-    R: np.ndarray
-    T: np.ndarray
-    cells: np.ndarray
+def windows(obj) -> Windows:
+    """The fitted objective's share windows, as the kernels take them."""
+    return Windows(np.ascontiguousarray(obj.win_lo, dtype=np.int64),
+                   np.ascontiguousarray(obj.win_hi, dtype=np.int64))
 
 
-def _relaxation(obj, cells) -> Relaxation:
-    """The objective's relaxation (``obj.relaxation(cells)``: (A, U, R), (A, U, R, A2, split)
-    or (A, U, R, A2, split, T)) as contiguous arrays; an objective with one row uses cell 0
-    alone."""
-    parts = obj.relaxation(cells)
-    A, U, R = (np.ascontiguousarray(x, dtype=np.float64) for x in parts[:3])
-    if len(parts) > 3:
-        A2, split = np.ascontiguousarray(parts[3], np.float64), np.asarray(parts[4], np.float64)
-    else:
-        A2, split = A, np.zeros(A.shape[1])
-    T = np.zeros((4, A.shape[1]))
-    T[0] = -np.inf
-    if len(parts) > 5:
-        T = np.ascontiguousarray(parts[5], dtype=np.float64)
-    cells = np.asarray(cells[:A.shape[0]], dtype=np.int64)
-    return Relaxation(A, A2, np.ascontiguousarray(split), U, R, T, cells)
+def exact_bounds(rows, cells, P):
+    """The exact layers' :class:`.layers.Bounds` of the objective's ``rows`` on ``cells``
+    (their layout once for every layer and range of ends)."""
+    from .layers import Bounds
+    from .relaxation import big_starts, cell_of
+
+    g = P.size - 1
+    nc = cells.size
+    cell_end = np.array([cells[c + 1] - 1 if c + 1 < nc else g for c in range(nc)],
+                        dtype=np.int64)
+    split = np.ascontiguousarray(rows.split, dtype=np.float64)
+    return Bounds(P, cells, cell_of(cells, g), cell_end, big_starts(P, split), rows.A, rows.A2,
+                  rows.U, rows.U2, rows.Mm, rows.Um, rows.R, rows.T)
 
 
 def _top_cells(P, cells, g):

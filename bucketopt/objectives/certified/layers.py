@@ -8,7 +8,7 @@ The exact DP F_t(j) = min_i F_{t-1}(i) + c(i, j), one layer t per call of
   the *fewest-rows* bound A2[c, j] - U2[c, j] P[i] (every bucket), the *full-steps* bound
   A[c, j] - U[c, j] P[i] (buckets of at least split[j] samples: "big"), both for the starts in
   cell c (cells[c] <= i), and the *mean* bound Mm[j] - Um[j] P[i] + R[i] (no padding at all);
-  and the *top* bound (:func:`bucketopt.objectives._bound_kernels.top_at`: the step that holds
+  and the *top* bound (:func:`.relaxation.top_at`: the step that holds
   the longest sample), checked start by start and, for an end, at its least F_{t-1}.
 - An end j is *alive* at layer t when its least bound plus bwd[k - t, j] (a lower bound of every
   cover of the groups after j by the remaining buckets) stays within an upper bound of the
@@ -16,9 +16,9 @@ The exact DP F_t(j) = min_i F_{t-1}(i) + c(i, j), one layer t per call of
 - The alive ends' starts are scanned outward from each hull's tangent while the hull stays below
   the end's threshold (the best cost found so far, or its cap): every start left out is proven
   no better. The starts that remain are priced exactly: by rectangles of sweeps
-  (:func:`bucketopt.objectives._pricing.rect_costs`) for consecutive ends of one batch size, a
+  (:func:`.pricing.rect_costs`) for consecutive ends of one batch size, a
   start being first checked against a priced reference below it
-  (:func:`bucketopt.objectives._pricing.tilde`); or, where a step holds more than SWEEP_MAX
+  (:func:`.pricing.tilde`); or, where a step holds more than SWEEP_MAX
   rows, one by one by walks.
 
 :func:`exact_tail` prices the top of the lengths exactly, for the relaxed passes to start from.
@@ -26,26 +26,30 @@ The exact DP F_t(j) = min_i F_{t-1}(i) + c(i, j), one layer t per call of
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ..jit import njit
-from ..sorting import argsort_stable, sort_ints, unique_ints
-from ._bound_kernels import cell_of, top_at, top_of
-from ._hulls import (
-    hull_add,
-    hull_min,
-    hull_segment,
-    hull_walk,
-)
-from ._pricing import (
+from ...jit import njit
+from ...sorting import argsort_stable, sort_ints, unique_ints
+from .._time_kernels import BOUND_REL, fewest_rows, split_count, walk_moments_capped
+from .hulls import hull_add, hull_min, hull_segment, hull_walk
+from .pricing import (
+    FEW1,
+    FEW2,
+    MAIN1,
+    MAIN2,
     SWEEP_MAX,
+    UP1,
+    UP2,
+    by_padding,
     diluted,
     pair_cost,
     rect_costs,
     step_scratch,
     tilde,
 )
-from ._time_kernels import BOUND_REL, fewest_rows, split_count, walk_moments_capped
+from .relaxation import top_at, top_of
 
 MARGIN = 4  # starts priced on each side of a block's predicted best starts
 BLOCK = 32  # the most ends of one rectangle (20,000 lengths k = 16: 1.96-2.01 s; 64: 2.06-2.19)
@@ -67,7 +71,7 @@ LADDER_ALONE = 1
 WALK_WORK = 4
 WALK_LENGTHS = 256
 # And one a SCAN_STARTS starts a scan reads (its hull and bound: some 5 ns each) and a
-# BOUND_STARTS starts an end priced alone bounds by its reference (:func:`._pricing.tilde`, and
+# BOUND_STARTS starts an end priced alone bounds by its reference (:func:`.pricing.tilde`, and
 # their sort): an end whose bounds leave tens of thousands of starts costs milliseconds before
 # it prices any. On 100,000 distinct lengths, one sample each, from 1 to 4M tokens (T = 4M,
 # k = 6), one layer ran 22 s on 2.5M units when these were not counted; now a unit there costs
@@ -92,10 +96,75 @@ REF_BIN = 32
 TAIL_BLOCK = 32
 
 
+class Bounds(NamedTuple):
+    """The exact layers' lower bounds of every bucket (i, j] (:class:`.protocol.Rows`, by cell of
+    starts), with the cells' layout: start i lies in cell ``cell[i]``, whose starts run from
+    ``cells[c]`` to ``cell_end[c]``; starts i <= ``big[j]`` make buckets of at least split[j]
+    samples (:func:`.relaxation.big_starts`); P: the prefix sample counts, every line's x."""
+
+    P: np.ndarray
+    cells: np.ndarray
+    cell: np.ndarray
+    cell_end: np.ndarray
+    big: np.ndarray
+    A: np.ndarray
+    A2: np.ndarray
+    U: np.ndarray
+    U2: np.ndarray
+    Mm: np.ndarray
+    Um: np.ndarray
+    R: np.ndarray
+    T: np.ndarray
+
+
+class Goal(NamedTuple):
+    """What an exact layer's ends must reach to be kept: a cover of k in ``ks`` buckets costing
+    at most ``ubs`` (its upper bound), the rest of it bounded by the relaxed backward pass
+    ``bwd``; ``keep``: the ends the relaxed DP leaves (:func:`.dp._candidate_ends`)."""
+
+    bwd: np.ndarray
+    ubs: np.ndarray
+    ks: np.ndarray
+    keep: np.ndarray
+
+
+class Hulls(NamedTuple):
+    """Lower hulls of the points (P[i], F_{t-1}(i)) of each cell's starts (cell c's in
+    stk[cells[c]:cells[c] + hn[c]]): of the starts of big buckets (stk, hn; the full-steps
+    bound) and of every start (stk2, hn2; the fewest-rows bound)."""
+
+    stk: np.ndarray
+    hn: np.ndarray
+    stk2: np.ndarray
+    hn2: np.ndarray
+
+
+class Layer(NamedTuple):
+    """The state of exact layer t over a range of ends: ys = F_{t-1}; for each end j its cap
+    (the most a cover through it may cost), the best cost found and its start (best, barg);
+    ``mark`` and ``cand``: the starts a scan found; the share windows; ``work``: [spent,
+    limit] (:func:`_charge`); ``scratch``: :func:`.pricing.step_scratch`."""
+
+    t: int
+    g: int
+    ys: np.ndarray
+    cap: np.ndarray
+    best: np.ndarray
+    barg: np.ndarray
+    mark: np.ndarray
+    cand: np.ndarray
+    win_lo: np.ndarray
+    win_hi: np.ndarray
+    work: np.ndarray
+    scratch: tuple
+
+
 @njit(cache=True, inline="always")
-def _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top, lo, xs, ys):
+def _least_bound(j, stk, hn, ptr, A, U, bd, top, lo, ys):
     # (the least of A[c, j] - U[c, j] P[i] + F over the hulls of the cells holding starts in
     # [lo, top], the start where it is reached or -1); each cell's tangent walks from ptr[c]
+    cells, cell_end, xs = bd.cells, bd.cell_end, bd.P
+    nc = cells.size
     least = np.inf
     at = -1
     for c in range(nc):
@@ -112,10 +181,11 @@ def _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top, lo, xs, ys):
 
 
 @njit(cache=True, inline="always")
-def _bound(j, i, c, big, A, A2, U, U2, Mm, Um, R, T, xs):
+def _bound(j, i, c, bd):
     # the largest of the four lower bounds of the bucket (i, j] (i in cell c)
-    return _bound_of(xs[i], R[i], i <= big[j], top_at(T, j, xs[j] - xs[i]), A2[c, j], U2[c, j],
-                     A[c, j], U[c, j], Mm[j], Um[j])
+    xs = bd.P
+    return _bound_of(xs[i], bd.R[i], i <= bd.big[j], top_at(bd.T, j, xs[j] - xs[i]),
+                     bd.A2[c, j], bd.U2[c, j], bd.A[c, j], bd.U[c, j], bd.Mm[j], bd.Um[j])
 
 
 @njit(cache=True, inline="always")
@@ -129,13 +199,16 @@ def _bound_of(x, r, is_big, top, a2, u2, a, u, mm, um):
 
 
 @njit(cache=True)
-def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi_lim, thr, big,
-                 A, A2, U, U2, Mm, Um, R, T, mark, stamp, cand, ncand, work):
+def _scan_family(j, lay, bd, stk, hn, row, slope, lo_lim, hi_lim, thr, stamp, ncand):
     # every start in [lo_lim, hi_lim] of end j whose bound stays below thr, appended to cand:
     # per cell, outward from the hull's tangent while the hull (+ row[c, j]) stays below thr
     # (_bound's terms of end j and cell c read once: _bound_of)
     if lo_lim > hi_lim:
         return ncand
+    ys, mark, cand = lay.ys, lay.mark, lay.cand
+    xs, cells, cell_end, big, R, T = bd.P, bd.cells, bd.cell_end, bd.big, bd.R, bd.T
+    A, A2, U, U2, Mm, Um = bd.A, bd.A2, bd.U, bd.U2, bd.Mm, bd.Um
+    nc = cells.size
     visited = 0
     t0j, t1j, t2j, t3j = T[0, j], T[1, j], T[2, j], T[3, j]
     mm = Mm[j]
@@ -203,26 +276,24 @@ def _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, row, slope, lo_lim, hi
                         cand[ncand] = i
                         ncand += 1
                 i += -1 if side == 0 else 1
-    work[0] += visited // SCAN_STARTS
+    lay.work[0] += visited // SCAN_STARTS
     return ncand
 
 
 @njit(cache=True)
-def _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm, Um, R, T,
-              thr, win_lo, win_hi, mark, stamp, cand, ncand, work):
+def _scan_end(j, lay, bd, hl, thr, stamp, ncand):
     # every start of end j that the bounds leave below thr: big buckets by their full-steps
     # hulls, the small ones by the fewest-rows hulls of every start
-    top = min(win_hi[j], j - 1)
-    ncand = _scan_family(j, ys, xs, cells, cell_end, nc, stk, hn, A, U, win_lo[j],
-                         min(big[j], top), thr, big, A, A2, U, U2, Mm, Um, R, T, mark, stamp, cand,
-                         ncand, work)
-    return _scan_family(j, ys, xs, cells, cell_end, nc, stk2, hn2, A2, U2,
-                        max(big[j] + 1, win_lo[j]), top, thr, big, A, A2, U, U2, Mm, Um, R, T, mark,
-                        stamp, cand, ncand, work)
+    top = min(lay.win_hi[j], j - 1)
+    big = bd.big
+    ncand = _scan_family(j, lay, bd, hl.stk, hl.hn, bd.A, bd.U, lay.win_lo[j], min(big[j], top),
+                         thr, stamp, ncand)
+    return _scan_family(j, lay, bd, hl.stk2, hl.hn2, bd.A2, bd.U2, max(big[j] + 1, lay.win_lo[j]),
+                        top, thr, stamp, ncand)
 
 
 @njit(cache=True, inline="always")
-def _quick(pq1, pq2, group_end, xs, i, j, size_full, world, alpha, beta, gamma, m1, m2):
+def _quick(pr, xs, i, j, m1, m2):
     # a quick lower bound of the bucket (i, j] whose full steps' rows are, in expectation, at
     # least (m1, m2) long (a reference's, below its start), in O(1) (tilde's bound with the
     # step types summed up): the exact step count (:func:`._time_kernels.bucket_steps` makes
@@ -231,6 +302,8 @@ def _quick(pq1, pq2, group_end, xs, i, j, size_full, world, alpha, beta, gamma, 
     # that many) times the chord of E[max] from one draw (the bucket's mean) to world * size
     # (concave in the draws), a convex function of the rows: at least its value at their mean
     # over those steps, times their number (Jensen)
+    pq1, pq2, group_end, size_full, world = pr.pq1, pr.pq2, pr.group_end, pr.sizes[j], pr.world
+    alpha, beta, gamma = pr.alpha, pr.beta, pr.gamma
     n = np.int64(xs[j] - xs[i])
     size = min(size_full, n)
     q = n // size
@@ -272,15 +345,15 @@ def _charge(work, scratch, pad_code):
 
 
 @njit(cache=True)
-def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
-                 Um, R, T, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2, group_end,
-                 edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi, lf_lo, win_lo, win_hi,
-                 stamp, scratch, refs, ref_m, work):
+def _price_alone(pr, j, lay, bd, hl, tang, stamp, refs, ref_m):
     # one end whose steps are too large for sweeps (or edge padding): reference starts (the
-    # tangent and a ladder around it) bounded from their moments and priced by walks while
-    # that bound is below the best found, then every start the bounds leave, checked against
-    # the nearest reference below it, priced by capped walks
+    # tangent and a ladder around it) bounded (:func:`_reference_keys`) and priced by walks
+    # while that bound is below the best found, then every start the bounds leave, checked
+    # against the nearest reference below it (:func:`_start_keys`), priced by capped walks
     zero = np.int64(0)  # not the literal 0: one compiled signature for every call
+    ys, cap, best, barg, mark, cand = lay.ys, lay.cap, lay.best, lay.barg, lay.mark, lay.cand
+    win_lo, win_hi, scratch, work = lay.win_lo, lay.win_hi, lay.scratch, lay.work
+    pad_code = pr.pad_code
     it = tang[j]
     top = min(win_hi[j], j - 1)
     nref = 0
@@ -294,48 +367,106 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
         if i >= win_lo[j] and ys[i] < np.inf:
             refs[nref] = i
             nref += 1
-    for r in range(nref - 1, -1, -1):  # lower bounds of their moments (BOUND_REL), for the
-        # starts above; those above the tangent take the next one's below them (the tangent's
-        # where it is one: a bucket with more, shorter samples gives lower bounds too)
-        if pad_code == 1 and refs[r] > it and r + 1 < nref:
-            for m in range(4):
-                ref_m[m, r] = ref_m[m, r + 1]
-        elif pad_code == 1:
-            ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r] = _ref_moments(
-                values, pcv, group_end, refs[r], j, sizes[j], world, lf_hi, lf_lo, scratch)
-            _charge(work, scratch, pad_code)
-    # their costs, least bound first (tilde from their own moments: most are proven no better
-    # than the best found without a walk), while a bound is below the best found (or the cap).
-    # A reference left unpriced is not marked: the scan below finds it like any other start.
-    rkeys = np.empty(nref)
-    for r in range(nref):
-        i = refs[r]
-        if pad_code == 1:
-            rkeys[r] = ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world,
-                                     alpha, beta, gamma, ref_m[0, r], ref_m[1, r], ref_m[2, r],
-                                     ref_m[3, r], scratch)
-        else:
-            rkeys[r] = ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, T, xs)
+    # their costs, least bound first (most are proven no better than the best found without a
+    # walk), while a bound is below the best found (or the cap). A reference left unpriced is
+    # not marked: the scan below finds it like any other start.
+    rkeys = _reference_keys(pr, j, lay, bd, it, refs, nref, ref_m)
     for r in argsort_stable(rkeys[:nref]):
         i = refs[r]
         if not rkeys[r] < min(best[j], cap[j]):
             break
         mark[i] = stamp
-        c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha,
-                          beta, gamma, pad_code, lf_hi, lf_lo, min(best[j], cap[j]) - ys[i],
-                          scratch)
+        c, ok = pair_cost(pr, i, j, min(best[j], cap[j]) - ys[i], scratch)
         _charge(work, scratch, pad_code)
         if ok:
             _improve(j, i, ys[i] + c, best, barg)
-    ncand = _scan_end(j, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2, Mm,
-                      Um, R, T, min(best[j], cap[j]), win_lo, win_hi, mark, stamp, cand, zero, work)
+    ncand = _scan_end(j, lay, bd, hl, min(best[j], cap[j]), stamp, zero)
     # every start the bounds leave, with its best lower bound, then priced best-first: the
-    # threshold falls fastest, and once a start's bound reaches it every later one's does. The
-    # bound of a start with dynamic padding: its step types exact, its moments those of the
-    # nearest reference below it, a new one (the start itself) where the nearest holds more than
-    # REF_GAP more samples than the bucket (a reference far below bounds its E[max] loosely)
+    # threshold falls fastest, and once a start's bound reaches it every later one's does
     work[0] += ncand // BOUND_STARTS
-    thr = min(best[j], cap[j])
+    keys, kept = _start_keys(pr, j, lay, bd, refs, nref, ref_m, ncand, min(best[j], cap[j]))
+    order = argsort_stable(keys[:kept])
+    for q in order:
+        i = cand[q]
+        thr = min(best[j], cap[j])
+        if not keys[q] < thr:
+            break
+        c, ok = pair_cost(pr, i, j, thr - ys[i], scratch)
+        _charge(work, scratch, pad_code)
+        if ok:
+            _improve(j, i, ys[i] + c, best, barg)
+
+
+@njit(cache=True)
+def _bound_keys(pr, j, lay, bd, it, refs, nref, ref_m):
+    # _reference_keys with edge padding: each reference's bound (:func:`_bound`)
+    rkeys = np.empty(nref)
+    for r in range(nref):
+        i = refs[r]
+        rkeys[r] = lay.ys[i] + _bound(j, i, bd.cell[i], bd)
+    return rkeys
+
+
+@njit(cache=True)
+def _moment_keys(pr, j, lay, bd, it, refs, nref, ref_m):
+    # _reference_keys with dynamic padding: lower bounds of the references' moments
+    # (BOUND_REL) into ref_m, for the starts above; those above the tangent ``it`` take the
+    # next one's below them (the tangent's where it is one: a bucket with more, shorter samples
+    # gives lower bounds too); each key is tilde from its moments
+    ys, scratch, work = lay.ys, lay.scratch, lay.work
+    for r in range(nref - 1, -1, -1):
+        if refs[r] > it and r + 1 < nref:
+            for m in range(4):
+                ref_m[m, r] = ref_m[m, r + 1]
+        else:
+            ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r] = _ref_moments(pr, refs[r], j,
+                                                                              scratch)
+            _charge(work, scratch, pr.pad_code)
+    rkeys = np.empty(nref)
+    for r in range(nref):
+        i = refs[r]
+        rkeys[r] = ys[i] + tilde(pr, i, j, ref_m[0, r], ref_m[1, r], ref_m[2, r], ref_m[3, r],
+                                 scratch)
+    return rkeys
+
+
+_reference_keys = by_padding(_bound_keys, _moment_keys, "_reference_keys", """The lower
+bounds of the buckets (refs[r], j] of an end priced alone (its ladder of references, ``nref``
+of them, decreasing; ``it``: its tangent), each plus F_{t-1} of its start; with dynamic
+padding the references' moments land in ``ref_m`` (:func:`_price_alone`).""")
+
+
+@njit(cache=True, inline="always")
+def _keep(keys, cand, kept, i, lb, thr):
+    # start i with its bound lb, kept in keys[kept], cand[kept] where lb is below thr
+    if lb < thr:
+        keys[kept] = lb
+        cand[kept] = i
+        kept += 1
+    return kept
+
+
+@njit(cache=True)
+def _bound_start_keys(pr, j, lay, bd, refs, nref, ref_m, ncand, thr):
+    # _start_keys with edge padding: each start's bound (:func:`_bound`)
+    ys, cand = lay.ys, lay.cand
+    up = sort_ints(cand[:ncand].copy())
+    keys = np.empty(ncand)
+    kept = 0
+    for q in range(ncand):
+        i = up[q]
+        kept = _keep(keys, cand, kept, i, ys[i] + _bound(j, i, bd.cell[i], bd), thr)
+    return keys, kept
+
+
+@njit(cache=True)
+def _reference_start_keys(pr, j, lay, bd, refs, nref, ref_m, ncand, thr):
+    # _start_keys with dynamic padding: a start's bound has its step types exact, its moments
+    # those of the nearest reference below it, a new one (the start itself) where the nearest
+    # holds more than REF_GAP more samples than the bucket (a reference far below bounds its
+    # E[max] loosely); the scan kept only starts whose _bound is below thr: tilde is the key
+    ys, cand, scratch, work = lay.ys, lay.cand, lay.scratch, lay.work
+    xs = bd.P
     up = sort_ints(cand[:ncand].copy())
     keys = np.empty(ncand)
     kept = 0
@@ -344,69 +475,55 @@ def _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, 
     d1 = d2 = e1 = e2 = 0.0
     for q in range(ncand):
         i = up[q]
-        if pad_code == 0:
-            lb = ys[i] + _bound(j, i, cell[i], big, A, A2, U, U2, Mm, Um, R, T, xs)
-        else:  # (the scan kept only starts whose _bound is below thr: tilde is the key)
-            while low > 0 and refs[low - 1] <= i:
-                low -= 1
-            ref = made
-            m1, m2, f1, f2 = d1, d2, e1, e2
-            if low >= 0 and refs[low] <= i and refs[low] > made:
-                ref = refs[low]
-                m1, m2, f1, f2 = ref_m[0, low], ref_m[1, low], ref_m[2, low], ref_m[3, low]
-            # the quick line of the reference first (tilde costs some 0.1 us: most starts the
-            # scan leaves fail this)
-            if ref >= 0 and not ys[i] + _quick(pq1, pq2, group_end, xs, i, j, sizes[j], world,
-                                               alpha, beta, gamma, m1, m2) < thr:
-                continue
-            far = ref >= 0 and xs[i] - xs[ref] > REF_GAP * (xs[j] - xs[i])
-            if far:  # the far reference's bound first (a valid one, only looser): it may rule
-                # the start out without the walks of a new reference
-                lb = ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world,
-                                   alpha, beta, gamma, m1, m2, f1, f2, scratch)
-                if not lb < thr:
-                    continue
-            if ref < 0 or far:
-                made = i
-                d1, d2, e1, e2 = _ref_moments(values, pcv, group_end, i, j, sizes[j], world,
-                                              lf_hi, lf_lo, scratch)
-                m1, m2, f1, f2 = d1, d2, e1, e2
-                _charge(work, scratch, pad_code)
-                work[0] += WALK_WORK
-            lb = ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, j, sizes[j], world, alpha,
-                               beta, gamma, m1, m2, f1, f2, scratch)
-        if not lb < thr:
+        while low > 0 and refs[low - 1] <= i:
+            low -= 1
+        ref = made
+        m1, m2, f1, f2 = d1, d2, e1, e2
+        if low >= 0 and refs[low] <= i and refs[low] > made:
+            ref = refs[low]
+            m1, m2, f1, f2 = ref_m[0, low], ref_m[1, low], ref_m[2, low], ref_m[3, low]
+        # the quick line of the reference first (tilde costs some 0.1 us: most starts the
+        # scan leaves fail this)
+        if ref >= 0 and not ys[i] + _quick(pr, xs, i, j, m1, m2) < thr:
             continue
-        keys[kept] = lb
-        cand[kept] = i
-        kept += 1
-    order = argsort_stable(keys[:kept])
-    for q in order:
-        i = cand[q]
-        thr = min(best[j], cap[j])
-        if not keys[q] < thr:
-            break
-        c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha,
-                          beta, gamma, pad_code, lf_hi, lf_lo, thr - ys[i], scratch)
-        _charge(work, scratch, pad_code)
-        if ok:
-            _improve(j, i, ys[i] + c, best, barg)
+        far = ref >= 0 and xs[i] - xs[ref] > REF_GAP * (xs[j] - xs[i])
+        if far:  # the far reference's bound first (a valid one, only looser): it may rule
+            # the start out without the walks of a new reference
+            lb = ys[i] + tilde(pr, i, j, m1, m2, f1, f2, scratch)
+            if not lb < thr:
+                continue
+        if ref < 0 or far:
+            made = i
+            d1, d2, e1, e2 = _ref_moments(pr, i, j, scratch)
+            m1, m2, f1, f2 = d1, d2, e1, e2
+            _charge(work, scratch, pr.pad_code)
+            work[0] += WALK_WORK
+        kept = _keep(keys, cand, kept, i, ys[i] + tilde(pr, i, j, m1, m2, f1, f2, scratch), thr)
+    return keys, kept
+
+
+_start_keys = by_padding(_bound_start_keys, _reference_start_keys, "_start_keys", """(keys,
+kept): the starts of an end priced alone that the scan found (lay.cand[:ncand]) whose lower
+bound (plus F_{t-1}) is below ``thr``, in increasing order into lay.cand[:kept], their bounds
+in keys[:kept] (:func:`_price_alone`).""")
 
 
 @njit(cache=True)
-def _moments(values, pcv, lo, hi, draws, lf_hi, lf_lo, scratch):
-    m1, m2, _, walked = walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0,
-                                            np.inf, BOUND_REL)
+def _moments(pr, lo, hi, draws, scratch):
+    m1, m2, _, walked = walk_moments_capped(pr.values, pr.pcv, lo, hi, draws, pr.lf_hi, pr.lf_lo,
+                                            0.0, 0.0, np.inf, BOUND_REL)
     scratch[7][0] += walked
     return m1, m2
 
 
 @njit(cache=True)
-def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo, scratch):
+def _ref_moments(pr, i, j, scratch):
     # lower bounds of (E[M], E[M^2]) of the full steps' rows and of the fewest rows' draws from
     # the bucket (i, j] (-inf where no step of it has that many rows and fewer than all), for
     # tilde(): walks stopped at BOUND_REL of the top; the lengths walked are counted in
     # scratch[7]
+    values, pcv, group_end, world = pr.values, pr.pcv, pr.group_end, pr.world
+    size_full = pr.sizes[j]
     lo = group_end[i]
     hi = group_end[j]
     n = pcv[hi] - pcv[lo]
@@ -416,18 +533,18 @@ def _ref_moments(values, pcv, group_end, i, j, size_full, world, lf_hi, lf_lo, s
         m1 = float(values[hi - 1])
         m2 = m1 * m1
     else:
-        m1, m2 = _moments(values, pcv, lo, hi, full, lf_hi, lf_lo, scratch)
+        m1, m2 = _moments(pr, lo, hi, full, scratch)
     f1 = -np.inf
     f2 = -np.inf
     if 1 < fewest < n:
-        f1, f2 = _moments(values, pcv, lo, hi, fewest, lf_hi, lf_lo, scratch)
+        f1, f2 = _moments(pr, lo, hi, fewest, scratch)
     return m1, m2, f1, f2
 
 
 @njit(cache=True, inline="always")
 def _full_moments(m1, m2, u1, u2, xs, i, ref, j, full):
     # the full steps' (E[M], E[M^2]) of the bucket (i, j] from those of (ref, j] (ref <= i) at
-    # full and full + 1 draws: diluted (:func:`._pricing.diluted`) where the bucket has more
+    # full and full + 1 draws: diluted (:func:`.pricing.diluted`) where the bucket has more
     # samples than a full step's rows
     n = xs[j] - xs[i]
     if full < n:
@@ -437,15 +554,15 @@ def _full_moments(m1, m2, u1, u2, xs, i, ref, j, full):
 
 
 @njit(cache=True)
-def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big,
-                 A, A2, U, U2, Mm, Um, R, T, cap, best, barg, mark, cand, values, pcv, pq1, pq2,
-                 group_end, edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi, lf_lo,
-                 win_lo, win_hi, pascal, t, g, scratch, work):
+def _price_block(pr, block, nb, bsz, blo, bhi, lay, bd, hl):
     # consecutive ends of one batch size: a rectangle over their predicted best starts and a
     # ladder of references, then each end's remaining starts (checked against the nearest
     # reference below them) priced by rectangles, in bins (:func:`_price_in_bins`), each start
     # carried only up to the last end that needs it
     zero = np.int64(0)  # not the literal 0: one compiled signature for every call
+    ys, cap, best, barg, mark, cand = lay.ys, lay.cap, lay.best, lay.barg, lay.mark, lay.cand
+    win_lo, win_hi, scratch, work = lay.win_lo, lay.win_hi, lay.scratch, lay.work
+    t, g, xs, sizes, world, pad_code = lay.t, lay.g, bd.P, pr.sizes, pr.world, pr.pad_code
     first = block[0]
     s = world * bsz
     lo_s = max(blo, 0)
@@ -470,16 +587,11 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     ns = starts.size
     ends = block[:nb].copy()
     out = np.empty((nb, ns))
-    main1 = np.empty((nb, ns))
-    main2 = np.empty((nb, ns))
-    few1 = np.empty((nb, ns))
-    few2 = np.empty((nb, ns))
-    up1 = np.empty((nb, ns))
-    up2 = np.empty((nb, ns))
+    moments = np.empty((6, nb, ns))
+    main1, main2, few1, few2 = moments[MAIN1], moments[MAIN2], moments[FEW1], moments[FEW2]
+    up1, up2 = moments[UP1], moments[UP2]
     if ns > 0:
-        work[0] += rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world,
-                              alpha, beta, gamma, pascal, out, main1, main2, few1, few2, up1,
-                              up2, np.full(ns, nb - 1, np.int64))
+        work[0] += rect_costs(pr, starts, ends, s, np.full(ns, nb - 1, np.int64), out, moments)
     for a in range(nb):
         e = ends[a]
         for q in range(ns):
@@ -497,9 +609,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         stamp = t * (g + 1) + e
         for q in range(ns):
             mark[starts[q]] = stamp
-        ncand = _scan_end(e, ys, xs, cells, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U, U2,
-                          Mm, Um, R, T, min(best[e], cap[e]), win_lo, win_hi, mark, stamp, cand,
-                          zero, work)
+        ncand = _scan_end(e, lay, bd, hl, min(best[e], cap[e]), stamp, zero)
         for q in range(ncand):
             i = cand[q]
             r = np.searchsorted(down, -i)  # the nearest priced start at or below i
@@ -508,11 +618,9 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
                 thr = min(best[e], cap[e])
                 m1, m2 = _full_moments(main1[a, r], main2[a, r], up1[a, r], up2[a, r], xs, i,
                                        starts[r], e, world * sizes[e])
-                if not ys[i] + _quick(pq1, pq2, group_end, xs, i, e, sizes[e], world, alpha,
-                                      beta, gamma, m1, m2) < thr:
+                if not ys[i] + _quick(pr, xs, i, e, m1, m2) < thr:
                     continue
-                lt = tilde(values, pcv, pq1, pq2, group_end, i, e, sizes[e], world, alpha, beta,
-                           gamma, m1, m2, few1[a, r], few2[a, r], scratch)
+                lt = tilde(pr, i, e, m1, m2, few1[a, r], few2[a, r], scratch)
                 lb = ys[i] + lt
                 if not lb < thr:
                     continue
@@ -529,8 +637,7 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
         if i >= first:  # small buckets of later ends, above the rectangle's first end
             e = ends[need_a[p]]
             thr = min(best[e], cap[e])
-            c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, e, sizes[e], world,
-                              alpha, beta, gamma, pad_code, lf_hi, lf_lo, thr - ys[i], scratch)
+            c, ok = pair_cost(pr, i, e, thr - ys[i], scratch)
             _charge(work, scratch, pad_code)
             if ok:
                 _improve(e, i, ys[i] + c, best, barg)
@@ -541,21 +648,19 @@ def _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn,
     need_b = need_b[keep]
     if need_i.size == 0:
         return
-    _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, values, pcv, pq1,
-                   pq2, group_end, sizes, s, world, alpha, beta, gamma, pascal, win_lo, win_hi, g,
-                   scratch, work)
+    _price_in_bins(need_a, need_i, need_b, ends, nb, lay, bd, pr, s)
 
 
 @njit(cache=True)
-def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, values, pcv, pq1,
-                   pq2, group_end, sizes, s, world, alpha, beta, gamma, pascal, win_lo, win_hi, g,
-                   scratch, work):
+def _price_in_bins(need_a, need_i, need_b, ends, nb, lay, bd, pr, s):
     # the buckets (need_i[p], ends[need_a[p]]] a rectangle's first check left (need_b[p]: their
     # bounds), by references in bins: the lowest start left in every REF_BIN groups, and each
     # end's start of the least bound (the bounds' guess of its best start), priced first with
     # their moments; the others are then bounded again from the reference of their bin, at
     # most REF_BIN - 1 groups below them, and against the best costs found, and the starts
     # that remain priced (docs/method.md, "References in bins")
+    ys, cap, best, g, scratch = lay.ys, lay.cap, lay.best, lay.g, lay.scratch
+    xs, sizes, world = bd.P, pr.sizes, pr.world
     bins = need_i // REF_BIN
     ubins = unique_ints(bins)
     lowest = np.full(ubins.size, g + 1, np.int64)
@@ -570,8 +675,7 @@ def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, va
     firsts = np.concatenate((lowest, need_i[least[least >= 0]]))
     refs = unique_ints(firsts)[::-1].copy()
     if refs.size >= need_i.size:
-        _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end, sizes, s,
-                     world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
+        _price_pairs(need_a, need_i, ends, nb, lay, pr, s)
         return
     used = np.zeros(nb, np.bool_)
     for p in range(need_a.size):
@@ -588,10 +692,9 @@ def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, va
         if priced[p]:
             last[own[p]] = max(last[own[p]], row[need_a[p]])
     moments = np.empty((6, ends2.size, refs.size))
-    rm1, rm2, rf1, rf2, ru1, ru2 = (moments[0], moments[1], moments[2], moments[3],
-                                    moments[4], moments[5])
-    _rect_best(refs, ends2, last, moments, ys, values, pcv, pq1, pq2, group_end, sizes, s, world,
-               alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
+    rm1, rm2, rf1, rf2 = moments[MAIN1], moments[MAIN2], moments[FEW1], moments[FEW2]
+    ru1, ru2 = moments[UP1], moments[UP2]
+    _rect_best(refs, ends2, last, moments, lay, pr, s)
     left = np.zeros(need_a.size, np.bool_)
     for p in range(need_a.size):
         if priced[p]:
@@ -606,24 +709,20 @@ def _price_in_bins(need_a, need_i, need_b, ends, nb, ys, xs, cap, best, barg, va
             continue
         m1, m2 = _full_moments(rm1[b, r], rm2[b, r], ru1[b, r], ru2[b, r], xs, i, refs[r], e,
                                world * sizes[e])
-        if not ys[i] + _quick(pq1, pq2, group_end, xs, i, e, sizes[e], world, alpha, beta,
-                              gamma, m1, m2) < thr:
+        if not ys[i] + _quick(pr, xs, i, e, m1, m2) < thr:
             continue
-        if not ys[i] + tilde(values, pcv, pq1, pq2, group_end, i, e, sizes[e], world, alpha,
-                             beta, gamma, m1, m2, rf1[b, r], rf2[b, r], scratch) < thr:
+        if not ys[i] + tilde(pr, i, e, m1, m2, rf1[b, r], rf2[b, r], scratch) < thr:
             continue
         left[p] = True
     need_a = need_a[left]
     need_i = need_i[left]
     if need_i.size == 0:
         return
-    _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end, sizes, s,
-                 world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
+    _price_pairs(need_a, need_i, ends, nb, lay, pr, s)
 
 
 @njit(cache=True)
-def _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end, sizes, s,
-                 world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work):
+def _price_pairs(need_a, need_i, ends, nb, lay, pr, s):
     # the buckets (need_i[p], ends[need_a[p]]] by one rectangle of sweeps, each start carried
     # only up to the last end that needs it (the ends between priced as well)
     extra = unique_ints(need_i)[::-1].copy()
@@ -638,19 +737,17 @@ def _price_pairs(need_a, need_i, ends, nb, ys, values, pcv, pq1, pq2, group_end,
         q = np.searchsorted(down, -need_i[p])
         last[q] = max(last[q], row[need_a[p]])
     moments = np.empty((6, ends2.size, extra.size))  # (not read: the rectangle's costs suffice)
-    _rect_best(extra, ends2, last, moments, ys, values, pcv, pq1, pq2, group_end, sizes, s,
-               world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work)
+    _rect_best(extra, ends2, last, moments, lay, pr, s)
 
 
 @njit(cache=True)
-def _rect_best(starts, ends, last, moments, ys, values, pcv, pq1, pq2, group_end, sizes, s,
-               world, alpha, beta, gamma, pascal, win_lo, win_hi, best, barg, work):
-    # a rectangle of sweeps (:func:`._pricing.rect_costs`, its moments into ``moments``), each
+def _rect_best(starts, ends, last, moments, lay, pr, s):
+    # a rectangle of sweeps (:func:`.pricing.rect_costs`, its moments into ``moments``), each
     # bucket within its share window taken as a candidate best of its end
+    ys, best, barg, win_lo, win_hi = lay.ys, lay.best, lay.barg, lay.win_lo, lay.win_hi
+    work = lay.work
     out = np.full((ends.size, starts.size), np.inf)
-    work[0] += rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world,
-                          alpha, beta, gamma, pascal, out, moments[0], moments[1], moments[2],
-                          moments[3], moments[4], moments[5], last)
+    work[0] += rect_costs(pr, starts, ends, s, last, out, moments)
     for b in range(ends.size):
         e = ends[b]
         for q in range(starts.size):
@@ -659,14 +756,23 @@ def _rect_best(starts, ends, last, moments, ys, values, pcv, pq1, pq2, group_end
                 _improve(e, i, ys[i] + out[b, q], best, barg)
 
 
+@njit(cache=True)
+def _no_block(pr, block, nb, bsz, blo, bhi, lay, bd, hl):
+    # price_block with edge padding: never called (its ends are priced alone)
+    return
+
+
+price_block = by_padding(_no_block, _price_block, "price_block", """Consecutive ends of one
+batch size priced by rectangles of sweeps (dynamic padding: :func:`_price_block`; edge padding
+prices every end alone).""")
+
+
 @njit(cache=True, nogil=True)
-def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta,
-                  gamma, pad_code, lf_hi, lf_lo, P, cells, A, A2, U, U2, split, Mm, Um, R, T, bwd,
-                  ubs, ks, win_lo, win_hi, pascal, big, keep, work, halt, j_lo, j_hi):
+def forward_layer(t, F, arg, pr, bd, goal, win, work, halt, j_lo, j_hi):
     """Layer t of the exact DP at the ends j_lo <= j < j_hi: F[t, j] (and arg[t, j], its
     smallest best start) for every such end j that a cover of k in ``ks`` buckets costing at
     most ubs[k] may pass at layer t; inf (and -1) for the others. F[t, 0] = 0: covers of fewer
-    buckets carry over. ``big``: :func:`._bound_kernels.big_starts` of P and split (starts
+    buckets carry over. ``big``: :func:`.relaxation.big_starts` of P and split (starts
     i <= big[j] make buckets of >= split[j] samples). ``keep``: the ends the relaxed DP leaves
     (its F_t, a lower bound of the exact one, plus bwd within some k's upper bound: the
     caller's candidates); the others are dead whatever the bounds here say. Calls on disjoint
@@ -676,16 +782,17 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     which the calls on other ranges of the layer read before each end: the layer is incomplete
     whatever they find, so they stop too (an incomplete layer proves nothing)."""
     zero = np.int64(0)  # not the literal 0: one compiled signature for every call
+    P, cells, cell, big, A, A2, U, U2 = bd.P, bd.cells, bd.cell, bd.big, bd.A, bd.A2, bd.U, bd.U2
+    Mm, Um, R, T = bd.Mm, bd.Um, bd.R, bd.T
+    bwd, ubs, ks, keep = goal.bwd, goal.ubs, goal.ks, goal.keep
+    win_lo, win_hi = win.lo, win.hi
+    sizes, world, pad_code = pr.sizes, pr.world, pr.pad_code
     g = P.size - 1
     nc = cells.size
     inf = np.inf
     xs = P
     ys = F[t - 1]
     F[t, 0] = 0.0
-    cell = cell_of(cells, g)
-    cell_end = np.empty(nc, np.int64)
-    for c in range(nc):
-        cell_end[c] = cells[c + 1] - 1 if c + 1 < nc else g
     stk = np.empty(g + 1, np.int64)
     hn = np.zeros(nc, np.int64)
     stk2 = np.empty(g + 1, np.int64)
@@ -713,6 +820,8 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
     refs = np.empty(2 * LADDER_ALONE + 8, np.int64)
     ref_m = np.empty((4, 2 * LADDER_ALONE + 8))  # each reference's _ref_moments
     scratch = step_scratch()
+    hl = Hulls(stk, hn, stk2, hn2)
+    lay = Layer(t, g, ys, cap, best, barg, mark, cand, win_lo, win_hi, work, scratch)
     # where pricing starts: each end's tangent (the least bound's start) shifted by the offset of
     # the last priced end's best start from its own tangent (the bounds are looser for starts
     # further from their cell, so tangents lag the best starts by a slowly changing amount)
@@ -767,10 +876,8 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                 if Mm[j] + vm <= cj:
                     # the full-steps bound over the big buckets, the fewest-rows bound over
                     # every start
-                    lb_a, at_a = _least_bound(j, stk, hn, ptr, A, U, cells, cell_end, nc, top,
-                                              win_lo[j], xs, ys)
-                    lb_f, at_f = _least_bound(j, stk2, hn2, ptr2, A2, U2, cells, cell_end, nc,
-                                              top, win_lo[j], xs, ys)
+                    lb_a, at_a = _least_bound(j, stk, hn, ptr, A, U, bd, top, win_lo[j], ys)
+                    lb_f, at_f = _least_bound(j, stk2, hn2, ptr2, A2, U2, bd, top, win_lo[j], ys)
                     if big[j] < top or at_a < 0:  # small buckets: only the fewest-rows bound
                         lb = lb_f
                         at = at_f
@@ -789,10 +896,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
                       or max(bhi, tang[j] + MARGIN) - min(blo, tang[j] - MARGIN) > WIDTH):
                     flush = True
         if flush and nb > 0:
-            _price_block(block, nb, bsz, blo, bhi, ys, xs, cells, cell_end, nc, stk, hn, stk2,
-                         hn2, big, A, A2, U, U2, Mm, Um, R, T, cap, best, barg, mark, cand, values,
-                         pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta, gamma,
-                         pad_code, lf_hi, lf_lo, win_lo, win_hi, pascal, t, g, scratch, work)
+            price_block(pr, block, nb, bsz, blo, bhi, lay, bd, hl)
             learned = True
             for a in range(nb):
                 e = block[a]
@@ -805,10 +909,7 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
         if not alive:
             continue
         if not sweep:
-            _price_alone(j, ys, xs, cells, cell, cell_end, nc, stk, hn, stk2, hn2, big, A, A2, U,
-                         U2, Mm, Um, R, T, cap, tang, best, barg, mark, cand, values, pcv, pq1, pq2,
-                         group_end, edges, sizes, world, alpha, beta, gamma, pad_code, lf_hi,
-                         lf_lo, win_lo, win_hi, t * (g + 1) + j, scratch, refs, ref_m, work)
+            _price_alone(pr, j, lay, bd, hl, tang, t * (g + 1) + j, refs, ref_m)
             if barg[j] >= 0:
                 drift = barg[j] - tangent[j]
                 learned = True
@@ -830,15 +931,15 @@ def forward_layer(t, F, arg, values, pcv, pq1, pq2, group_end, edges, sizes, wor
 
 
 @njit(cache=True, nogil=True)
-def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta, gamma,
-               pad_code, lf_hi, lf_lo, first, kmax, win_lo, win_hi, block, pascal):
+def exact_tail(pr, first, kmax, win, block):
     """out[s, i] = the least exact cost of a cover of groups i+1..g by at most s buckets, for
     the starts i >= ``first`` (the top of the lengths), every bucket priced exactly; 0 (a
     bound of every cover: no cost is negative) below ``first``. With dynamic padding and steps
     of at most SWEEP_MAX rows, the ends in blocks of ``block`` (TAIL_BLOCK): one rectangle of
-    sweeps from the starts below a block (:func:`._pricing.rect_costs`), walks for the starts
-    within it; else every bucket by walks (:func:`._pricing.pair_cost`). ``pascal``:
-    :func:`._batch_sweep.pascal_table`."""
+    sweeps from the starts below a block (:func:`.pricing.rect_costs`), walks for the starts
+    within it; else every bucket by walks (:func:`.pricing.pair_cost`)."""
+    group_end, sizes, world, pad_code = pr.group_end, pr.sizes, pr.world, pr.pad_code
+    win_lo, win_hi = win.lo, win.hi
     g = group_end.size - 1
     out = np.zeros((kmax + 1, g + 1))
     out[0, first:g] = np.inf
@@ -855,16 +956,13 @@ def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, bet
         if sweep:
             starts = np.arange(e0 - 1, first - 1, -1)
             ends = np.arange(e0, e1)
-            rect = _rect_seconds(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s,
-                                 world, alpha, beta, gamma, pascal)
+            rect = rect_seconds(pr, starts, ends, s)
             for a in range(ends.size):
                 for q in range(starts.size):
                     cost[starts[q] - first, ends[a] - first] = rect[a, q]
         for j in range(e0, e1):
             for i in range(max(low + 1, win_lo[j]), min(j, win_hi[j] + 1)):
-                cost[i - first, j - first], _ = pair_cost(
-                    values, pcv, pq1, pq2, group_end, edges, i, j, sizes[j], world, alpha, beta,
-                    gamma, pad_code, lf_hi, lf_lo, np.inf, scratch)
+                cost[i - first, j - first], _ = pair_cost(pr, i, j, np.inf, scratch)
     for i in range(g - 1, first - 1, -1):
         for s_ in range(1, kmax + 1):
             best = out[s_ - 1, i]
@@ -876,24 +974,31 @@ def exact_tail(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, bet
 
 
 @njit(cache=True)
-def _rect_seconds(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-                  gamma, pascal):
-    # the seconds of every bucket of the rectangle (:func:`._pricing.rect_costs`: starts
+def _rect_seconds(pr, starts, ends, s):
+    # the seconds of every bucket of the rectangle (:func:`.pricing.rect_costs`: starts
     # decreasing, ends increasing, steps of at most s rows), out[a, q]; its moments unread
     out = np.empty((ends.size, starts.size))
     moments = np.empty((6, ends.size, starts.size))
-    rect_costs(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha, beta,
-               gamma, pascal, out, moments[0], moments[1], moments[2], moments[3], moments[4],
-               moments[5], np.full(starts.size, ends.size - 1, np.int64))
+    rect_costs(pr, starts, ends, s, np.full(starts.size, ends.size - 1, np.int64), out, moments)
     return out
 
 
 @njit(cache=True)
-def _window_rect(values, pcv, pq1, pq2, group_end, sizes, world, alpha, beta, gamma, win_lo,
-                 win_hi, flat, offsets, t, val, back, pascal):
+def _no_rect(pr, starts, ends, s):
+    # rect_seconds with edge padding: never called (its buckets are priced one by one)
+    return np.empty((ends.size, starts.size))
+
+
+rect_seconds = by_padding(_no_rect, _rect_seconds, "rect_seconds", """The seconds of every
+bucket of a rectangle by sweeps (dynamic padding: :func:`_rect_seconds`).""")
+
+
+@njit(cache=True)
+def _window_rect(pr, win, flat, offsets, t, val, back):
     # window_chain's buckets from the starts of window t - 1 below every end of window t to
     # those ends, as one rectangle of sweeps where every step holds at most SWEEP_MAX rows;
     # returns the least end: the starts below it are done (0: none is)
+    sizes, world, win_lo, win_hi = pr.sizes, pr.world, win.lo, win.hi
     s = np.int64(0)
     for q in range(offsets[t], offsets[t + 1]):
         s = max(s, world * sizes[flat[q]])
@@ -912,8 +1017,7 @@ def _window_rect(values, pcv, pq1, pq2, group_end, sizes, world, alpha, beta, ga
     starts = flat[at]
     ends = flat[offsets[t]:offsets[t + 1]].copy()
     nb = ends.size
-    out = _rect_seconds(values, pcv, pq1, pq2, group_end, starts, ends, sizes, s, world, alpha,
-                        beta, gamma, pascal)
+    out = _rect_seconds(pr, starts, ends, s)
     for a in range(nb):
         q = offsets[t] + a
         e = ends[a]
@@ -925,17 +1029,27 @@ def _window_rect(values, pcv, pq1, pq2, group_end, sizes, world, alpha, beta, ga
     return least
 
 
+@njit(cache=True)
+def _no_window_rect(pr, win, flat, offsets, t, val, back):
+    # window_rect with edge padding: no rectangle, every bucket priced one by one
+    return np.int64(0)
+
+
+window_rect = by_padding(_no_window_rect, _window_rect, "window_rect", """window_chain's
+rectangle of sweeps (dynamic padding: :func:`_window_rect`; edge padding: none, 0).""")
+
+
 @njit(cache=True, nogil=True)
-def window_chain(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, beta, gamma,
-                 pad_code, lf_hi, lf_lo, win_lo, win_hi, flat, offsets, pascal):
+def window_chain(pr, win, flat, offsets):
     """(ends, cost): the cheapest cover whose t-th bucket ends in window t (``flat[offsets[t]:
     offsets[t + 1]]``, increasing; window 0 is [0], the last [g]), every bucket priced exactly:
     where its steps hold at most SWEEP_MAX rows (dynamic padding), those from the starts below
     every end of the next window by one rectangle of sweeps
-    (:func:`bucketopt.objectives._pricing.rect_costs`), the others one by one
-    (:func:`bucketopt.objectives._pricing.pair_cost`, stopped once it cannot improve the best
+    (:func:`.pricing.rect_costs`), the others one by one
+    (:func:`.pricing.pair_cost`, stopped once it cannot improve the best
     found for its end); cost inf when no cover passes the windows. (On one GPU, where every
     step is a batch, polish() took 0.9-1.3 s of the 20,000 lengths at k = 16 by walks.)"""
+    win_lo, win_hi, pad_code = win.lo, win.hi, pr.pad_code
     nw = offsets.size - 1
     val = np.full(flat.size, np.inf)
     back = np.full(flat.size, -1, np.int64)
@@ -944,17 +1058,14 @@ def window_chain(values, pcv, pq1, pq2, group_end, edges, sizes, world, alpha, b
     for t in range(1, nw):
         done = 0  # the starts below it are priced (by a rectangle)
         if pad_code == 1:
-            done = _window_rect(values, pcv, pq1, pq2, group_end, sizes, world, alpha, beta,
-                                gamma, win_lo, win_hi, flat, offsets, t, val, back, pascal)
+            done = window_rect(pr, win, flat, offsets, t, val, back)
         for q in range(offsets[t], offsets[t + 1]):
             e = flat[q]
             for p in range(offsets[t - 1], offsets[t]):
                 i = flat[p]
                 if i < done or i >= e or not val[p] < val[q] or not win_lo[e] <= i <= win_hi[e]:
                     continue
-                c, ok = pair_cost(values, pcv, pq1, pq2, group_end, edges, i, e, sizes[e], world,
-                                  alpha, beta, gamma, pad_code, lf_hi, lf_lo, val[q] - val[p],
-                                  scratch)
+                c, ok = pair_cost(pr, i, e, val[q] - val[p], scratch)
                 if ok and val[p] + c < val[q]:
                     val[q] = val[p] + c
                     back[q] = p
