@@ -411,7 +411,9 @@ def batch_fills(lengths, boundaries, token_budget, min_fill):
     for edge, xs in zip(boundaries, _bucket_members(lengths, boundaries)):
         if xs:
             rows = min(batch_size(token_budget, edge), len(xs))
-            if rows * expected_max_exact(xs, rows) < Fraction(min_fill) * token_budget:
+            # min_fill as the decimal it was written as (0.8 is 4/5, not the binary double just
+            # above it, which would refuse a batch filling exactly 0.8 x token_budget)
+            if rows * expected_max_exact(xs, rows) < Fraction(repr(min_fill)) * token_budget:
                 return False
     return True
 
