@@ -22,8 +22,10 @@ from .data.output import (  # imported here: an ending may come mid-import
 )
 from .errors import BucketoptError
 
-# name -> module in bucketopt.commands; each module has add_parser(subparsers) and run(args).
-COMMANDS = ("solve", "sweep", "export", "inspect", "calibrate", "compare", "probe", "verify", "report")
+# name -> module in bucketopt.commands; each module has add_parser(subparsers) and run(args)
+# (commands.common and commands.pairs are helpers of several commands, not commands).
+COMMANDS = ("solve", "sweep", "export", "inspect", "calibrate", "compare", "probe", "verify",
+            "report")
 
 
 class _Parser(argparse.ArgumentParser):

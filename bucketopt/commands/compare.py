@@ -269,7 +269,7 @@ def run(args) -> int:
     from ..training.compare import compare
 
     if args.plan_data is None and _pairs_given(args):  # 2-D: NeMo's grids beside bucketopt's
-        from ..pairs.compare import run_compare_pairs
+        from .pairs import run_compare_pairs
 
         lengths, source = read_lengths(args)
         return run_compare_pairs(args, lengths, source)

@@ -64,7 +64,7 @@ def run(args) -> int:
     from ..pairs.data import is_pairs
 
     if is_pairs(lengths) or args.grid is not None:
-        from ..pairs.show import run_pairs
+        from .pairs import run_pairs
 
         return run_pairs(args, lengths, source, solve(lengths, args.k, **solver_kwargs(args)))
     solution = solve(lengths, args.k, **solver_kwargs(args))

@@ -157,15 +157,3 @@ def comparison_table(comp: PairComparison) -> str:
     lines.append("padding: share of computed tokens (total, input, output); nemo rows: padding "
                  "of the samples their bins keep; => recommended")
     return "\n".join(lines)
-
-
-def run_compare_pairs(args, lengths, source) -> int:
-    """``bucketopt compare`` on pairs."""
-    from ..commands.common import finish
-
-    if getattr(args, "plot", None) or getattr(args, "output", None) is not None:
-        raise BucketoptError("compare on pairs writes no --plot or -o plan yet; use solve -o.")
-    comp = compare_pairs(lengths, args.k, token_budget=args.token_budget, pad=args.pad,
-                         profile=args.profile, world_size=args.gpus,
-                         epochs=args.epochs or 1, objective=args.objective)
-    return finish(args, source, comp.to_dict(), lambda: comparison_table(comp))

@@ -276,7 +276,7 @@ def make_pair_solution(hist: PairHistogram, bins, *, token_budget, pad, model=No
             ktok = real_total / total / 1000.0
             eta = epochs * total / 86400.0
     total_tokens = real_total + padded_total
-    from .plan import pair_fingerprint
+    from ..plan import pair_fingerprint
 
     settings = {"fingerprint": pair_fingerprint(hist), "epochs": epochs,
                 "world_size": None if model is None else model.world_size,

@@ -1,4 +1,5 @@
-"""The command line's view of a 2-D plan: a table for people, the JSON, NeMo's lines."""
+"""The command line on pairs of lengths: the end of ``solve`` (a table for people, the JSON, the
+plan) and ``compare`` (NeMo's grids beside bucketopt's plans)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def pair_table(sol) -> str:
 
 def run_pairs(args, lengths, source, solution) -> int:
     """The end of ``bucketopt solve`` on pairs."""
-    from ..commands.common import finish, note, write_plan_output
+    from .common import finish, note, write_plan_output
 
     if getattr(args, "plot", None):
         raise BucketoptError("--plot draws 1-D histograms; it does not take pairs yet.")
@@ -41,7 +42,7 @@ def run_pairs(args, lengths, source, solution) -> int:
     data = solution.to_dict()
     table = pair_table(solution)
     if getattr(args, "resolution", None) is not None:  # edges back in the unit
-        from .load import check_resolution, in_unit
+        from ..pairs.load import check_resolution, in_unit
 
         res = check_resolution(args.resolution)
         data.update(resolution=list(res), bins_in_unit=in_unit(solution.bins, res))
@@ -49,3 +50,16 @@ def run_pairs(args, lengths, source, solution) -> int:
             "1" if r is None else f"{r:g}" for r in res) + "): " + ", ".join(
             f"[{a:g}, {b:g}]" for a, b in data["bins_in_unit"]))
     return finish(args, source, data, lambda: table)
+
+
+def run_compare_pairs(args, lengths, source) -> int:
+    """``bucketopt compare`` on pairs."""
+    from ..pairs.compare import compare_pairs, comparison_table
+    from .common import finish
+
+    if getattr(args, "plot", None) or getattr(args, "output", None) is not None:
+        raise BucketoptError("compare on pairs writes no --plot or -o plan yet; use solve -o.")
+    comp = compare_pairs(lengths, args.k, token_budget=args.token_budget, pad=args.pad,
+                         profile=args.profile, world_size=args.gpus,
+                         epochs=args.epochs or 1, objective=args.objective)
+    return finish(args, source, comp.to_dict(), lambda: comparison_table(comp))
