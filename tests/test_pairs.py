@@ -75,7 +75,7 @@ def test_marginal_max_is_the_exact_expected_maximum(counts, scale, data):
     s = data.draw(st.integers(1, len(xs)))
     hi, lo = log_factorials(len(xs))
     got = marginal_max(values, np.array(counts, dtype=np.int64), 0, len(counts) - 1, s, hi, lo,
-                       np.empty(len(counts) + 1, dtype=np.int64))
+                       np.empty((2, len(counts) + 1), dtype=np.int64))
     assert got == pytest.approx(float(naive.expected_max_exact(xs, s)), rel=1e-12)
 
 

@@ -36,29 +36,30 @@ LINEAR_TIME = 3  # the linear relaxation of KIND_TIME (Monge inner pass; a lower
 
 
 @njit(cache=True)
-def marginal_max(values, counts, lo, hi, s, lf_hi, lf_lo, prefix):
+def marginal_max(values, counts, lo, hi, s, lf_hi, lf_lo, scratch):
     """E[longest of s samples drawn without replacement] from a marginal: ``counts[t]``
     samples of length ``values[t]`` for t = lo..hi (values ascending, zero counts allowed), by
     :func:`bucketopt.orderstats.expected_max` (``lf_hi``, ``lf_lo``: the log(k!) table of
-    :func:`bucketopt.orderstats.log_factorials`). ``prefix``: int64 scratch of at least
-    hi + 2 entries, overwritten."""
-    while hi >= lo and counts[hi] == 0:
-        hi -= 1
-    while lo <= hi and counts[lo] == 0:
-        lo += 1
-    if hi < lo or s <= 0:
-        return 0.0
-    prefix[lo] = 0
+    :func:`bucketopt.orderstats.log_factorials`) over the lengths present. ``scratch``: int64
+    (2, at least hi - lo + 2), overwritten (those lengths, their prefix counts)."""
+    present, prefix = scratch[0], scratch[1]
+    m = 0
+    prefix[0] = 0
     for t in range(lo, hi + 1):
-        prefix[t + 1] = prefix[t] + counts[t]
-    return expected_max(values, prefix, lf_hi, lf_lo, lo, hi + 1, s)
+        if counts[t] > 0:
+            present[m] = values[t]
+            prefix[m + 1] = prefix[m] + counts[t]
+            m += 1
+    if m == 0 or s <= 0:
+        return 0.0
+    return expected_max(present, prefix, lf_hi, lf_lo, 0, m, s)
 
 
 @njit(cache=True)
 def rect_cost(kind, params, e0, e1, N, real, a_marg, alo, ahi, b_marg, ulo, uhi):
     """Cost of one bin: N samples, ``real`` tokens (inputs + outputs), edges (e0, e1); its
     input marginal ``a_marg = (values, counts, scratch)`` over ``alo..ahi`` and its output
-    marginal ``b_marg`` over ``ulo..uhi`` (``scratch``: int64, one more entry than values, for
+    marginal ``b_marg`` over ``ulo..uhi`` (``scratch``: int64 (2, one more than values), for
     :func:`marginal_max`). ``params``: token budget, alpha, beta_in, beta_out, gamma_in,
     gamma_out, gamma_cross, world size, then (dynamic padding) the log(k!) table for k = 0..n,
     its hi parts then its lo parts (:func:`bucketopt.orderstats.log_factorials`).
@@ -97,7 +98,7 @@ def rect_matrix(i, j, kind, params, a_values, cols, present, p, R, acnt):
     ``acnt``: int64 scratch over the inputs."""
     b_ptr, b_a, b_count = cols
     pv, pc, pidx = present
-    scratch = np.empty(max(a_values.size, pv.size) + 1, dtype=np.int64)
+    scratch = np.empty((2, max(a_values.size, pv.size) + 1), dtype=np.int64)
     for u in range(p):
         for t in range(i, j + 1):
             acnt[t] = 0

@@ -217,7 +217,7 @@ def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
                 values, inv = np.unique(vals, return_inverse=True)
                 cnt = np.bincount(inv, weights=ct).astype(np.int64)
                 top = values.size - 1
-                scratch = np.empty(values.size + 1, dtype=np.int64)
+                scratch = np.empty((2, values.size + 1), dtype=np.int64)
                 comp = 0.0
                 if q:
                     comp += q * B * marginal_max(values, cnt, 0, top, B, lf_hi, lf_lo, scratch)
@@ -227,8 +227,9 @@ def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
         if model is not None:
             params = model.params(token_budget)
             empty = np.zeros(1, dtype=np.int64)
-            seconds[t] = rect_cost(KIND_TIME, params, e0, e1, n, 0, (empty, empty, empty), 0,
-                                   -1, (empty, empty, empty), 0, -1)
+            none = np.zeros((2, 1), dtype=np.int64)
+            seconds[t] = rect_cost(KIND_TIME, params, e0, e1, n, 0, (empty, empty, none), 0,
+                                   -1, (empty, empty, none), 0, -1)
     lost = idx < 0
     unassigned = int(c[lost].sum())
     lost_tokens = int(np.sum((a[lost] + b[lost]) * c[lost]))
