@@ -263,7 +263,7 @@ def mp():
 @given(st.integers(1, 40_000_000), st.integers(0, 70_000), st.floats(0.0, 1.0),
        st.integers(0, 60))
 def test_log_binom_ratio_against_high_precision(mp, n, s, where, near):
-    from bucketopt.objectives._batch_kernels import LOG_ZERO, log_binom_ratio
+    from bucketopt.orderstats import LOG_ZERO, log_binom_ratio
 
     s = min(s, n)
     a = n - near if where < 0.5 else s + int((n - s) * where)
@@ -279,7 +279,7 @@ def test_log_binom_ratio_against_high_precision(mp, n, s, where, near):
 @pytest.mark.parametrize("size", [2, 7, 64, 301])
 def test_expected_padding_above_the_table_to_1e9(size):
     # 3,000,000 samples (above WALK_TABLE_MAX): the walks use Stirling differences, no table.
-    from bucketopt.objectives.batchpad import WALK_TABLE_MAX, walk_tables
+    from bucketopt.orderstats import WALK_TABLE_MAX, walk_tables
 
     rng = np.random.default_rng(size)
     values = np.unique(rng.integers(50, 4000, 120))
@@ -297,8 +297,8 @@ def test_expected_padding_above_the_table_to_1e9(size):
        st.integers(1, 5000))
 def test_table_and_stirling_walks_agree(xs, size, scale):
     # The same bucket costed through the log-factorial table and through Stirling differences.
-    from bucketopt.objectives._batch_kernels import batch_bucket_cost, expected_max
-    from bucketopt.objectives.batchpad import walk_tables
+    from bucketopt.objectives._batch_kernels import batch_bucket_cost
+    from bucketopt.orderstats import expected_max, walk_tables
 
     hist = Histogram.from_lengths(xs)
     hist = Histogram(hist.values, hist.counts * scale)
@@ -426,7 +426,7 @@ def test_sweep_equals_the_walks_on_large_buckets(xs, size, scale):
     # are kept scaled (no overflow), and the costs agree with the walks' (table or Stirling).
     from bucketopt.objectives._batch_kernels import batch_bucket_cost
     from bucketopt.objectives._batch_sweep import pascal_table, sweep_costs
-    from bucketopt.objectives.batchpad import walk_tables
+    from bucketopt.orderstats import walk_tables
 
     rng = np.random.default_rng(len(xs))
     hist = Histogram.from_lengths(xs)
@@ -473,7 +473,7 @@ def test_a_walk_cut_at_its_cap_returns_a_bound_above_it():
     # result, used to round back to the cap or below (-1.9e-9 for a bucket of 8.4M padded
     # tokens): 40 gamma-shaped buckets of 50 to 30,000 samples, caps 0 and 1e-9 among others.
     from bucketopt.objectives._batch_kernels import batch_bucket_cost
-    from bucketopt.objectives.batchpad import walk_tables
+    from bucketopt.orderstats import walk_tables
 
     rng = np.random.default_rng(0)
     for _ in range(40):

@@ -804,7 +804,7 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     tightest. So is the quick bound checked before it (_certified_kernels._quick: the exact
     step count, the whole full steps at the reference's moments, the other rows on the chord
     from the mean), and it is below tilde."""
-    from bucketopt.objectives._time_kernels import walk_moments
+    from bucketopt.orderstats import walk_moments
     from bucketopt.objectives.certified.layers import _quick, _ref_moments
     from bucketopt.objectives.certified.pricing import diluted, step_scratch, tilde
 
@@ -862,13 +862,12 @@ def test_diluted_reference_moments_are_below_the_buckets(bucket, shorter, full):
 @given(st.dictionaries(st.integers(1, 300), st.integers(1, 30), min_size=2, max_size=40),
        st.integers(2, 60), st.sampled_from([1e-6, 1e-3, 0.1, 0.5]), st.data())
 def test_walks_that_bound_stop_early_below_the_moments(counts, draws, rel, data):
-    """A walk stopped at ``rel`` of the top (_time_kernels.walk_moments_capped, the references'
+    """A walk stopped at ``rel`` of the top (orderstats.walk_moments_capped, the references'
     and the cells' moments, BOUND_REL) gives lower bounds of E[M] and E[M^2] (tests/naive.py,
     exact fractions), walks no more lengths than the exact walk, and is the exact walk at
     NEGLIGIBLE. prefix_moments stopped so stays below the exact one at every end, its steps
     after each walk included."""
-    from bucketopt.objectives._batch_kernels import log_factorial_table
-    from bucketopt.objectives._time_kernels import NEGLIGIBLE, walk_moments_capped
+    from bucketopt.orderstats import NEGLIGIBLE, log_factorial_table, walk_moments_capped
     from bucketopt.objectives.certified.relaxation import prefix_moments
 
     values = np.array(sorted(counts), dtype=np.int64)
@@ -904,7 +903,8 @@ def test_walks_that_bound_stop_early_below_the_moments(counts, draws, rel, data)
 def _exact_ref_moments(pr, i, j):
     """(E[M], E[M^2]) of the full steps' rows and of the fewest rows' draws from (i, j], walked
     to NEGLIGIBLE (-inf where _ref_moments gives none)."""
-    from bucketopt.objectives._time_kernels import fewest_rows, walk_moments
+    from bucketopt.objectives._time_kernels import fewest_rows
+    from bucketopt.orderstats import walk_moments
 
     values, pcv, group_end, sizes, world = pr.values, pr.pcv, pr.group_end, pr.sizes, pr.world
     lf_hi, lf_lo = pr.lf_hi, pr.lf_lo
@@ -927,7 +927,7 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
     those walked (to NEGLIGIBLE)."""
     from hypothesis import assume
 
-    from bucketopt.objectives._time_kernels import walk_moments
+    from bucketopt.orderstats import walk_moments
     from bucketopt.objectives.certified.pricing import (
         FEW1,
         FEW2,

@@ -61,6 +61,24 @@ def test_edge_grid_equals_brute_force(pairs, grid):
     _check_plan(pairs, sol, grid=grid)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=9).filter(any), st.integers(1, 40),
+       st.data())
+def test_marginal_max_is_the_exact_expected_maximum(counts, scale, data):
+    """A bin's marginal (zero counts inside and at either end, as a range's inputs leave them)
+    gives E[max of s draws without replacement] of its samples (exact fractions)."""
+    from bucketopt.orderstats import log_factorials
+    from bucketopt.pairs.bin_costs import marginal_max
+
+    values = np.cumsum(np.arange(1, len(counts) + 1) * scale).astype(np.int64)
+    xs = [int(v) for v, c in zip(values, counts) for _ in range(c)]
+    s = data.draw(st.integers(1, len(xs)))
+    hi, lo = log_factorials(len(xs))
+    got = marginal_max(values, np.array(counts, dtype=np.int64), 0, len(counts) - 1, s, hi, lo,
+                       np.empty((2, len(counts) + 1), dtype=np.int64))
+    assert got == pytest.approx(float(naive.expected_max_exact(xs, s)), rel=1e-12)
+
+
 @settings(max_examples=40, deadline=None)
 @given(small_pairs, st.integers(1, 4), st.integers(0, 12), st.booleans(), grids)
 def test_dynamic_padding_equals_brute_force(pairs, k, extra, on_grid, grid):

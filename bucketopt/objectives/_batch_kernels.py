@@ -1,9 +1,9 @@
 """numba kernels of ``pad="batch"``: the expected dynamic padding of a bucket and the DP over it.
 
 Arrays and numbers in, arrays out; the wrappers (bucketopt/objectives/batchpad.py,
-bucketopt/objectives/batch.py) validate first. Nothing here grows with the number of samples n:
-binomial ratios come from :func:`log_binom_ratio` (Stirling differences written so that no large
-terms cancel), not from a table of log(a!).
+bucketopt/objectives/batch.py) validate first. The expected maximum of a batch and its walks
+live in :mod:`bucketopt.orderstats` (past ``WALK_TABLE_MAX`` samples their binomial ratios come
+from Stirling differences, not a table of log(a!), so nothing here grows with n).
 """
 
 from __future__ import annotations
@@ -11,219 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import njit
+from ..orderstats import expected_max, walk_max_capped
 from ._batch_sweep import pascal_table, stage_costs, sweep_costs, sweep_suits
-
-# Below this argument the Stirling series is not used (its truncation error at 100 is < 1e-17).
-STIRLING_MIN = 100
-# A probability below exp(LOG_ZERO) counts as 0 (it changes no sum by 1e-300 of its value).
-LOG_ZERO = -745.0
-
-
-@njit(cache=True)
-def _stirling_tail(z):
-    # lgamma(z) - ((z - 1/2) log z - z + log(2 pi) / 2) for z >= 100: the next term of the series
-    # is below 1 / (1188 z**9) < 1e-20.
-    r = 1.0 / z
-    r2 = r * r
-    return r * (1.0 / 12.0 - r2 * (1.0 / 360.0 - r2 * (1.0 / 1260.0 - r2 * (1.0 / 1680.0))))
-
-
-@njit(cache=True)
-def log_binom_ratio(a, n, s):
-    """log(C(a, s) / C(n, s)) for 0 <= s <= a <= n, to about 1e-16 x (|result| + 4 s) absolute.
-
-    With d = n - a: log C(a,s)/C(n,s) = sum_{l<s} log(1 - d/(n-l)) = sum_{u<d} log(1 - s/(a+1+u)).
-    When a - s + 1 >= STIRLING_MIN it is the difference of two Stirling expansions, arranged as
-    s log1p(-d/(n+1)) - (a-s+1/2) log1p(-s/(a+1)) + (n-s+1/2) log1p(-s/(n+1)) + tails,
-    where every term is at most ~s or the result itself; otherwise the shorter product is summed
-    (results below LOG_ZERO are returned as LOG_ZERO: (a/n)**s bounds the ratio from above).
-    """
-    d = n - a
-    if d == 0 or s == 0:
-        return 0.0
-    fa = float(a)
-    fn = float(n)
-    fs = float(s)
-    fd = float(d)
-    if a - s + 1 >= STIRLING_MIN:
-        out = fs * np.log1p(-fd / (fn + 1.0))
-        out -= (fa - fs + 0.5) * np.log1p(-fs / (fa + 1.0))
-        out += (fn - fs + 0.5) * np.log1p(-fs / (fn + 1.0))
-        out += (_stirling_tail(fa + 1.0) - _stirling_tail(fa - fs + 1.0)
-                - _stirling_tail(fn + 1.0) + _stirling_tail(fn - fs + 1.0))
-        return out
-    bound = fs * np.log1p(-fd / fn)  # log (a/n)**s >= the result
-    if bound < LOG_ZERO:
-        return LOG_ZERO
-    out = 0.0
-    if s <= d:
-        for ell in range(s):
-            out += np.log1p(-fd / (fn - ell))
-    else:
-        for u in range(d):
-            out += np.log1p(-fs / (fa + 1.0 + u))
-    return out
-
-
-@njit(cache=True)
-def expected_max(values, prefix_count, lf_hi, lf_lo, lo, hi, s):
-    """E[longest of s samples drawn without replacement] from the distinct lengths
-    ``values[lo:hi]`` (``prefix_count``: prefix counts over values, index 0 empty).
-
-    E = top - sum_{v < top} (next length - v) C(c(v), s) / C(N, s), walked from the top down until
-    the rest is provably below 1e-16 of the top.
-    """
-    base = prefix_count[lo]
-    n = prefix_count[hi] - base
-    top = float(values[hi - 1])
-    if s >= n:
-        return top
-    if s <= 0:
-        return 0.0
-    bottom = float(values[lo])
-    const = _ratio_constant(n, s, lf_hi, lf_lo)
-    acc = 0.0
-    for t in range(hi - 2, lo - 1, -1):
-        a = prefix_count[t + 1] - base
-        if a < s:
-            break
-        p = np.exp(_log_ratio(a, n, s, const, lf_hi, lf_lo))
-        v = float(values[t])
-        acc += (float(values[t + 1]) - v) * p
-        if (v - bottom) * p <= 1e-16 * top:
-            break
-    return top - acc
-
-
-@njit(cache=True)
-def _walk_constant(n, s):
-    # The n-only part of log_binom_ratio(a, n, s) on its Stirling branch.
-    fn = float(n)
-    fs = float(s)
-    return ((fn - fs + 0.5) * np.log1p(-fs / (fn + 1.0))
-            - _stirling_tail(fn + 1.0) + _stirling_tail(fn - fs + 1.0))
-
-
-@njit(cache=True)
-def _log1p_small(x):
-    # log(1 + x) for |x| <= 1/16: the series to x**14 (the rest is below 1e-18 of the result).
-    acc = 1.0 / 14.0
-    for k in range(13, 0, -1):
-        acc = 1.0 / k - x * acc
-    return x * acc
-
-
-@njit(cache=True)
-def _walk_log_ratio(a, n, s, const):
-    # log_binom_ratio(a, n, s), with its n-only part ``const`` computed once per walk; the
-    # log(1 - s / (a + 1)) of the Stirling branch by its series when s / (a + 1) <= 1/16 (every
-    # step near the top of a walk, where the terms are large).
-    if a - s + 1 < STIRLING_MIN or a == n:
-        return log_binom_ratio(a, n, s)
-    fa = float(a)
-    fs = float(s)
-    x = -fs / (fa + 1.0)
-    lx = _log1p_small(x) if x >= -0.0625 else np.log1p(x)
-    return (fs * np.log((fa + 1.0) / (float(n) + 1.0)) - (fa - fs + 0.5) * lx
-            + _stirling_tail(fa + 1.0) - _stirling_tail(fa - fs + 1.0) + const)
-
-
-@njit(cache=True)
-def log_factorial_dd(logs):
-    """hi, lo with hi[a] + lo[a] = log(a!) for a = 0..n, from ``logs[a] = log(a)`` (a = 0..n):
-    a compensated (Neumaier) running sum, so table differences keep ~1e-15 absolute accuracy."""
-    size = logs.size
-    hi = np.zeros(size)
-    lo = np.zeros(size)
-    acc = 0.0
-    comp = 0.0
-    for a in range(2, size):
-        x = logs[a]
-        t = acc + x
-        if abs(acc) >= abs(x):
-            comp += (acc - t) + x
-        else:
-            comp += (x - t) + acc
-        acc = t
-        hi[a] = acc
-        lo[a] = comp
-    return hi, lo
-
-
-@njit(cache=True)
-def _ratio_constant(n, s, lf_hi, lf_lo):
-    # The n-only part of the walk's log ratio: log(n! / (n-s)!) from the table when it reaches n,
-    # else the Stirling branch's constant.
-    if n < lf_hi.size:
-        return (lf_hi[n] - lf_hi[n - s]) + (lf_lo[n] - lf_lo[n - s])
-    return _walk_constant(n, s)
-
-
-@njit(cache=True)
-def _log_ratio(a, n, s, const, lf_hi, lf_lo):
-    # log(C(a, s) / C(n, s)): two table differences when the table reaches n (cheapest), else
-    # the Stirling form; ``const`` from _ratio_constant.
-    if n < lf_hi.size:
-        return (lf_hi[a] - lf_hi[a - s]) + (lf_lo[a] - lf_lo[a - s]) - const
-    return _walk_log_ratio(a, n, s, const)
-
-
-# A walk first sums EXACT_STEPS terms exactly, then bounds the rest from the probabilities at the
-# tops of blocks of BLOCK distinct lengths (the probability grows with the length); it bounds
-# again each time the exact walk has doubled in length.
-EXACT_STEPS = 16
-BLOCK = 64
-
-
-@njit(cache=True)
-def _walk(values, prefix_count, lf_hi, lf_lo, lo, hi, s, weight, fixed, cap, tol, span):
-    """sum_{v < top} gap(v) C(c(v), s) / C(N, s) over the bucket ``values[lo:hi]`` (N > s >= 2).
-
-    The bucket's cost is ``fixed + weight * (top - sum)``. Returns (sum, True) to within
-    ``tol / weight``, or (an upper bound of the sum, False) once that bound proves the cost above
-    ``cap``. ``span`` >= the sum (top - mean).
-    """
-    base = prefix_count[lo]
-    n = prefix_count[hi] - base
-    top = float(values[hi - 1])
-    bottom = float(values[lo])
-    const = _ratio_constant(n, s, lf_hi, lf_lo)
-    acc = 0.0
-    check = EXACT_STEPS
-    for t in range(hi - 2, lo - 1, -1):
-        a = prefix_count[t + 1] - base
-        if a < s:
-            break
-        p = np.exp(_log_ratio(a, n, s, const, lf_hi, lf_lo))
-        v = float(values[t])
-        acc += (float(values[t + 1]) - v) * p
-        rest = min((v - bottom) * p, span - acc)
-        if weight * rest <= tol:
-            break
-        if hi - 1 - t == check:  # terms summed so far
-            check *= 2
-            if fixed + weight * (top - acc - rest) > cap:
-                return acc + rest, False
-            # the rest, block by block: each block's gaps times the probability at its top
-            bound = 0.0
-            t1 = t - 1
-            while t1 >= lo:
-                a1 = prefix_count[t1 + 1] - base
-                if a1 < s:
-                    break
-                p1 = np.exp(_log_ratio(a1, n, s, const, lf_hi, lf_lo))
-                top1 = float(values[t1 + 1])
-                tail = (top1 - bottom) * p1  # this block and every one below it
-                if weight * tail <= tol or tail <= 1e-3 * bound:
-                    bound += tail
-                    break
-                t0 = max(lo, t1 - BLOCK + 1)
-                bound += (top1 - float(values[t0])) * p1
-                t1 = t0 - 1
-            up = acc + min(bound, rest)
-            if fixed + weight * (top - up) > cap:
-                return up, False
-    return acc, True
 
 
 @njit(cache=True)
@@ -256,16 +45,16 @@ def batch_bucket_cost(values, prefix_count, prefix_tokens, lf_hi, lf_lo, lo, hi,
     span = top - mean  # top - E[M_s] <= top - mean for every s >= 1
     r_low = r * mean  # r E[M_r] >= r x mean
     tol = 1e-15 * n * top
-    sb, exact = _walk(values, prefix_count, lf_hi, lf_lo, lo, hi, size, wb, r_low - tokens, cap,
-                      tol, span)
+    sb, exact = walk_max_capped(values, prefix_count, lf_hi, lf_lo, lo, hi, size, wb,
+                                r_low - tokens, cap, tol, span)
     full = wb * (top - sb)
     if not exact:
         return _above(full + r_low - tokens, cap)
     if r <= 1 or full + r_low - tokens > cap:
         return full + r_low - tokens  # E[M_1] is the mean; else a bound above cap
     fr = float(r)
-    sr, exact = _walk(values, prefix_count, lf_hi, lf_lo, lo, hi, r, fr, full - tokens, cap, tol,
-                      span)
+    sr, exact = walk_max_capped(values, prefix_count, lf_hi, lf_lo, lo, hi, r, fr,
+                                full - tokens, cap, tol, span)
     cost = full + fr * (top - sr) - tokens
     return cost if exact else _above(cost, cap)
 
@@ -558,23 +347,3 @@ def pair_costs(values, prefix_count, prefix_tokens, lf_hi, lf_lo, group_end, siz
     return out
 
 
-# A double-double table of log(a!) (hi + lo, accumulated with TwoSum), so that
-# log C(a, b) - log C(N, b) = (L[a] - L[a-b]) - (L[N] - L[N-b]) keeps ~1e-13 relative accuracy.
-@njit(cache=True)
-def log_factorial_table(n):
-    """hi, lo with hi[a] + lo[a] = log(a!) for a = 0..n, to about 1e-16 relative."""
-    hi = np.zeros(n + 1)
-    lo = np.zeros(n + 1)
-    s = 0.0
-    c = 0.0
-    for a in range(2, n + 1):
-        x = np.log(a)
-        t = s + x
-        bp = t - s
-        err = (s - (t - bp)) + (x - bp)
-        c += err
-        s = t + c
-        c = c - (s - t)
-        hi[a] = s
-        lo[a] = c
-    return hi, lo

@@ -24,11 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import njit
+from ..orderstats import NEGLIGIBLE, walk_moments
 
 # Step types of one bucket: at most this many kinds (size classes are halved at most ~60 times).
 MAX_STEP_TYPES = 256
-# A walk stops once the rest of its sum is provably below NEGLIGIBLE of its top: then exact.
-NEGLIGIBLE = 1e-16
 # Walks whose moments only bound from below (the certified DP's references and its cells'
 # moments) stop once the rest is below BOUND_REL of the top: their sums then lack at most that
 # much, which they subtract. A walk of d draws goes down while its weight C(a, d) / C(n, d),
@@ -37,12 +36,6 @@ NEGLIGIBLE = 1e-16
 # walked 85, 102 and 18 million lengths in layers 2-4, and 33, 40 and 7 million so; the cells'
 # moments took 0.52 s, and 0.24 s so (1e-3 bounded too loosely: the work limit stopped it).
 BOUND_REL = 1e-6
-
-
-@njit(cache=True)
-def _log_falling(hi, lo, a, b):
-    # log(a! / (a-b)!) for 0 <= b <= a, from the double-double table of log(k!).
-    return (hi[a] - hi[a - b]) + (lo[a] - lo[a - b])
 
 
 @njit(cache=True, inline="always")
@@ -55,22 +48,6 @@ def _floor_div(a, b):
     elif (q + 1) * b <= a:
         q += 1
     return q
-
-
-@njit(cache=True)
-def walk_moments(values, pcv, lo, hi, draws, lf_hi, lf_lo, rel=NEGLIGIBLE):
-    """(E[M], E[M^2]) of the longest of ``draws`` samples drawn without replacement from the
-    distinct lengths ``values[lo:hi]`` (``pcv``: prefix counts over values, index 0 empty).
-
-    Walks from the top down and stops once the rest is provably below 1e-16 of the result
-    (lower bounds where ``rel`` is above NEGLIGIBLE: :func:`walk_moments_capped`).
-    """
-    top = float(values[hi - 1])
-    if draws >= pcv[hi] - pcv[lo]:
-        return top, top * top
-    m1, m2, _, _ = walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, 0.0, 0.0,
-                                       np.inf, rel)
-    return m1, m2
 
 
 @njit(cache=True, inline="always")
@@ -268,66 +245,6 @@ def bucket_features(values, pcv, pq1, pq2, lo, hi, edge, batch_size, world, pad_
         f1 += typ_mult[t] * typ_w[t] * m1
         f2 += typ_mult[t] * typ_w[t] * m2
     return steps, f1, f2
-
-
-@njit(cache=True)
-def walk_moments_capped(values, pcv, lo, hi, draws, lf_hi, lf_lo, w1, w2, slack,
-                        rel=NEGLIGIBLE):
-    """:func:`walk_moments` (``draws`` below the bucket's size), stopping early once
-    ``w1 * E[M] + w2 * E[M^2]`` is proven to exceed ``slack``, or, where ``rel`` is above
-    NEGLIGIBLE, once the rest is below ``rel`` of the top; returns (E[M], E[M^2], exact,
-    lengths walked), lower bounds when not exact."""
-    base = pcv[lo]
-    n = pcv[hi] - base
-    top = float(values[hi - 1])
-    norm = _log_falling(lf_hi, lf_lo, n, draws)
-    bottom = float(values[lo])
-    s1 = 0.0
-    s2 = 0.0
-    steps = 0
-    p = 1.0  # C(a, draws) / C(n, draws) for the samples a up to the current length
-    prev = n
-    walked = 0
-    for t in range(hi - 2, lo - 1, -1):
-        a = pcv[t + 1] - base
-        if a < draws:
-            break
-        walked += 1
-        # one length down: a ratio of a few factors where it lost few samples (exp otherwise);
-        # the product keeps a relative error of an ulp a step
-        if prev == n:
-            p = np.exp(_log_falling(lf_hi, lf_lo, a, draws) - norm)
-        else:
-            p *= _binom_ratio(a, prev - a, draws, lf_hi, lf_lo)
-        prev = a
-        v = float(values[t])
-        nxt = float(values[t + 1])
-        s1 += (nxt - v) * p
-        s2 += (nxt * nxt - v * v) * p
-        r1 = (v - bottom) * p
-        r2 = (v * v - bottom * bottom) * p
-        if r1 <= rel * top and r2 <= rel * top * top:
-            if rel > NEGLIGIBLE:  # the rest is at most r1, r2: lower bounds
-                return top - s1 - r1, top * top - s2 - r2, False, walked
-            break
-        steps += 1
-        if steps >= 8:
-            steps = 0
-            if w1 * (top - s1 - r1) + w2 * (top * top - s2 - r2) > slack:
-                return top - s1 - r1, top * top - s2 - r2, False, walked
-    return top - s1, top * top - s2, True, walked
-
-
-@njit(cache=True, inline="always")
-def _binom_ratio(a, c, s, lf_hi, lf_lo):
-    # C(a, s) / C(a + c, s) = prod_{t=1..c} (a + t - s) / (a + t): a few divisions for the small
-    # counts of long tails, one exp of the log-factorial table otherwise.
-    if c <= 4:
-        rho = 1.0
-        for t in range(1, c + 1):
-            rho *= (a + t - s) / (a + t)
-        return rho
-    return np.exp(_log_falling(lf_hi, lf_lo, a, s) - _log_falling(lf_hi, lf_lo, a + c, s))
 
 
 # A cell's full-steps line from its moments at SCALE times the full steps' draws too: a bucket of

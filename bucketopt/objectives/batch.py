@@ -19,9 +19,10 @@ import numpy as np
 
 from ..errors import BucketoptError
 from ..groups import backtrack
+from ..orderstats import walk_tables
 from ..validate import shown
 from .base import Objective
-from .batchpad import expected_padding_per_bucket, walk_tables
+from .batchpad import expected_padding_per_bucket
 from .certified import layers_asked
 
 # Above this many candidate groups the default DP runs on a grid of candidate edges (see

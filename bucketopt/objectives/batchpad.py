@@ -12,7 +12,7 @@ P(max <= v) = C(c(v), s) / C(N, s), so
 sum is walked from the top down and stops once the rest is provably below 1e-15 of N x top. The
 log binomials come from a compensated table of log(a!) while n <= WALK_TABLE_MAX (cached, at
 most 32 MiB), and from Stirling differences arranged without cancellation above it
-(:func:`bucketopt.objectives._batch_kernels.log_binom_ratio`), so memory does not grow with n.
+(:func:`bucketopt.orderstats.log_binom_ratio`), so memory does not grow with n.
 
 The DP over this cost lives in :mod:`bucketopt.objectives.batch`.
 """
@@ -23,46 +23,7 @@ import numpy as np
 
 from ..data.histogram import Histogram
 from ..errors import BucketoptError
-
-# The double-double table of log(a!) takes 16 bytes per sample: refuse beyond 2**26 samples
-# (1 GiB) rather than exhaust memory.
-MAX_TABLE = 1 << 26
-
-
-# Up to this many samples the walks read log(a!) from a table (16 bytes per entry, built once per
-# process and kept); above it they evaluate Stirling differences (slower per term, no memory).
-WALK_TABLE_MAX = 1 << 21
-_walk_table = (np.zeros(1), np.zeros(1))
-
-
-def walk_tables(n: int):
-    """(hi, lo) log-factorial table reaching n for the pad="batch" kernels, or a one-entry pair
-    (the kernels then use Stirling differences) when n > WALK_TABLE_MAX."""
-    global _walk_table
-    if n > WALK_TABLE_MAX:
-        return np.zeros(1), np.zeros(1)
-    if _walk_table[0].size <= n:
-        from ._batch_kernels import log_factorial_dd
-
-        size = min(max(n + 1, 2 * _walk_table[0].size), WALK_TABLE_MAX + 1)
-        with np.errstate(divide="ignore"):
-            logs = np.log(np.arange(size, dtype=np.float64))
-        logs[:2] = 0.0
-        _walk_table = log_factorial_dd(logs)
-    return _walk_table
-
-
-def log_factorials(n: int):
-    """The double-double log(a!) table for a = 0..n (the time objective's kernels use it)."""
-    from ._batch_kernels import log_factorial_table
-
-    if n > MAX_TABLE:
-        raise BucketoptError(
-            f'pad="batch" supports at most {MAX_TABLE:,} samples ({n:,} given); subsample the '
-            "lengths (the optimum depends on the distribution, not on n).",
-            param=None,
-        )
-    return log_factorial_table(int(n))
+from ..orderstats import expected_max, walk_tables
 
 
 def expected_padding_per_bucket(hist: Histogram, edges, sizes) -> np.ndarray:
@@ -85,7 +46,7 @@ def expected_padding_and_fill(hist: Histogram, edges, sizes):
 
     The largest batch has min(B, N) rows padded to the longest of them.
     """
-    from ._batch_kernels import batch_bucket_cost, expected_max
+    from ._batch_kernels import batch_bucket_cost
 
     edges = np.asarray(edges, dtype=np.int64)
     sizes = np.asarray(sizes, dtype=np.int64)

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..data.histogram import Histogram
+from ..orderstats import log_binomial
 
 PAD_CODES = {"edge": 0, "batch": 1}
 # Draw counts up to S0_CAP keep running order-statistic sums in the time DP; fewer when the sums
@@ -26,7 +27,7 @@ class TimeArrays:
     """Prefix sums over a histogram's distinct lengths and, for dynamic padding, log(a!)."""
 
     def __init__(self, hist: Histogram, pad: str):
-        from .batchpad import log_factorials
+        from ..orderstats import log_factorials
 
         self.hist = hist
         self.values = hist.values
@@ -49,8 +50,7 @@ def running_draws(hist: Histogram) -> int:
     scale = 2 * math.log10(float(hist.max_length) + 1) + math.log10(hist.m + 1)
     s0 = 1
     for s in range(2, S0_CAP + 1):
-        log_binom = (math.lgamma(n + 1) - math.lgamma(s + 1) - math.lgamma(n - s + 1)
-                     if s <= n else 0.0) / math.log(10)
+        log_binom = (log_binomial(n, s) if s <= n else 0.0) / math.log(10)
         if log_binom + scale > 290:
             break
         s0 = s

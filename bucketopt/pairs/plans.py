@@ -187,7 +187,8 @@ def assign_bins(a, b, bins: np.ndarray) -> np.ndarray:
 def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
     """Per-bin counts, real and padded tokens (total and per dimension), batch sizes and
     predicted seconds, and the unassigned samples."""
-    from ._kernels import KIND_TIME, _expected_max, log_factorials, rect_cost
+    from ..orderstats import log_factorials
+    from .bin_costs import KIND_TIME, marginal_max, rect_cost
 
     a, b, c = hist.entries()
     idx = assign_bins(a, b, bins)
@@ -197,7 +198,7 @@ def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
     padded = np.zeros((nb, 2), dtype=np.float64 if pad == "batch" else np.int64)
     sizes = None if token_budget is None else token_budget // (bins[:, 0] + bins[:, 1])
     seconds = None if model is None else np.zeros(nb)
-    lf = log_factorials(hist.n) if pad == "batch" else None
+    lf_hi, lf_lo = log_factorials(hist.n) if pad == "batch" else (None, None)
     for t in range(nb):
         sel = idx == t
         at, bt, ct = a[sel], b[sel], c[sel]
@@ -216,17 +217,19 @@ def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
                 values, inv = np.unique(vals, return_inverse=True)
                 cnt = np.bincount(inv, weights=ct).astype(np.int64)
                 top = values.size - 1
+                scratch = np.empty((2, values.size + 1), dtype=np.int64)
                 comp = 0.0
                 if q:
-                    comp += q * B * _expected_max(values, cnt, 0, top, n, B, lf)
+                    comp += q * B * marginal_max(values, cnt, 0, top, B, lf_hi, lf_lo, scratch)
                 if r:
-                    comp += r * _expected_max(values, cnt, 0, top, n, r, lf)
+                    comp += r * marginal_max(values, cnt, 0, top, r, lf_hi, lf_lo, scratch)
                 padded[t, d] = comp - real[t, d]
         if model is not None:
             params = model.params(token_budget)
             empty = np.zeros(1, dtype=np.int64)
-            seconds[t] = rect_cost(KIND_TIME, params, e0, e1, n, 0, (empty, empty), 0, -1,
-                                   (empty, empty), 0, -1)
+            none = np.zeros((2, 1), dtype=np.int64)
+            seconds[t] = rect_cost(KIND_TIME, params, e0, e1, n, 0, (empty, empty, none), 0,
+                                   -1, (empty, empty, none), 0, -1)
     lost = idx < 0
     unassigned = int(c[lost].sum())
     lost_tokens = int(np.sum((a[lost] + b[lost]) * c[lost]))
@@ -343,7 +346,9 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
     over the bound). ``exact=True`` runs the exact DP whatever it costs.
     ``unit``: what the two dimensions are, written in the plan's ``lengths`` field (e.g.
     ``"prompt,max(chosen,rejected)"`` for preference pairs, bucketopt.pairs.preference)."""
-    from . import _kernels as kern
+    from ..orderstats import log_factorials
+    from .bin_costs import EDGE, FINF, INF, KIND_BATCH, KIND_TIME, LINEAR_TIME
+    from .hierarchical_dp import cuts, outer_dp
 
     grid = check_grid(grid)
     if grid is None or k is not None:
@@ -363,7 +368,7 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
     cols = (hist.b_ptr, hist.b_a, hist.b_count)
     params = np.zeros(8)
     if pad == "edge" and objective == "padding":
-        mode = kern.EDGE
+        mode = EDGE
     else:
         # steps of the rectangle DP: per input range, every output interval's cost (dynamic
         # padding scans both marginals; time needs the count alone) and the inner layers
@@ -371,11 +376,11 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
         work = ma * ma / 2 * (mb * mb * scan + mb * mb * min(k2, mb))
         params = model.params(token_budget) if model is not None else np.array(
             [float(token_budget), 0, 0, 0, 0, 0, 0, 1.0])
-        mode = kern.KIND_BATCH if pad == "batch" else kern.KIND_TIME
-        if mode == kern.KIND_BATCH:  # the order statistics' log(k!) table rides along
-            params = np.concatenate([params, kern.log_factorials(hist.n)])
-        if mode == kern.KIND_TIME and work > TIME_WORK_LIMIT and not exact:
-            mode = kern.LINEAR_TIME  # fast, with a proven gap (exact=True: the exact DP)
+        mode = KIND_BATCH if pad == "batch" else KIND_TIME
+        if mode == KIND_BATCH:  # the order statistics' log(k!) table rides along
+            params = np.concatenate([params, *log_factorials(hist.n)])
+        if mode == KIND_TIME and work > TIME_WORK_LIMIT and not exact:
+            mode = LINEAR_TIME  # fast, with a proven gap (exact=True: the exact DP)
         elif work > GENERAL_WORK_LIMIT and not exact:
             raise BucketoptError(
                 f"pad={shown(pad)} with objective={shown(objective)} on {ma:,} distinct "
@@ -383,10 +388,10 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
                 f"({work:.2g} steps); coarsen the lengths (e.g. round them up to multiples "
                 'of 8), optimise edge padding (pad="edge", objective="padding"), or pass '
                 "exact=True (--exact) to run it whatever it costs.", param="pad")
-    big = kern.INF if mode == kern.EDGE else kern.FINF
+    big = INF if mode == EDGE else FINF
     F = np.full((ma + 1, layers + 1), big)
     F[0, :] = 0
-    arg_i, arg_m = kern.outer_dp(args, cols, k2, is_grid, mode, params, F, big)
+    arg_i, arg_m = outer_dp(args, cols, k2, is_grid, mode, params, F, big)
     best = F[ma, layers]
     if best >= big:
         raise BucketoptError("no 2-D plan fits the token budget: some bin's input + output "
@@ -395,11 +400,11 @@ def solve_pairs(lengths, k, *, grid=None, token_budget=None, pad="edge", objecti
     j, layer = ma, layers
     while j > 0:
         i, m = int(arg_i[j, layer]), int(arg_m[j, layer])
-        subs = kern.cuts(i, j - 1, m, args, cols, mode, params, big)
+        subs = cuts(i, j - 1, m, args, cols, mode, params, big)
         bins[:0] = [(int(hist.a_values[j - 1]), int(e)) for e in subs]
         layer -= 1 if is_grid else m
         j = i
-    relaxed = mode == kern.LINEAR_TIME
+    relaxed = mode == LINEAR_TIME
     bound = float(best)
     sol = make_pair_solution(hist, bins, token_budget=token_budget, pad=pad, model=model,
                              epochs=epochs, objective=objective, k=k, grid=grid, unit=unit)

@@ -31,8 +31,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ...jit import njit
+from ...orderstats import walk_moments_capped
 from ...sorting import argsort_stable, sort_ints, unique_ints
-from .._time_kernels import BOUND_REL, fewest_rows, split_count, walk_moments_capped
+from .._time_kernels import BOUND_REL, fewest_rows, split_count
 from .hulls import hull_add, hull_min, hull_segment, hull_walk
 from .pricing import (
     FEW1,

@@ -5,7 +5,8 @@ alpha = 0, beta = 1, gamma = 0 and one rank: then seconds are padded plus real t
 A bucket (i, j] of candidate groups: the samples of groups i+1..j, its edge the edge of group j,
 ``size_full`` rows a batch. Two ways to price:
 
-- :func:`pair_cost`: one bucket by walks over its lengths (:func:`walk_moments_capped`), or
+- :func:`pair_cost`: one bucket by walks over its lengths
+  (:func:`bucketopt.orderstats.walk_moments_capped`), or
   exactly in O(1) with edge padding; stops early once the bucket is proven to cost more than a
   cap.
 - :func:`rect_costs`: a rectangle of buckets, every start of a decreasing list with every end of
@@ -25,14 +26,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...jit import njit
+from ...orderstats import NEGLIGIBLE, walk_moments_capped
 from .._batch_sweep import _grow
-from .._time_kernels import (
-    MAX_STEP_TYPES,
-    NEGLIGIBLE,
-    bucket_steps,
-    fewest_rows,
-    walk_moments_capped,
-)
+from .._time_kernels import MAX_STEP_TYPES, bucket_steps, fewest_rows
 from .protocol import DynamicPricing
 
 # The largest draw count priced by sweeps (the Pascal table's size, objectives._batch_sweep).

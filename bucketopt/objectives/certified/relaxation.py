@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...jit import njit
-from .._time_kernels import NEGLIGIBLE, _binom_ratio, walk_moments
+from ...orderstats import NEGLIGIBLE, binom_ratio, walk_moments
 from .hulls import envelope_place, envelope_push, hull_add, hull_min, lichao_insert, lichao_min
 
 
@@ -614,13 +614,13 @@ def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first,
                    rel=NEGLIGIBLE):
     """(E[M], E[M^2]) of the longest of ``draws[j]`` samples drawn without replacement from every
     sample of groups first+1..j (j > first; the others 0); lower bounds where ``rel`` is above
-    NEGLIGIBLE (the walks stop there, :func:`._time_kernels.walk_moments`; each step
+    NEGLIGIBLE (the walks stop there, :func:`bucketopt.orderstats.walk_moments`; each step
     below adds a gap to top - E[M] and scales it by a positive factor, so an upper bound of it
     stays one).
 
     With D(v) = top - E[M] over the lengths up to v, adding the next length x' (c' samples)
     gives D(v') = (D(v) + x' - x) C(N, s) / C(N + c', s): O(1) a length along a run of ends with
-    one draw count, and a walk (:func:`bucketopt.objectives._time_kernels.walk_moments`) where it
+    one draw count, and a walk (:func:`bucketopt.orderstats.walk_moments`) where it
     changes.
     """
     g = group_end.size - 1
@@ -656,7 +656,7 @@ def prefix_moments(values, pcv, pq1, pq2, group_end, draws, lf_hi, lf_lo, first,
                 elif a < s:
                     rho = 0.0
                 else:
-                    rho = _binom_ratio(a, c, s, lf_hi, lf_lo)
+                    rho = binom_ratio(a, c, s, lf_hi, lf_lo)
                 d1 = (d1 + x2 - x) * rho
                 d2 = (d2 + x2 * x2 - x * x) * rho
             done = hi
