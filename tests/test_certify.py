@@ -804,9 +804,9 @@ def test_reference_bound_is_below_every_bucket(counts, budget, coeffs, world, da
     tightest. So is the quick bound checked before it (_certified_kernels._quick: the exact
     step count, the whole full steps at the reference's moments, the other rows on the chord
     from the mean), and it is below tilde."""
-    from bucketopt.orderstats import walk_moments
     from bucketopt.objectives.certified.layers import _quick, _ref_moments
     from bucketopt.objectives.certified.pricing import diluted, step_scratch, tilde
+    from bucketopt.orderstats import walk_moments
 
     obj, i, j = _drawn_bucket(counts, budget, coeffs, world, data)
     ref = data.draw(st.sampled_from([i, data.draw(st.integers(0, i))]))
@@ -867,8 +867,8 @@ def test_walks_that_bound_stop_early_below_the_moments(counts, draws, rel, data)
     exact fractions), walks no more lengths than the exact walk, and is the exact walk at
     NEGLIGIBLE. prefix_moments stopped so stays below the exact one at every end, its steps
     after each walk included."""
-    from bucketopt.orderstats import NEGLIGIBLE, log_factorial_table, walk_moments_capped
     from bucketopt.objectives.certified.relaxation import prefix_moments
+    from bucketopt.orderstats import NEGLIGIBLE, log_factorial_table, walk_moments_capped
 
     values = np.array(sorted(counts), dtype=np.int64)
     pcv = np.r_[0, np.cumsum([counts[v] for v in values])].astype(np.int64)
@@ -927,7 +927,6 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
     those walked (to NEGLIGIBLE)."""
     from hypothesis import assume
 
-    from bucketopt.orderstats import walk_moments
     from bucketopt.objectives.certified.pricing import (
         FEW1,
         FEW2,
@@ -941,6 +940,7 @@ def test_rectangle_sweeps_equal_walks(counts, budget, coeffs, world, data):
         rect_costs,
         step_scratch,
     )
+    from bucketopt.orderstats import walk_moments
 
     lengths = [x for x, c in counts.items() for _ in range(c)]
     budget = max(budget, max(lengths))
