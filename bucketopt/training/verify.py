@@ -58,6 +58,9 @@ MAX_STEPS = 1_000_000
 WARMUP_SHAPES = 32  # untimed first steps of distinct shapes (allocations, kernel choice)
 SCATTER_LIMIT = 0.10  # measured / predicted per step: p75 / p25 - 1 beyond this warns
 OTHER_LOAD = 0.5
+# On CPU, the timed steps' CPU seconds over wall seconds x threads below this: the process was
+# kept waiting by other processes during the slice (a quiet machine gives 0.95-1.0).
+MIN_CPU_SHARE = 0.85
 KEYS = ("step_time_mean", "step_time_p50", "step_time_p90", "tokens_per_s", "peak_memory_bytes")
 
 
@@ -349,6 +352,7 @@ def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dty
                 seen[shape] = trainer.step(*shape)[0]
         peaks = []
         budget_start = time.monotonic()
+        cpu_start = time.process_time()
         for i in range(sizes.size):
             guess = seconds[-1] if seconds else seen.get(shape_of(i), 0.0)
             if time.monotonic() - budget_start + guess > time_limit:
@@ -359,6 +363,10 @@ def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dty
             peaks.append(peak)
         peak = max(peaks) if peaks and peaks[0] is not None else None
         load.append(_load_average())
+        # the share of its threads' time the process got while its steps were timed: the
+        # 1-minute load average lags a slice of a second, this does not
+        cpu_share = (time.process_time() - cpu_start) / max(
+            (time.monotonic() - budget_start) * threads_used, 1e-9)
     finally:
         torch.set_num_threads(old_threads)
     n = len(seconds)
@@ -388,6 +396,16 @@ def verify(lengths, *, model, plan=None, k=None, profile=None, device="cpu", dty
     warnings = _warnings(seconds, step_predicted, [shape_of(i) for i in range(n)], plan,
                          sampler, verdicts, load, threads_used, dev.type, features,
                          None if masked is None else masked[:n], cost_model)
+    if dev.type == "cpu":
+        notes.append(f"the timed steps got {cpu_share:.0%} of the {threads_used} CPU thread(s) "
+                     "they ran on (CPU seconds over wall seconds)")
+    if dev.type == "cpu" and cpu_share < MIN_CPU_SHARE:
+        outside = [key for key, v in verdicts.items() if not v["inside"]]
+        warnings.append(f"the machine was busy: the steps got {cpu_share:.0%} of the "
+                        f"{threads_used} CPU thread(s) they ran on (other processes took the "
+                        "rest), so they ran slower than the profile's machine"
+                        + (f"; {', '.join(outside)} outside the prediction may be their doing"
+                           if outside else ""))
     probed = ((prof.provenance or {}).get("probe") or {}).get("max_length") \
         if isinstance((prof.provenance or {}).get("probe"), dict) else None
     longest = int(padded.max())
