@@ -528,33 +528,22 @@ def test_claimed_error_is_the_larger_of_heldout_and_interval_width():
     assert claimed_error(noisy, shapes) >= noisy.heldout["p90_rel_error"] > CLAIM_FLOOR
 
 
-def _spin(stop_at):
-    import time
-
-    while time.time() < stop_at:
-        pass
-
 
 def test_a_probe_on_a_machine_loaded_on_purpose_stays_within_its_claim_or_warns(tiny, tmp_path):
     """Busy processes spin while the probe runs and while shapes it never fitted are timed
     again by a separate loop: the probe's claimed error holds for them, or it warned."""
     pytest.importorskip("torch")
-    import multiprocessing
-    import os
     import time
 
     import torch
 
     from bucketopt.cost.probe import load_model, probe
 
+    from .busy import spinning
+
     budget, max_length = 512, 64
     holdout = [(3, 40), (12, 24), (10, 48), (7, 56)]
-    stop_at = time.time() + 60
-    busy = [multiprocessing.Process(target=_spin, args=(stop_at,), daemon=True)
-            for _ in range(2 * (os.cpu_count() or 1))]
-    for p in busy:
-        p.start()
-    try:
+    with spinning():
         result = probe(f"{tiny}:build", token_budget=budget, max_length=max_length,
                        time_limit=12.0, threads=1, progress=False, holdout=holdout,
                        bootstrap=50)
@@ -575,10 +564,6 @@ def test_a_probe_on_a_machine_loaded_on_purpose_stays_within_its_claim_or_warns(
                     times[(s, n)].append(time.perf_counter() - t0)
         finally:
             torch.set_num_threads(old)
-    finally:
-        for p in busy:
-            p.terminate()
-            p.join()
     cal = result.calibration
     errors = [abs((cal.alpha + s * n * (cal.beta + cal.gamma * n)) / np.quantile(t, 0.25) - 1)
               for (s, n), t in times.items()]

@@ -171,40 +171,25 @@ def test_peak_memory_is_predicted_from_the_plans_memory_model(setup):
     assert not any("no memory model" in n for n in out["notes"])
 
 
-def _spin(stop_at):
-    import time
-
-    while time.time() < stop_at:
-        pass
-
 
 def test_verify_on_a_machine_loaded_on_purpose_says_so(setup):
     """Busy processes (two per core) spin while verify times its slice: the steps get a share
     of their thread well below a quiet machine's, and verify says the machine was busy (the
     one-minute load average lags a slice this short; the CPU share does not)."""
-    import multiprocessing
-    import os
     import time
 
     from bucketopt.training.verify import MIN_CPU_SHARE
 
+    from .busy import spinning
+
     lengths = setup["lengths"]
     plan = bucketopt.solve(lengths, 3, token_budget=BUDGET, profile=str(setup["profile"]),
                            pad="batch").to_plan()
-    stop_at = time.time() + 60
-    busy = [multiprocessing.Process(target=_spin, args=(stop_at,), daemon=True)
-            for _ in range(2 * (os.cpu_count() or 1))]
-    for p in busy:
-        p.start()
-    try:
+    with spinning():
         time.sleep(0.5)
         out = bucketopt.verify(lengths, plan=plan, model=f"hf:{setup['config']}",
                                profile=str(setup["profile"]), threads=1, steps=30,
                                time_limit=30).to_dict()
-    finally:
-        for p in busy:
-            p.terminate()
-            p.join()
     (share,) = [n for n in out["notes"] if n.startswith("the timed steps got")]
     assert int(share.split("got ")[1].split("%")[0]) < MIN_CPU_SHARE * 100
     assert any(w.startswith("the machine was busy: the steps got") for w in out["warnings"])
