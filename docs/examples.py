@@ -406,6 +406,13 @@ def run_block(block: Block, scope: dict, cwd: Path, env: dict, timeout: float) -
     compared = 0
     for command, expected in steps:
         code, out, err = run_shell(command, cwd, env, timeout)
+        if code == 2:  # a command refused for an optional package it needs: skipped, as a
+            # python block that cannot import one is (the CLI's one line names the package)
+            found = re.search(r"needs ([\w.-]+), which is not installed", err)
+            if found and found.group(1).split(".")[0] not in REQUIRED:
+                top = found.group(1).split(".")[0]
+                return {"skipped": True, "missing": top,
+                        "reason": f"needs {top}, which is not installed"}
         if code != 0:
             return {"ok": False, "error": f"{command!r} exited {code}:\n{err[-3000:]}"}
         if expected is not None:

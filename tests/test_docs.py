@@ -173,6 +173,23 @@ def test_the_checker_catches_what_differs(tmp_path):
     assert results["Extras #2"]["skipped"]  # ... skips the rest of its page
 
 
+
+def test_a_command_refused_for_a_missing_extra_skips_its_page(tmp_path):
+    """A shell command that exits 2 with the CLI's line for an optional package it needs
+    (``probe needs torch, which is not installed``) skips, with the rest of its page, as a python
+    block that cannot import one does; the same line naming a required package fails."""
+    page = tmp_path / "page.md"
+    refuse = ("python -c \"import sys; sys.stderr.write('x needs {}, which is not installed\\n'); "
+              "sys.exit(2)\"")
+    page.write_text(f"# Extra\n\n```bash\n{refuse.format('no_such_extra_xyz')}\n```\n\n"
+                    "```python\n1  # 2\n```\n")
+    results, _ = _run_examples(page)
+    assert results["Extra #1"]["skipped"] and results["Extra #2"]["skipped"]
+    page.write_text(f"# Required\n\n```bash\n{refuse.format('numpy')}\n```\n")
+    (page.parent / "report.jsonl").unlink()
+    results, _ = _run_examples(page)
+    assert "exited 2" in results["Required #1"]["error"]
+
 def test_the_memory_ceiling_stops_a_hog(tmp_path):
     page = tmp_path / "hog.md"
     page.write_text("# Hog\n\n```python\nhog = bytearray(400 * 2**20)\nhog[::4096] = "
