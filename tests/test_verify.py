@@ -94,9 +94,8 @@ def test_verify_runs_the_plans_batches_and_predicts_those_very_batches(setup, pa
         assert out["plan"]["packing"] == "varlen"
     else:
         assert all(s * n <= BUDGET for s, n in shapes)
-    # the measured steps are within the claim, or verify said why they may not be
-    inside = all(v["inside"] for v in out["verdicts"].values())
-    assert inside or out["warnings"], out
+    # (whether the steps land inside depends on what else the machine runs: no timing is
+    # asserted here; test_verify_on_a_machine_loaded_on_purpose_says_so loads it on purpose)
 
 
 def test_cli_verify_json_and_table(setup, capsys):
