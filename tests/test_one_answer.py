@@ -21,6 +21,8 @@ from bucketopt.validate import (
     default_objective,
 )
 
+from . import solver_settings
+
 PROFILE = "rtx-pro-6000-blackwell"
 K = 4
 BUDGET = 65_536
@@ -39,17 +41,11 @@ def data(tmp_path_factory):
 
 
 def flags(pad, profile, gpus):
-    out = ["--token-budget", str(BUDGET), "--pad", pad]
-    if profile is not None:
-        out += ["--profile", profile, "--gpus", str(gpus)]
-    return out
+    return solver_settings.cli_flags(BUDGET, pad, profile, gpus)
 
 
 def python_kwargs(pad, profile, gpus):
-    out = dict(token_budget=BUDGET, pad=pad)
-    if profile is not None:
-        out.update(profile=profile, world_size=gpus)
-    return out
+    return solver_settings.python_kwargs(BUDGET, pad, profile, gpus)
 
 
 def cli_json(capsys, argv):

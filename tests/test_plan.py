@@ -29,6 +29,8 @@ from bucketopt.plan import (
 from bucketopt.solver import evaluate_plan
 from bucketopt.training.streaming import StreamBatcher
 
+from .solver_settings import cli_flags, python_kwargs
+
 PROFILE = "rtx-pro-6000-blackwell"
 BUDGET = 16_384
 
@@ -48,17 +50,11 @@ SETTINGS = [("edge", 1, None), ("batch", 1, None), ("edge", 8, PROFILE), ("batch
 
 
 def solve_flags(pad, gpus, profile):
-    flags = ["-k", "4", "--pad", pad, "--token-budget", str(BUDGET)]
-    if profile is not None:
-        flags += ["--profile", profile, "--gpus", str(gpus)]
-    return flags
+    return ["-k", "4", *cli_flags(BUDGET, pad, profile, gpus)]
 
 
 def solve_kwargs(pad, gpus, profile):
-    kwargs = dict(token_budget=BUDGET, pad=pad)
-    if profile is not None:
-        kwargs.update(profile=profile, world_size=gpus)
-    return kwargs
+    return python_kwargs(BUDGET, pad, profile, gpus)
 
 
 def run(argv, capsys):
