@@ -89,7 +89,8 @@ class Objective:
         return None
 
     # What the certified DP (:func:`.certified.certified_layers`) calls on an objective it
-    # proves: pricing, relaxation, rows, seed_chains and cost (.certified.protocol).
+    # proves: pricing, relaxation, rows, seed_chains, kernels_ahead and cost
+    # (.certified.protocol).
 
     def pricing(self):
         """The :class:`.certified.Pricing` that prices any bucket (i, j] of candidate groups
@@ -108,6 +109,13 @@ class Objective:
         """The :class:`.certified.Rows` the exact layers bound buckets with, on the cells the
         relaxation kept (``relaxation(cells).cells``)."""
         raise NotImplementedError
+
+    def kernels_ahead(self) -> list:
+        """(kernel, arguments) of the numba kernels ``cost`` calls, with arguments of the types
+        it calls them with: the certified DP compiles them in a second process while it
+        compiles its own (:func:`bucketopt.jit.compile_ahead`; only a first run compiles). None
+        by default."""
+        return []
 
     def seed_chains(self, kmax: int, ks) -> dict:
         """k -> group ends of a good cover from a faster related problem, if any: the certified

@@ -83,11 +83,17 @@ def bucket_features(arrays: TimeArrays, edges, sizes, world: int) -> np.ndarray:
     for k, hi in enumerate(cut):
         hi = int(hi)
         if hi > lo:
-            out[k] = kernel(arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, lo, hi,
-                            int(edges[k]), int(sizes[k]), int(world), arrays.pad_code,
-                            arrays.lf_hi, arrays.lf_lo)
+            out[k] = kernel(*kernel_args(arrays, lo, hi, edges[k], sizes[k], world))
         lo = max(lo, hi)
     return out
+
+
+def kernel_args(arrays: TimeArrays, lo, hi, edge, size, world) -> tuple:
+    """The arguments of :func:`._time_kernels.bucket_features` for the bucket of the values
+    ``arrays.values[lo:hi]``: the one spelling of its call (:meth:`.time.Time.kernels_ahead`
+    compiles it ahead for the same types)."""
+    return (arrays.values, arrays.pcv, arrays.pq1, arrays.pq2, int(lo), int(hi), int(edge),
+            int(size), int(world), arrays.pad_code, arrays.lf_hi, arrays.lf_lo)
 
 
 def bucket_seconds(arrays: TimeArrays, edges, sizes, cost_model, world: int) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 from ..groups import backtrack
 from .base import Objective
 from .certified import Pricing, Rows, in_worker, make_pricing
-from .synced import TimeArrays, bucket_seconds
+from .synced import TimeArrays, bucket_seconds, kernel_args
 
 
 class TokenCost(NamedTuple):
@@ -242,6 +242,11 @@ class Time(Objective):
         R = -(m.beta * a.pq1[self.group_end] + m.gamma * a.pq2[self.group_end]) / world
         Mm = Um * P - R
         return Rows(A, U, U2P, U2, split, Mm, Um, R, self.top_bound())
+
+    def kernels_ahead(self) -> list:
+        from ._time_kernels import bucket_features
+
+        return [(bucket_features, kernel_args(self.arrays, 0, 1, 1, 1, self.world))]
 
     def cost(self, edges) -> float:
         edges = np.asarray(edges, dtype=np.int64)

@@ -126,6 +126,22 @@ POLISH_HALF = 8
 POLISH_ROUNDS = 4
 
 
+def _layer_args_like(pricing, win) -> tuple:
+    """Small arguments of the types :func:`.layers.forward_layer` is called with below (the
+    layer, F, its starts, ``pricing``, :class:`.layers.Bounds`, :class:`.layers.Goal`, ``win``,
+    the work counter, the halt flag, the range of ends), to compile it ahead
+    (tests/test_compile_ahead.py holds them to the real call's types)."""
+    from .layers import Bounds, Goal
+
+    ints = np.zeros(1, np.int64)
+    reals = np.zeros(1)
+    table = np.zeros((1, 1))
+    bounds = Bounds(reals, ints, ints, ints, ints, table, table, table, table, reals, reals,
+                    reals, table)
+    goal = Goal(table, reals, ints, np.zeros(1, np.bool_))
+    return (1, table, np.zeros((1, 1), np.int64), pricing, bounds, goal, win, ints, ints, 0, 1)
+
+
 def _chain(arg, k, g):
     """Group ends of the relaxation's best cover of 1..g by at most k buckets."""
     ends = []
@@ -152,6 +168,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     exact (the DP over every bucket the bounds leave is a proof), unless the DP would pass
     ``limit`` (default WORK_LIMIT; not with ``exact``): then every k takes the best cover the
     bounds found (polished: :func:`polish`), with the gap they prove."""
+    from ...jit import compile_ahead
     from .layers import TAIL_BLOCK, Goal, exact_tail, forward_layer
     from .relaxation import relaxed_layers
 
@@ -165,6 +182,10 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
     first = _tail_start(groups.value_end, P, TAIL_STEPS * int(world) * int(sizes[-1]))
     seeds = {}
     top = {}
+    # a first run compiles the exact layers (and the objective's cost) in a second process
+    # while this one compiles the tail and the relaxation, which run first (bucketopt.jit)
+    ahead = compile_ahead([(forward_layer, _layer_args_like(pricing, win)),
+                           *obj.kernels_ahead()])
 
     def exact_top():
         top["tail"] = exact_tail(pricing, first, kmax, win, TAIL_BLOCK)
@@ -186,6 +207,7 @@ def certified_layers(obj, kmax, ks=None, *, exact=False, limit=None):
         relaxed["bwd"] = backward_pass(rel, rows, P, win, kmax, tail)
 
     in_worker(relaxed_forward, relaxed_bwd)
+    ahead.wait()
     fwd, arg, bwd = relaxed["fwd"], relaxed["arg"], relaxed["bwd"]
     feasible = [k for k in ks if np.isfinite(fwd[k, g])]
     chains = {}
