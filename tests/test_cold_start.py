@@ -108,3 +108,22 @@ def test_small_sorts_give_numpys_results():
         assert np.array_equal(argsort_stable(ints), np.argsort(ints, kind="mergesort"))
         floats = rng.choice([0.0, 0.5, 1.0, 2.0, np.inf, -np.inf, np.nan], n)
         assert np.array_equal(argsort_stable(floats), np.argsort(floats, kind="mergesort"))
+
+
+def test_small_searches_give_numpys_results():
+    """The kernels' searches against ``np.searchsorted``, both sides, on increasing ints and
+    floats with repeats, below, between, on and above every entry (and an empty array)."""
+    import numpy as np
+
+    from bucketopt.sorting import search_left, search_right
+
+    rng = np.random.default_rng(1)
+    for trial in range(300):
+        n = int(rng.integers(0, 40))
+        a = np.sort(rng.integers(-5, 6, n)).astype(np.int64)
+        if trial % 2:
+            a = np.cumsum(rng.choice([0.0, 0.5, 1.0], n)) - 3.0
+        for v in (*np.unique(a), *(rng.uniform(-8, 8, 6))):
+            v = a.dtype.type(v) if trial % 2 == 0 and float(v).is_integer() else float(v)
+            assert search_left(a, v) == np.searchsorted(a, v, side="left")
+            assert search_right(a, v) == np.searchsorted(a, v, side="right")

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...jit import njit
 from ...orderstats import NEGLIGIBLE, binom_ratio, walk_moments
+from ...sorting import search_left, search_right
 from .hulls import envelope_place, envelope_push, hull_add, hull_min, lichao_insert, lichao_min
 
 
@@ -461,7 +462,7 @@ def window_firsts(tops, g):
     least j with tops[j] >= i: above i; g + 1 for none); never decreases with i."""
     first = np.empty(g, dtype=np.int64)
     for i in range(g):
-        first[i] = np.searchsorted(tops[1:], i, side="left") + 1
+        first[i] = search_left(tops[1:], i) + 1
     return first
 
 
@@ -485,7 +486,7 @@ def big_starts(P, split):
     g = P.size - 1
     big = np.empty(g + 1, dtype=np.int64)
     for j in range(g + 1):
-        big[j] = min(np.searchsorted(P, P[j] - split[j], side="right") - 1, j - 1)
+        big[j] = min(search_right(P, P[j] - split[j]) - 1, j - 1)
     return big
 
 
@@ -495,7 +496,7 @@ def ends_of_big(big, g):
     decreases: P[j] - split[j] never does)."""
     from_big = np.empty(g, dtype=np.int64)
     for i in range(g):
-        from_big[i] = np.searchsorted(big[1:], i, side="left") + 1
+        from_big[i] = search_left(big[1:], i) + 1
     return from_big
 
 
