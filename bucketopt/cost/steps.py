@@ -204,7 +204,7 @@ def _rank_times(features, coef, world) -> np.ndarray:
     return padded.reshape(steps, world)
 
 
-def _check_noise(noise, world) -> np.ndarray:
+def _check_noise(noise, extra, world) -> tuple:
     from ..errors import BucketoptError
 
     noise = np.asarray(noise, dtype=np.float64)
@@ -213,10 +213,16 @@ def _check_noise(noise, world) -> np.ndarray:
         raise BucketoptError(f"noise must be a (rows >= 1, world={world}) array of finite "
                              f"factors > 0 (one row: the ranks' factors in one measured step); "
                              f"got shape {noise.shape}.", param="noise")
-    return noise
+    if extra is None:
+        return noise, np.zeros(noise.shape[0])
+    extra = np.asarray(extra, dtype=np.float64)
+    if extra.shape != (noise.shape[0],) or not np.all(np.isfinite(extra)):
+        raise BucketoptError(f"extra must hold one finite number of seconds per row of noise "
+                             f"({noise.shape[0]}); got shape {extra.shape}.", param="extra")
+    return noise, extra
 
 
-def noisy_step_stats(features, world, coef, noise) -> list:
+def noisy_step_stats(features, world, coef, noise, extra=None) -> list:
     """[p50, p90, mean, rank wait] of the steps when the ranks' times scatter.
 
     Each step's rank times (``features @ coef``, ``world`` consecutive batches a step, as
@@ -224,7 +230,9 @@ def noisy_step_stats(features, world, coef, noise) -> list:
     rows are the ranks' factors (measured time / the cost model's) in one measured step, each
     row equally likely and drawn anew for every step; rows keep the ranks' factors together, so
     ranks that slow each other down (sharing cores) do so in the prediction too. A step lasts as
-    long as its slowest rank; the rank wait is the step less the mean of its ranks' times. The
+    long as its slowest rank, plus the row's ``extra`` seconds (K,; default 0): what every rank
+    waited in that measured step beyond the slowest rank (a barrier's own latency, a waiting
+    process woken late); the rank wait is the step less the mean of its ranks' times. The
     figures are exact: the distribution of a step is the mixture of the n steps' K outcomes
     (p50 and p90 its inverse distribution function, as :func:`weighted_quantiles`), held in
     memory (n K ``world`` values: for a slice of steps, not an epoch).
@@ -235,28 +243,32 @@ def noisy_step_stats(features, world, coef, noise) -> list:
     >>> noise = [[1.0, 1.0], [1.0, 3.0]]          # half the time one rank takes 3x
     >>> noisy_step_stats(features, 2, [1.0, 0.0, 0.0], noise)
     [1.0, 3.0, 2.0, 0.5]
+    >>> noisy_step_stats(features, 2, [1.0, 0.0, 0.0], noise, extra=[0.5, 0.5])
+    [1.5, 3.5, 2.5, 1.0]
     """
     world = int(world)
-    noise = _check_noise(noise, world)
+    noise, extra = _check_noise(noise, extra, world)
     per_step = _rank_times(features, coef, world)
     outcomes = per_step[:, None, :] * noise[None, :, :]  # (steps, K, world)
-    step = outcomes.max(axis=2).ravel()
-    wait = step - outcomes.mean(axis=2).ravel()
+    slowest = outcomes.max(axis=2)
+    step = (slowest + extra[None, :]).ravel()
+    wait = (slowest - outcomes.mean(axis=2) + extra[None, :]).ravel()
     p50, p90 = weighted_quantiles(step, np.ones_like(step))
     return [p50, p90, float(step.mean()), float(wait.mean())]
 
 
-def sampled_step_stats(features, world, coefs, noise, *, draws=2000, seed=0) -> np.ndarray:
+def sampled_step_stats(features, world, coefs, noise, extra=None, *, draws=2000,
+                       seed=0) -> np.ndarray:
     """(draws, 4): [p50, p90, mean, rank wait] of the n steps of ``features`` as one run
     measures them, ``draws`` times over: each draw takes a coefficient vector (a row of
-    ``coefs``, in turn) and, for every step, a row of ``noise`` at random (see
-    :func:`noisy_step_stats`); p50 and p90 are numpy's linear quantiles of the n step times,
-    as measured. Their spread is how much a run of n steps scatters about
+    ``coefs``, in turn) and, for every step, a row of ``noise`` (and its ``extra``) at random
+    (see :func:`noisy_step_stats`); p50 and p90 are numpy's linear quantiles of the n step
+    times, as measured. Their spread is how much a run of n steps scatters about
     :func:`noisy_step_stats`' figures."""
     from ..errors import BucketoptError
 
     world = int(world)
-    noise = _check_noise(noise, world)
+    noise, extra = _check_noise(noise, extra, world)
     coefs = np.atleast_2d(np.asarray(coefs, dtype=np.float64))
     if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) \
             or not 1 <= draws <= 1_000_000:
@@ -268,10 +280,34 @@ def sampled_step_stats(features, world, coefs, noise, *, draws=2000, seed=0) -> 
     block = max(1, 4_000_000 // max(base.shape[1] * world, 1))
     for lo in range(0, draws, block):
         n = min(block, draws - lo)
-        times = base[np.arange(lo, lo + n) % coefs.shape[0]] \
-            * noise[rng.integers(0, noise.shape[0], (n, base.shape[1]))]
-        step = times.max(axis=2)
+        rows = rng.integers(0, noise.shape[0], (n, base.shape[1]))
+        times = base[np.arange(lo, lo + n) % coefs.shape[0]] * noise[rows]
+        slowest = times.max(axis=2)
+        step = slowest + extra[rows]
         out[lo:lo + n, 0:2] = np.quantile(step, [0.5, 0.9], axis=1).T
         out[lo:lo + n, 2] = step.mean(axis=1)
         out[lo:lo + n, 3] = (step - times.mean(axis=2)).mean(axis=1)
     return out
+
+
+def scatter_rows(busy, wait, predicted) -> tuple:
+    """(noise, extra) for :func:`noisy_step_stats` from steps timed in lockstep (every rank
+    the same shape): ``busy`` and ``wait``, (K, world) seconds, each rank's step less its
+    barrier wait, and that wait; ``predicted`` (K,), the cost model's time of each step's shape.
+    A row's factors are the ranks' busy times over the prediction; its extra, the ranks' mean
+    wait less what the factors make them wait (the slowest busy time less the mean), so that
+    with the same coefficients every measured step is reproduced exactly: its time (the mean
+    over ranks of busy + wait) and its mean wait.
+
+    Examples
+    --------
+    >>> noise, extra = scatter_rows([[1.0, 2.0]], [[1.25, 0.25]], [2.0])
+    >>> noise.tolist(), extra.tolist()
+    ([[0.5, 1.0]], [0.25])
+    """
+    busy = np.asarray(busy, dtype=np.float64)
+    wait = np.asarray(wait, dtype=np.float64)
+    predicted = np.asarray(predicted, dtype=np.float64)
+    noise = busy / predicted[:, None]
+    extra = wait.mean(axis=1) - (busy.max(axis=1) - busy.mean(axis=1))
+    return noise, extra
