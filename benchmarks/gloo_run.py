@@ -1,23 +1,43 @@
 """A real data-parallel run on CPU (torch.distributed, gloo): step times and rank waits of a
-bucketed and a packed plan, measured against the predictions of a profile probed here.
+bucketed and a packed plan, measured against the predictions of a profile probed here, under
+the run's own conditions.
 
-1. A tiny llama built from its config (no weights downloaded) is probed on this machine (one
-   torch thread, token budget = max length = ``--budget``) unless ``--profile`` is given.
-2. For a bucketed plan (``solve -k``, batches of T // edge rows padded to the edge) and a
-   packed plan (the same boundaries, ``packing="varlen"``: rows of documents up to T tokens,
-   run as one row through the model's attention), ``--ranks`` processes (gloo, one torch thread
-   each) train the first ``--steps`` steps of epoch 0, each rank its own batches of the plan's
-   sampler. Every step on every rank: forward + backward (``compute``), a barrier (``wait``:
-   the time this rank waits for the slowest), the gradients' all-reduce (``comm``) and the
-   AdamW step. The step time is the time from one step's start to the next (the mean over ranks
-   of their own), the rank wait the mean over ranks of their barrier time.
-3. The prediction for the same steps (:func:`bucketopt.training.verify.predict_ranked_steps`): the
-   profile's cost model on each rank's batches, a step as long as its slowest rank, intervals
-   from the profile's coefficient sets widened by the error it claims. A single-process profile
-   knows no all-reduce, so the measured step is compared twice: whole, and less its
-   ``comm`` (what the cost model's step is).
+1. **The lockstep probe** (the headline): the same ``--ranks`` gloo processes the run uses (one
+   torch thread each) train the probe's shapes (:func:`bucketopt.cost.probe.design_shapes` at
+   token budget = max length = ``--budget``), all ranks the same shape each step, in
+   ``--lockstep-rounds`` interleaved rounds (each a fresh random order), every step a full
+   training step as the run's: forward + backward, a barrier, the gradients' all-reduce, AdamW.
+   A rank's time for a step less the time it spent in the barrier is its busy time; alpha,
+   beta, gamma are fitted to it as ``probe`` fits (:func:`bucketopt.cost.probe.fit_timings`:
+   alpha carries the all-reduce and the optimizer, beta and gamma the compute on cores the ranks
+   share), with the error the fit claims. What the fit cannot hold, how the ranks scatter when
+   they all run the same shape (the scheduler), is kept as the probe measured it
+   (:func:`bucketopt.cost.steps.scatter_rows`, from the on-budget shapes, those training runs):
+   per step, the ranks' busy times over the fitted time, one row of factors a step, and the
+   seconds the ranks waited beyond the slowest busy time (the barrier's latency, a sleeping
+   rank woken late). The prediction draws a row for every step
+   (:func:`bucketopt.cost.steps.noisy_step_stats`): a step lasts as long as its slowest rank
+   plus the row's extra, the wait is the step less the ranks' mean, and the intervals hold what
+   runs of as many steps measure (:func:`bucketopt.cost.steps.sampled_step_stats`, over the
+   fit's coefficient sets), widened by the claimed error.
+2. A bucketed plan (``solve -k`` with the single-process profile below, batches of T // edge
+   rows padded to the edge) and a packed plan (the same boundaries, ``packing="varlen"``: rows
+   of documents up to T tokens, run as one row through the model's attention): the ranks train
+   the first ``--steps`` steps of epoch 0, each its own batches of the plan's sampler, timing
+   every phase as in the probe. The probe's rounds and the plans' steps run in one spawn,
+   interleaved (each round: the probe's round and the next slice of each plan's steps, the three
+   in a random order), so that a machine whose speed changes (other jobs) changes it for the
+   probe and the plans alike. The step time is the time from one step's start to the next (the
+   mean over ranks of their own), the rank wait the mean over ranks of their barrier time (the
+   barrier's own latency included, as in the probe).
+3. Measured against predicted (:func:`bucketopt.training.verify.predict_ranked_steps` with the
+   probe's scatter): p50, p90 and mean step time and rank wait, each with its interval and
+   verdict. The second table predicts the same steps from a single-process profile (``probe``,
+   one process, one thread; or ``--profile``): it knows neither the all-reduce nor the cores'
+   sharing, so the measured step is compared whole and less its all-reduce, as predicted and
+   scaled by how much slower forward + backward ran than it says.
 
-Run (about 3 minutes):
+Run (about 80 seconds on 2 cores):
 
     python benchmarks/gloo_run.py [--ranks 3] [--steps 60] [--budget 512] [--json]
 
@@ -103,39 +123,134 @@ def _rank(rank, world, port, spec, shapes, out_dir):
     dist.destroy_process_group()
 
 
-def run_plan(spec, batches, world, steps, port):
-    """Spawn ``world`` gloo ranks on the first ``steps`` steps of ``batches``; per-step
-    measured figures (seconds)."""
+def run_ranks(spec, shapes, world, port):
+    """Spawn ``world`` gloo ranks, rank r training ``shapes[r]`` (a list of [rows, length]) in
+    order: ((world, steps, 5) seconds of [compute, wait, comm, optimizer, total] per step, the
+    barrier's latency with every rank present)."""
     import torch.multiprocessing as mp
 
-    n = min(steps, batches.sizes.size // world)
-    shapes = [[list(batches.shape(i * world + r)) for i in range(n)] for r in range(world)]
     with tempfile.TemporaryDirectory() as out_dir:
         mp.spawn(_rank, args=(world, port, spec, shapes, out_dir), nprocs=world, join=True)
         ranks = [json.loads(Path(out_dir, f"rank{r}.json").read_text()) for r in range(world)]
-    table = np.array([r["rows"] for r in ranks])  # (world, steps, 5)
+    table = np.array([r["rows"] for r in ranks], dtype=np.float64).reshape(world, -1, 5)
+    return table, float(np.median([r["barrier_latency"] for r in ranks]))
+
+
+class LoadSampler:
+    """The 1-minute load average every ``every`` seconds while the block runs (``loads``)."""
+
+    def __init__(self, every=5.0):
+        import threading
+
+        self.every, self.loads, self._stop = every, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while True:
+            self.loads.append(os.getloadavg()[0])
+            if self._stop.wait(self.every):
+                break
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def plan_figures(table, latency):
+    """Per-step measured figures (seconds) of one plan's steps: ``table`` (world, steps, 5)."""
     compute, wait, comm, _opt, total = (table[:, :, j] for j in range(5))
     step = total.mean(axis=0)
-    return {"steps": n, "step_seconds": step.tolist(),
+    return {"steps": int(table.shape[1]), "step_seconds": step.tolist(),
             "compute": compute.T.reshape(-1).tolist(),  # step order, as the batches
             "step_less_comm": (step - comm.mean(axis=0)).tolist(),
             "rank_wait": wait.mean(axis=0).tolist(), "comm": comm.mean(axis=0).tolist(),
-            "compute_max": compute.max(axis=0).tolist(),
-            "barrier_latency": float(np.median([r["barrier_latency"] for r in ranks]))}
+            "compute_max": compute.max(axis=0).tolist(), "barrier_latency": latency}
 
 
-def summary(measured, predicted, scale=1.0):
-    """Measured p50 / p90 / mean step time and mean rank wait against the prediction (times
-    ``scale``), with verdicts (bucketopt.training.verify.verdict)."""
+def interleaved_run(spec, world, budget, rounds, plans, port, *, seed=0):
+    """One spawn of ``world`` gloo ranks: ``rounds`` rounds, each the lockstep probe's round
+    (every design shape once, all ranks the same shape, a fresh random order) and the next
+    slice of every plan's steps (``plans``: name -> (PlanBatches, steps)), the three in a
+    fresh random order, so that the probe and the plans run under the same machine conditions.
+    ((world, steps, 5) table, barrier latency, a tag per step: ("probe", round, shape) or
+    (plan name, step))."""
+    from bucketopt.cost.probe import design_shapes
+
+    shapes = design_shapes(budget, budget)
+    rng = np.random.default_rng(seed)
+    sequences, tags = [[] for _ in range(world)], []
+    counts = {name: min(steps, b.sizes.size // world) for name, (b, steps) in plans.items()}
+    for r in range(rounds):
+        segments = ["probe", *plans]
+        for segment in (segments[i] for i in rng.permutation(len(segments))):
+            if segment == "probe":
+                for i in rng.permutation(len(shapes)):
+                    for seq in sequences:
+                        seq.append(list(shapes[i]))
+                    tags.append(("probe", r + 1, tuple(shapes[i])))
+                continue
+            batches, n = plans[segment][0], counts[segment]
+            for i in range(r * n // rounds, (r + 1) * n // rounds):
+                for q, seq in enumerate(sequences):
+                    seq.append(list(batches.shape(i * world + q)))
+                tags.append((segment, i))
+    table, latency = run_ranks(spec, sequences, world, port)
+    return table, latency, tags
+
+
+def fit_lockstep(table, order, budget, latency, *, rounds, load=None, bootstrap=None):
+    """The lockstep probe's steps (``table`` (world, steps, 5), ``order`` their (round, shape))
+    fitted as the probe fits: (the fit (:class:`bucketopt.cost.probe.TimingFit`), the scatter's
+    rows (noise (K, world), extra (K,); :func:`bucketopt.cost.steps.scatter_rows`), what was
+    measured)."""
+    from bucketopt.cost.probe import fit_timings
+    from bucketopt.cost.steps import noisy_step_stats, scatter_rows
+
+    world = table.shape[0]
+    wait = table[:, :, 1]
+    busy = table[:, :, 4] - wait  # (world, steps): each rank's step less its barrier wait
+    rows = [{"batch_size": size, "padded_len": length, "round": r, "seconds": float(t)}
+            for k, (r, (size, length)) in enumerate(order) for t in busy[:, k]]
+    shapes = sorted({shape for _, shape in order})
+    fit = fit_timings(rows, shapes, rounds=rounds, bootstrap=bootstrap, device="cpu",
+                      threads=1, load=load, cores=os.cpu_count())
+    cal = fit.calibration
+    coef = np.array([cal.alpha, cal.beta, cal.gamma])
+    features = np.array([[1.0, s * n, s * n * n] for _, (s, n) in order])
+    on_budget = np.array([s == budget // n for _, (s, n) in order])
+    noise, extra = scatter_rows(busy[:, on_budget].T, wait[:, on_budget].T,
+                                features[on_budget] @ coef)
+    scattered = noisy_step_stats(np.repeat(features[on_budget], world, axis=0), world, coef,
+                                 noise)[3]
+    return fit, (noise, extra), {
+        "shapes": len(shapes), "rounds": rounds, "steps": len(order),
+        "barrier_latency": latency,
+        "comm_median": float(np.median(table[:, :, 2])),
+        "scatter_rows": int(noise.shape[0]),
+        "noise_quantiles": np.quantile(noise, [0.1, 0.5, 0.9]).tolist(),
+        "extra_mean": float(extra.mean()),
+        # the rank wait of the on-budget steps, and the part of it the ranks' scatter explains
+        "equal_shape_wait": float(wait[:, on_budget].mean()),
+        "equal_shape_wait_from_scatter": float(scattered)}
+
+
+def summary(measured, predicted, scale=1.0, series=("step", "step_less_comm")):
+    """Measured p50 / p90 / mean step time (of each of ``series``: the whole step, and less its
+    all-reduce) and mean rank wait against the prediction (times ``scale``), with verdicts
+    (bucketopt.training.verify.verdict)."""
     from bucketopt.training.verify import verdict
 
     predicted = {key: {"value": v["value"] * scale,
                        "interval": [x * scale for x in v["interval"]]}
                  for key, v in predicted.items()}
     out = {}
-    for label, series in (("step", measured["step_seconds"]),
-                          ("step_less_comm", measured["step_less_comm"])):
-        t = np.asarray(series)
+    named = {"step": measured["step_seconds"], "step_less_comm": measured["step_less_comm"]}
+    for label in series:
+        t = np.asarray(named[label])
         for key, value in (("step_time_p50", np.quantile(t, 0.5)),
                            ("step_time_p90", np.quantile(t, 0.9)),
                            ("step_time_mean", t.mean())):
@@ -143,12 +258,61 @@ def summary(measured, predicted, scale=1.0):
             out[f"{label}:{key}"] = {"measured": float(value), "predicted": pred["value"],
                                      "interval": pred["interval"],
                                      **verdict(float(value), pred["interval"])}
-    wait = float(np.mean(measured["rank_wait"]) - measured["barrier_latency"])
+    wait = float(np.mean(measured["rank_wait"]))  # the barrier's own latency included
     pred = predicted["rank_wait_s"]
-    out["rank_wait_s"] = {"measured": max(wait, 0.0), "predicted": pred["value"],
-                          "interval": pred["interval"], **verdict(max(wait, 0.0),
-                                                                  pred["interval"])}
+    out["rank_wait_s"] = {"measured": wait, "predicted": pred["value"],
+                          "interval": pred["interval"], **verdict(wait, pred["interval"])}
     return out
+
+
+def _print_figures(figures, indent="  "):
+    for key, f in figures.items():
+        f = {**f, "predicted": max(f["predicted"], 0.0)}  # a wait of -1e-19 s reads 0
+        lo, hi = f["interval"]
+        said = "inside" if f["inside"] else f"outside, {f['off_by']:+.0%}"
+        print(f"{indent}{key:30} measured {f['measured'] * 1e3:8.2f} ms  predicted "
+              f"{f['predicted'] * 1e3:8.2f} ms [{lo * 1e3:.2f}, {hi * 1e3:.2f}]  {said}")
+
+
+def print_report(report):
+    """The report as text: the lockstep profile's table first, the single-process one second."""
+    lock, single, load = report["lockstep"], report["single_process"], report["load_average"]
+    print(f"{report['ranks']} gloo ranks, 1 thread each, on {report['cores']} cores; load "
+          f"average {load[0]:.1f}-{load[1]:.1f}; {report['elapsed_s']:.0f} s")
+    print(f"lockstep profile ({lock['rounds']} rounds over {lock['shapes']} shapes, "
+          f"{lock['steps']} steps): alpha {lock['alpha'] * 1e3:.3g} ms, beta "
+          f"{lock['beta']:.3g}, gamma {lock['gamma']:.3g}, claimed error "
+          f"{lock['claimed_error']:.1%}; all-reduce median {lock['comm_median'] * 1e3:.2f} ms, "
+          f"barrier latency {lock['barrier_latency'] * 1e3:.2f} ms; scatter "
+          f"({lock['scatter_rows']} on-budget steps): busy / fitted p10/p50/p90 "
+          f"{'/'.join(f'{q:.2f}' for q in lock['noise_quantiles'])}; rank wait at equal shapes "
+          f"{lock['equal_shape_wait'] * 1e3:.2f} ms, "
+          f"{lock['equal_shape_wait_from_scatter'] * 1e3:.2f} ms of it the ranks' scatter, "
+          f"{lock['extra_mean'] * 1e3:.2f} ms beyond the slowest rank")
+    for w in lock["warnings"]:
+        print("lockstep probe warning:", w)
+    plan = report["plan"]
+    print(f"plan: boundaries {plan['boundaries']}, batch sizes {plan['batch_sizes']} (solved "
+          "with the single-process profile; with the lockstep profile: boundaries "
+          f"{plan.get('lockstep_profile_boundaries')})")
+    for name, entry in report["plans"].items():
+        print(f"\n{name}: {entry['steps']} steps; all-reduce median "
+              f"{entry['comm_median'] * 1e3:.2f} ms, barrier latency "
+              f"{entry['barrier_latency'] * 1e3:.2f} ms; predicted by the lockstep profile:")
+        _print_figures(entry["figures"])
+    print(f"\nthe same steps predicted by a single-process profile (alpha "
+          f"{single['alpha'] * 1e3:.3g} ms, beta {single['beta']:.3g}, gamma "
+          f"{single['gamma']:.3g}, claimed error {single['claimed_error']:.1%}):")
+    for w in single["probe_warnings"]:
+        print("probe warning:", w)
+    for name, entry in report["plans"].items():
+        sp = entry["single_process"]
+        print(f"\n{name}: forward + backward ran {sp['compute_speed_factor']:.2f}x the "
+              "single-process profile's time (median)")
+        for title, figures in (("as predicted", sp["figures"]),
+                               ("predicted x that factor", sp["figures_at_measured_speed"])):
+            print(f" {title}:")
+            _print_figures(figures)
 
 
 def main(argv=None) -> int:
@@ -157,17 +321,27 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--budget", type=int, default=512)
     parser.add_argument("-k", type=int, default=3)
-    parser.add_argument("--profile", help="a profile JSON (default: probe here first)")
-    parser.add_argument("--probe-time", type=float, default=60.0)
+    parser.add_argument("--lockstep-rounds", type=int, default=40,
+                        help="interleaved rounds of the lockstep probe over its shapes")
+    parser.add_argument("--profile", help="a single-process profile JSON for the second table "
+                                          "(default: probe here first)")
+    parser.add_argument("--probe-time", type=float, default=30.0,
+                        help="seconds of the single-process probe")
     parser.add_argument("--port", type=int, default=29533)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--save", help="also write the report's JSON to this file")
+    parser.add_argument("--show", help="print an earlier --save'd report and exit")
     args = parser.parse_args(argv)
+    if args.show:
+        print_report(json.loads(Path(args.show).read_text()))
+        return 0
 
     import torch
 
     import bucketopt
     from bucketopt.training.verify import claimed_error_of, plan_batches, predict_ranked_steps
 
+    started = time.monotonic()
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="bucketopt-gloo-"))
     config = work / "tiny.json"
@@ -179,58 +353,78 @@ def main(argv=None) -> int:
 
         result = probe(spec, token_budget=args.budget, max_length=args.budget, threads=1,
                        time_limit=args.probe_time, progress=False)
-        profile = result.profile
-        probe_warnings = list(result.warnings)
+        single = result.profile
+        single_warnings = list(result.warnings)
     else:
-        profile, probe_warnings = bucketopt.load_profile(args.profile), []
+        single, single_warnings = bucketopt.load_profile(args.profile), []
+    load.append(os.getloadavg()[0])
     lengths = tiny_lengths(max_length=args.budget)
-    plan = bucketopt.solve(lengths, args.k, token_budget=args.budget, profile=profile,
+    plan = bucketopt.solve(lengths, args.k, token_budget=args.budget, profile=single,
                            world_size=args.ranks).to_plan()
+    plans = {name: (plan_batches(plan, lengths, packing=packing), args.steps)
+             for name, packing in (("bucketed", None), ("packed", "varlen"))}
+    with LoadSampler() as sampled:
+        table, latency, tags = interleaved_run(spec, args.ranks, args.budget,
+                                               args.lockstep_rounds, plans, args.port)
+    load.extend(sampled.loads)
+    probe_steps = [k for k, tag in enumerate(tags) if tag[0] == "probe"]
+    fit, (noise, extra), lock = fit_lockstep(
+        table[:, probe_steps], [(tags[k][1], tags[k][2]) for k in probe_steps], args.budget,
+        latency, rounds=args.lockstep_rounds, load=max(load))
+    profile = fit.profile(name="lockstep-gloo", world_size=args.ranks, token_budget=args.budget,
+                          description=f"the tiny llama, {args.ranks} gloo ranks of 1 thread on "
+                                      f"{os.cpu_count()} cores, measured in lockstep",
+                          provenance={"ranks": args.ranks, **lock})
     model = profile.cost_model(world_size=args.ranks)
-    claim = claimed_error_of(profile)
+    single_model = single.cost_model(world_size=args.ranks)
+    claim, single_claim = fit.claimed_error, claimed_error_of(single)
+    cal = fit.calibration
+    # the plan the lockstep profile solves for: the same boundaries, or say so
+    again = bucketopt.solve(lengths, args.k, token_budget=args.budget, profile=profile,
+                            world_size=args.ranks).to_plan()
     report = {"ranks": args.ranks, "cores": os.cpu_count(), "budget": args.budget,
-              "profile": {"alpha": profile.alpha, "beta": profile.beta, "gamma": profile.gamma,
-                          "claimed_error": claim, "probe_warnings": probe_warnings},
+              "lockstep": {"alpha": cal.alpha, "beta": cal.beta, "gamma": cal.gamma,
+                           "claimed_error": claim, "warnings": list(fit.warnings),
+                           "heldout": cal.heldout, **lock},
+              "single_process": {"alpha": single.alpha, "beta": single.beta,
+                                 "gamma": single.gamma, "claimed_error": single_claim,
+                                 "probe_warnings": single_warnings},
+              "plan": {"boundaries": list(plan["boundaries"]),
+                       "batch_sizes": list(plan["batch_sizes"]),
+                       "lockstep_profile_boundaries": list(again["boundaries"])},
               "plans": {}}
-    for i, (name, packing) in enumerate((("bucketed", None), ("packed", "varlen"))):
-        batches = plan_batches(plan, lengths, packing=packing)
-        measured = run_plan(spec, batches, args.ranks, args.steps, args.port + i)
+    for name, (batches, _steps) in plans.items():
+        mine = [k for k, tag in enumerate(tags) if tag[0] == name]
+        measured = plan_figures(table[:, mine], latency)
         n = measured["steps"] * args.ranks
-        predicted = predict_ranked_steps(batches.features[:n], args.ranks, model, claim)
-        # how much slower each rank's forward + backward ran than the profile says (ranks
-        # sharing cores, other processes): one factor, the median over every micro-batch
-        per_batch = batches.features[:n] @ [model.alpha, model.beta, model.gamma]
+        features = batches.features[:n]
+        predicted = predict_ranked_steps(features, args.ranks, model, claim, noise=noise,
+                                         extra=extra)
+        single_predicted = predict_ranked_steps(features, args.ranks, single_model,
+                                                single_claim)
+        # how much slower each rank's forward + backward ran than the single-process profile
+        # says (ranks sharing cores, other processes): one factor, the median over every batch
+        per_batch = features @ [single_model.alpha, single_model.beta, single_model.gamma]
         factor = float(np.median(np.asarray(measured["compute"]) / per_batch))
-        report["plans"][name] = {"steps": measured["steps"],
-                                 "barrier_latency": measured["barrier_latency"],
-                                 "comm_median": float(np.median(measured["comm"])),
-                                 "compute_speed_factor": factor,
-                                 "figures": summary(measured, predicted),
-                                 "figures_at_measured_speed": summary(measured, predicted,
-                                                                      factor)}
-        load.append(os.getloadavg()[0])
+        report["plans"][name] = {
+            "steps": measured["steps"], "barrier_latency": measured["barrier_latency"],
+            "comm_median": float(np.median(measured["comm"])),
+            "figures": summary(measured, predicted, series=("step",)),
+            "single_process": {"compute_speed_factor": factor,
+                               "figures": summary(measured, single_predicted),
+                               "figures_at_measured_speed": summary(measured, single_predicted,
+                                                                    factor)}}
     report["load_average"] = [min(load), max(load)]
+    report["load_samples"] = load
+    report["elapsed_s"] = time.monotonic() - started
+    if args.save:
+        from bucketopt.data.output import write_text
+
+        write_text(args.save, json.dumps(report, indent=1) + "\n", what="the report")
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
-    print(f"{args.ranks} gloo ranks, 1 thread each, on {os.cpu_count()} cores; load average "
-          f"{min(load):.1f}-{max(load):.1f}; profile alpha {profile.alpha:.3g} s, beta "
-          f"{profile.beta:.3g}, gamma {profile.gamma:.3g}, claimed error {claim:.1%}")
-    for w in probe_warnings:
-        print("probe warning:", w)
-    for name, entry in report["plans"].items():
-        print(f"\n{name}: {entry['steps']} steps; all-reduce median "
-              f"{entry['comm_median'] * 1e3:.2f} ms, barrier latency "
-              f"{entry['barrier_latency'] * 1e3:.2f} ms; forward + backward ran "
-              f"{entry['compute_speed_factor']:.2f}x the profile's time (median)")
-        for title, figures in (("as predicted", entry["figures"]),
-                               ("predicted x that factor", entry["figures_at_measured_speed"])):
-            print(f" {title}:")
-            for key, f in figures.items():
-                lo, hi = f["interval"]
-                said = "inside" if f["inside"] else f"outside, {f['off_by']:+.0%}"
-                print(f"  {key:30} measured {f['measured'] * 1e3:8.2f} ms  predicted "
-                      f"{f['predicted'] * 1e3:8.2f} ms [{lo * 1e3:.2f}, {hi * 1e3:.2f}]  {said}")
+    print_report(report)
     return 0
 
 

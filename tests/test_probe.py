@@ -529,6 +529,47 @@ def test_claimed_error_is_the_larger_of_heldout_and_interval_width():
 
 
 
+
+def test_fit_timings_fits_a_table_of_timed_steps_as_the_probe_does():
+    """The seam for steps timed by other means (a multi-process training step): the same
+    calibration, claimed error, scatter and warnings the probe computes from its rows."""
+    from bucketopt.cost.calibration import calibrate
+    from bucketopt.cost.fitcheck import claimed_error, scatter
+    from bucketopt.cost.probe import fit_timings
+    from bucketopt.training.verify import claimed_error_of
+
+    shapes = design_shapes(4096, 512)
+    rng = np.random.default_rng(7)
+    rows = [{"batch_size": s, "padded_len": n, "round": r,
+             "seconds": _model_law(s, n) * (1 + 0.02 * rng.standard_normal())}
+            for r in range(4) for s, n in shapes]
+    fit = fit_timings(rows, shapes, bootstrap=30)
+    cal = calibrate(*[[row[k] for row in rows] for k in ("batch_size", "padded_len", "seconds")],
+                    bootstrap=30, pool="low")
+    assert (fit.calibration.alpha, fit.calibration.beta, fit.calibration.gamma) == \
+        (cal.alpha, cal.beta, cal.gamma)
+    assert fit.calibration.coefficient_sets == cal.coefficient_sets
+    assert fit.claimed_error == claimed_error(cal, shapes)
+    assert fit.scatter == scatter(rows, 0.25) and fit.warnings == ()
+    assert fit.calibration.beta == pytest.approx(2e-6, rel=0.1)
+    profile = fit.profile(name="lockstep", world_size=3, token_budget=4096,
+                          provenance={"ranks": 3})
+    assert profile.world_size == 3 and profile.uncertainty
+    assert claimed_error_of(profile) == fit.claimed_error
+    assert profile.provenance["probe"]["ranks"] == 3
+    # steps whose time does not grow with the batch: refused, as the probe refuses them
+    flat = [dict(row, seconds=0.004) for row in rows]
+    with pytest.raises(BucketoptError, match="do not grow"):
+        fit_timings(flat, shapes)
+    # one round at half speed: the drift warns
+    slowed = [dict(row, seconds=row["seconds"] * (2.0 if row["round"] == 1 else 1.0))
+              for row in rows]
+    (line,) = fit_timings(slowed, shapes, bootstrap=0).warnings
+    assert "between rounds" in line
+    with pytest.raises(BucketoptError, match="pool="):
+        fit_timings(rows, pool="mean")
+
+
 def test_a_probe_on_a_machine_loaded_on_purpose_stays_within_its_claim_or_warns(tiny, tmp_path):
     """Busy processes spin while the probe runs and while shapes it never fitted are timed
     again by a separate loop: the probe's claimed error holds for them, or it warned."""

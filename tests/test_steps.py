@@ -172,3 +172,163 @@ def test_compare_rows_carry_the_step_times(lengths, tmp_path, capsys):
     for key in KEYS:
         assert row[key] == pytest.approx(sol.extra[key]), key
         assert f"{key}_simulated" in row
+
+
+# --- steps whose ranks scatter (noisy_step_stats, sampled_step_stats) ------------------------
+
+def _naive_noisy(features, world, coef, noise, extra):
+    """Every step with every noise row, one outcome at a time."""
+    batch = [sum(f * c for f, c in zip(row, coef)) for row in features]
+    batch += [0.0] * (-len(batch) % world)
+    steps, waits = [], []
+    for i in range(0, len(batch), world):
+        for row, add in zip(noise, extra):
+            ranks = [batch[i + r] * row[r] for r in range(world)]
+            steps.append(max(ranks) + add)
+            waits.append(max(ranks) + add - sum(ranks) / world)
+    return [float(np.quantile(steps, 0.5, method="inverted_cdf")),
+            float(np.quantile(steps, 0.9, method="inverted_cdf")),
+            float(np.mean(steps)), float(np.mean(waits))]
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_noisy_step_stats_match_every_step_with_every_row(world):
+    from bucketopt.cost.steps import noisy_step_stats
+
+    rng = np.random.default_rng(world)
+    features = np.c_[np.ones(17), rng.integers(100, 4000, 17), rng.integers(1e4, 1e6, 17)]
+    noise = rng.lognormal(0.0, 0.2, (11, world))
+    extra = rng.normal(0.002, 0.001, 11)
+    coef = [0.01, 2e-6, 1e-9]
+    assert noisy_step_stats(features, world, coef, noise) == pytest.approx(
+        _naive_noisy(features.tolist(), world, coef, noise.tolist(), [0.0] * 11), rel=1e-12)
+    assert noisy_step_stats(features, world, coef, noise, extra) == pytest.approx(
+        _naive_noisy(features.tolist(), world, coef, noise.tolist(), extra.tolist()), rel=1e-12)
+
+
+def test_without_scatter_the_noisy_figures_are_the_plain_ones():
+    from bucketopt.cost.steps import noisy_step_stats, step_stats
+
+    rng = np.random.default_rng(0)
+    features = np.c_[np.ones(30), rng.integers(100, 4000, 30), rng.integers(1e4, 1e6, 30)]
+    coef = [0.01, 2e-6, 1e-9]
+    plain = step_stats(features, 3)(coef)
+    assert noisy_step_stats(features, 3, coef, np.ones((5, 3))) == pytest.approx(plain)
+    # the same factor on every rank scales the step and the wait alike
+    assert noisy_step_stats(features, 3, coef, np.full((1, 3), 1.5)) == pytest.approx(
+        [1.5 * x for x in plain])
+
+
+def test_equal_ranks_that_scatter_wait_the_expected_max_less_the_mean():
+    from bucketopt.cost.steps import noisy_step_stats
+
+    rng = np.random.default_rng(1)
+    noise = rng.lognormal(0.0, 0.1, (400, 3))
+    got = noisy_step_stats([[1.0, 0.0, 0.0]] * 6, 3, [0.02, 0, 0], noise)
+    assert got[3] == pytest.approx(0.02 * (noise.max(axis=1) - noise.mean(axis=1)).mean())
+    assert got[2] == pytest.approx(0.02 * noise.max(axis=1).mean())
+    assert got[0] <= got[1] and got[3] > 0
+
+
+def test_sampled_runs_scatter_about_the_expected_figures():
+    from bucketopt.cost.steps import noisy_step_stats, sampled_step_stats
+
+    rng = np.random.default_rng(2)
+    features = np.c_[np.ones(60), rng.integers(100, 4000, 60), rng.integers(1e4, 1e6, 60)]
+    noise = rng.lognormal(0.0, 0.15, (50, 2))
+    coef = [0.01, 2e-6, 1e-9]
+    runs = sampled_step_stats(features, 2, [coef], noise, draws=4000, seed=3)
+    expected = noisy_step_stats(features, 2, coef, noise)
+    assert runs.shape == (4000, 4)
+    # a run's mean step and mean wait are unbiased: their average over runs is the expectation
+    for j in (2, 3):
+        spread = runs[:, j].std() / np.sqrt(runs.shape[0])
+        assert abs(runs[:, j].mean() - expected[j]) < 5 * spread
+    assert np.all(runs[:, 0] <= runs[:, 1])
+    # a single noise row and one coefficient vector: every run measures the same figures
+    one = sampled_step_stats(features, 2, [coef], noise[:1], draws=3)
+    times = (np.asarray(features) @ coef).reshape(-1, 2) * noise[0]
+    step = times.max(axis=1)
+    assert one == pytest.approx(np.tile([np.quantile(step, 0.5), np.quantile(step, 0.9),
+                                         step.mean(), (step - times.mean(axis=1)).mean()],
+                                        (3, 1)))
+    # coefficient vectors are taken in turn
+    two = sampled_step_stats(features, 2, [coef, [2 * c for c in coef]], noise[:1], draws=2)
+    assert two[1] == pytest.approx(2 * two[0])
+
+
+@pytest.mark.parametrize("noise", [np.ones((3, 2)), np.zeros((2, 3)), np.full((2, 3), np.nan),
+                                   np.ones((0, 3)), np.ones(3)])
+def test_bad_noise_is_one_clear_error(noise):
+    from bucketopt.cost.steps import noisy_step_stats
+
+    with pytest.raises(bucketopt.BucketoptError, match="noise must be"):
+        noisy_step_stats([[1.0, 1.0, 1.0]] * 3, 3, [1.0, 0, 0], noise)
+    with pytest.raises(bucketopt.BucketoptError, match="extra must"):
+        noisy_step_stats([[1.0, 1.0, 1.0]] * 3, 3, [1.0, 0, 0], np.ones((2, 3)), [0.0])
+
+
+def test_scatter_rows_reproduce_every_lockstep_step_exactly():
+    """With the coefficients the rows were read with, every measured step of one shape comes
+    back: its time (the ranks' mean of busy + wait) and its mean wait, one row each."""
+    from bucketopt.cost.steps import noisy_step_stats, scatter_rows
+
+    rng = np.random.default_rng(8)
+    busy = rng.lognormal(np.log(0.03), 0.2, (9, 3))
+    wait = busy.max(axis=1, keepdims=True) - busy + rng.uniform(0, 0.002, (9, 3))
+    coef = [0.005, 4e-5, 0.0]
+    predicted = np.full(9, 0.005 + 4e-5 * 512)
+    noise, extra = scatter_rows(busy, wait, predicted)
+    step = (busy + wait).mean(axis=1)
+    for k in range(9):
+        one = noisy_step_stats([[1.0, 512.0, 512.0 * 512]] * 3, 3, coef, noise[k:k + 1],
+                               extra[k:k + 1])
+        assert one == pytest.approx([step[k], step[k], step[k], wait[k].mean()])
+    # all rows: the measured steps' distribution
+    got = noisy_step_stats([[1.0, 512.0, 512.0 * 512]] * 3, 3, coef, noise, extra)
+    assert got == pytest.approx([np.quantile(step, 0.5, method="inverted_cdf"),
+                                 np.quantile(step, 0.9, method="inverted_cdf"), step.mean(),
+                                 wait.mean()])
+
+
+def test_ranked_prediction_with_scatter_holds_its_value_and_widens_by_the_runs():
+    from bucketopt.cost.costmodel import profile_from_dict
+    from bucketopt.cost.steps import noisy_step_stats, step_stats
+    from bucketopt.training.verify import predict_ranked_steps
+
+    rng = np.random.default_rng(4)
+    features = np.c_[np.ones(90), rng.integers(100, 4000, 90), rng.integers(1e4, 1e6, 90)]
+    model = profile_from_dict(PROFILE).cost_model(world_size=3)
+    coef = [model.alpha, model.beta, model.gamma]
+    plain = predict_ranked_steps(features, 3, model, 0.05)
+    assert [plain[k]["value"] for k in KEYS] == pytest.approx(step_stats(features, 3)(coef))
+    assert all("sample_interval" not in v for v in plain.values())
+    noise = rng.lognormal(0.0, 0.1, (40, 3))
+    extra = rng.uniform(0, 0.001, 40)
+    noisy = predict_ranked_steps(features, 3, model, 0.05, noise=noise, extra=extra, draws=500)
+    assert [noisy[k]["value"] for k in KEYS] == pytest.approx(
+        noisy_step_stats(features, 3, coef, noise, extra))
+    for entry in noisy.values():
+        low, high = entry["sample_interval"]
+        assert low <= entry["value"] <= high
+        widened = entry["interval"]
+        assert widened == pytest.approx([low * 0.95, high * 1.05])
+    # the scatter makes ranks wait and a 30-step run's p90 uncertain beyond the coefficients
+    assert noisy["rank_wait_s"]["value"] > plain["rank_wait_s"]["value"]
+    p90 = noisy["step_time_p90"]
+    assert p90["sample_interval"][1] - p90["sample_interval"][0] > \
+        p90["coefficient_interval"][1] - p90["coefficient_interval"][0]
+
+
+def test_sampled_runs_draw_the_extra_with_its_row():
+    from bucketopt.cost.steps import sampled_step_stats
+
+    features = [[1.0, 0.0, 0.0]] * 6
+    # two rows: equal ranks and no extra, or a slow rank and 1 s of extra; every run's step
+    # times and waits are made of these two outcomes only
+    runs = sampled_step_stats(features, 2, [[1.0, 0, 0]], [[1.0, 1.0], [1.0, 2.0]],
+                              [0.0, 1.0], draws=300, seed=1)
+    share = (runs[:, 2] - 1.0) / 2.0  # the mean step: 1 + 2 x the share of slow steps
+    assert np.allclose(runs[:, 3], share * 1.5)  # a slow step waits 0.5 + 1
+    assert np.allclose(share * 3, np.round(share * 3))  # 3 steps a run
+    assert runs[:, 2].std() > 0

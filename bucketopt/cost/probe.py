@@ -526,6 +526,94 @@ def _verify(step, memory, torch) -> list:
     return out
 
 
+@dataclass(frozen=True)
+class TimingFit:
+    """The cost model fitted to timed steps as :func:`probe` fits it (:func:`fit_timings`):
+    ``calibration`` (:class:`bucketopt.Calibration`), the relative error it claims for one
+    step (``claimed_error``), the repeats' ``scatter`` (:func:`bucketopt.cost.fitcheck.scatter`)
+    and ``warnings`` (a poor fit, unsteady timings)."""
+
+    calibration: object = field(repr=False)
+    claimed_error: float
+    scatter: dict | None
+    warnings: tuple = ()
+
+    def profile(self, *, name, description="", world_size=1, token_budget=None,
+                provenance=None):
+        """A :class:`~bucketopt.cost.costmodel.Profile` of the fit whose
+        ``provenance.probe`` holds the claimed error (what
+        :func:`bucketopt.training.verify.claimed_error_of` reads), the scatter and the
+        warnings, beside ``provenance`` given."""
+        profile = self.calibration.to_profile(name=name, description=description,
+                                              world_size=world_size,
+                                              token_budget=token_budget)
+        merged = dict(profile.provenance)
+        merged["probe"] = {**(provenance or {}), "claimed_error": self.claimed_error,
+                           "scatter": self.scatter, "warnings": list(self.warnings)}
+        return replace(profile, provenance=merged)
+
+
+def _check_growth(rows, quantile, rounds):
+    from .fitcheck import growth_problem
+
+    # read from 3 rounds on (the fast quarter of 3 repeats drops a step another process slowed
+    # down)
+    flat = growth_problem(rows, quantile) if rounds >= 3 else None
+    if flat is not None:
+        raise BucketoptError(
+            f"{flat}: the timed step does not do the batch's work (a model that ignores "
+            "its input, or a device that was not synchronised), so no profile can be "
+            "fitted; check --model.", param="model")
+
+
+def fit_timings(rows, shapes=None, *, pool="low", bootstrap=None, rounds=None, device="cpu",
+                threads=1, load=None, cores=None, checked=False) -> TimingFit:
+    """Fit the cost model to timed steps exactly as :func:`probe` fits its own: for step times
+    measured by other means (a training step of several processes, each timing its share).
+
+    ``rows``: one dict per timed step with ``batch_size``, ``padded_len``, ``seconds`` and
+    ``round`` (the interleaved round it ran in); ``shapes``: the designed shapes the claimed
+    error is read over (default: those in ``rows``); ``rounds``: complete rounds timed
+    (default: the distinct ``round`` values), the step times' growth with the batch being
+    checked from 3 on; ``device``, ``threads``, ``load`` (the highest load average seen),
+    ``cores``: the machine, named by a poor fit's likely cause. Repeats of a shape are pooled by
+    ``pool`` ("low": their 25th percentile; "median").
+
+    Examples
+    --------
+    >>> rows = [{"batch_size": s, "padded_len": L, "round": r,
+    ...          "seconds": 0.002 + 1e-6 * s * L + 1e-9 * s * L * L}
+    ...         for r in range(3) for s, L in design_shapes(512, 512)]
+    >>> fit = fit_timings(rows)
+    >>> round(fit.calibration.alpha * 1e3, 3), fit.warnings
+    (2.0, ())
+    """
+    from .calibration import BOOTSTRAP, POOLS, calibrate
+    from .fitcheck import claimed_error, fit_warnings, scatter, timing_warnings
+
+    if pool not in POOLS:
+        raise BucketoptError(f"pool= must be one of {', '.join(POOLS)}; got {shown(pool)}.",
+                             param="pool")
+    rows = list(rows)
+    quantile = POOLS[pool]
+    if rounds is None:
+        rounds = len({row["round"] for row in rows})
+    if not checked:
+        _check_growth(rows, quantile, rounds)
+    if shapes is None:
+        shapes = sorted({(row["batch_size"], row["padded_len"]) for row in rows})
+    cal = calibrate([r["batch_size"] for r in rows], [r["padded_len"] for r in rows],
+                    [r["seconds"] for r in rows],
+                    bootstrap=BOOTSTRAP if bootstrap is None else bootstrap, pool=pool)
+    warnings = fit_warnings(cal, device=device, threads=threads, load=load, cores=cores,
+                            rounds=rounds)
+    claim = claimed_error(cal, shapes)
+    spread = scatter(rows, quantile)
+    warnings = warnings + timing_warnings(spread, claim)
+    return TimingFit(calibration=cal, claimed_error=claim, scatter=spread,
+                     warnings=tuple(warnings))
+
+
 class Trainer:
     """A model ready to train, as probe and verify time it: ``step(size, length)`` trains one
     micro-batch of random token ids (zero_grad, forward, backward, AdamW step, the device
@@ -753,16 +841,7 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                 rounds_done = r + 1
             load.append(_load_average())
             measured_shapes = {(row["batch_size"], row["padded_len"]) for row in rows}
-            from .fitcheck import growth_problem
-
-            # read from 3 rounds on (the fast quarter of 3 repeats drops a step another
-            # process slowed down)
-            flat = growth_problem(rows, quantile) if rounds_done >= 3 else None
-            if flat is not None:
-                raise BucketoptError(
-                    f"{flat}: the timed step does not do the batch's work (a model that ignores "
-                    "its input, or a device that was not synchronised), so no profile can be "
-                    "fitted; check --model.", param="model")
+            _check_growth(rows, quantile, rounds_done)
             if len(rows) < 6 or len(measured_shapes) < 3:
                 raise BucketoptError(
                     f"the probe timed {len(rows)} steps over {len(measured_shapes)} shapes before "
@@ -770,13 +849,13 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                     "over 3 shapes: raise --time-limit, or lower --token-budget / --max-length.",
                     param="time_limit",
                 )
-            from .calibration import BOOTSTRAP, calibrate
-
             status.phase = "fitting"
-            cal = calibrate([r["batch_size"] for r in rows], [r["padded_len"] for r in rows],
-                            [r["seconds"] for r in rows],
-                            bootstrap=BOOTSTRAP if bootstrap is None else bootstrap,
-                            pool=pool)
+            known = [x for x in load if x is not None]
+            fit = fit_timings(rows, shapes, pool=pool, bootstrap=bootstrap, rounds=rounds_done,
+                              device=dev.type, threads=threads_used,
+                              load=max(known) if known else None, cores=os.cpu_count(),
+                              checked=True)
+            cal = fit.calibration
     finally:
         torch.set_num_threads(old_threads)
     if progress:
@@ -784,12 +863,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
                          f"{rounds_done} round(s), {len(rows)} steps "
                          f"timed" + (" (time limit reached)" if stopped else "") + "\n")
         sys.stderr.flush()
-    from .fitcheck import claimed_error, fit_warnings, scatter, timing_warnings
+    from .fitcheck import timing_warnings
 
-    known = [x for x in load if x is not None]
-    warnings = fit_warnings(cal, device=dev.type, threads=threads_used,
-                            load=max(known) if known else None, cores=os.cpu_count(),
-                            rounds=rounds_done)
     holdout_report = None
     if held:
         entries = []
@@ -808,9 +883,8 @@ def probe(model, *, token_budget, max_length, device="cpu", dtype="float32", tim
             "median_rel_error": float(np.median(errors)) if errors.size else None,
             "max_rel_error": float(errors.max()) if errors.size else None,
         }
-    claim = claimed_error(cal, shapes)
-    spread = scatter(rows, quantile)
-    warnings = warnings + timing_warnings(spread, claim, holdout_report)
+    claim, spread = fit.claimed_error, fit.scatter
+    warnings = list(fit.warnings) + timing_warnings(None, claim, holdout_report)
     memory = None
     if dev.type == "cuda":
         total_bytes = torch.cuda.get_device_properties(dev).total_memory

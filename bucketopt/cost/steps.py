@@ -190,3 +190,124 @@ def epoch_steps(epochs, cost_model) -> dict:
     point = stats([cost_model.alpha, cost_model.beta, cost_model.gamma])
     sets, coverage = _sets(cost_model)
     return _with_intervals(point, [stats(c) for c in sets], coverage)
+
+
+# --- steps whose ranks scatter: every rank's time times a measured factor -------------------
+
+def _rank_times(features, coef, world) -> np.ndarray:
+    """(steps, world) seconds of each rank's batch (``world`` consecutive batches a step; a
+    rank with no batch in the last step: 0)."""
+    batch = np.asarray(features, dtype=np.float64) @ np.asarray(coef, dtype=np.float64)
+    steps = -(-batch.size // world)
+    padded = np.zeros(steps * world)
+    padded[: batch.size] = batch
+    return padded.reshape(steps, world)
+
+
+def _check_noise(noise, extra, world) -> tuple:
+    from ..errors import BucketoptError
+
+    noise = np.asarray(noise, dtype=np.float64)
+    if noise.ndim != 2 or noise.shape[1] != world or noise.shape[0] < 1 \
+            or not np.all(np.isfinite(noise)) or np.any(noise <= 0):
+        raise BucketoptError(f"noise must be a (rows >= 1, world={world}) array of finite "
+                             f"factors > 0 (one row: the ranks' factors in one measured step); "
+                             f"got shape {noise.shape}.", param="noise")
+    if extra is None:
+        return noise, np.zeros(noise.shape[0])
+    extra = np.asarray(extra, dtype=np.float64)
+    if extra.shape != (noise.shape[0],) or not np.all(np.isfinite(extra)):
+        raise BucketoptError(f"extra must hold one finite number of seconds per row of noise "
+                             f"({noise.shape[0]}); got shape {extra.shape}.", param="extra")
+    return noise, extra
+
+
+def noisy_step_stats(features, world, coef, noise, extra=None) -> list:
+    """[p50, p90, mean, rank wait] of the steps when the ranks' times scatter.
+
+    Each step's rank times (``features @ coef``, ``world`` consecutive batches a step, as
+    :func:`step_stats`) are multiplied by one row of ``noise``, a (K, ``world``) array whose
+    rows are the ranks' factors (measured time / the cost model's) in one measured step, each
+    row equally likely and drawn anew for every step; rows keep the ranks' factors together, so
+    ranks that slow each other down (sharing cores) do so in the prediction too. A step lasts as
+    long as its slowest rank, plus the row's ``extra`` seconds (K,; default 0): what every rank
+    waited in that measured step beyond the slowest rank (a barrier's own latency, a waiting
+    process woken late); the rank wait is the step less the mean of its ranks' times. The
+    figures are exact: the distribution of a step is the mixture of the n steps' K outcomes
+    (p50 and p90 its inverse distribution function, as :func:`weighted_quantiles`), held in
+    memory (n K ``world`` values: for a slice of steps, not an epoch).
+
+    Examples
+    --------
+    >>> features = [[1.0, 0.0, 0.0]] * 4          # two steps of two ranks, 1 s a batch
+    >>> noise = [[1.0, 1.0], [1.0, 3.0]]          # half the time one rank takes 3x
+    >>> noisy_step_stats(features, 2, [1.0, 0.0, 0.0], noise)
+    [1.0, 3.0, 2.0, 0.5]
+    >>> noisy_step_stats(features, 2, [1.0, 0.0, 0.0], noise, extra=[0.5, 0.5])
+    [1.5, 3.5, 2.5, 1.0]
+    """
+    world = int(world)
+    noise, extra = _check_noise(noise, extra, world)
+    per_step = _rank_times(features, coef, world)
+    outcomes = per_step[:, None, :] * noise[None, :, :]  # (steps, K, world)
+    slowest = outcomes.max(axis=2)
+    step = (slowest + extra[None, :]).ravel()
+    wait = (slowest - outcomes.mean(axis=2) + extra[None, :]).ravel()
+    p50, p90 = weighted_quantiles(step, np.ones_like(step))
+    return [p50, p90, float(step.mean()), float(wait.mean())]
+
+
+def sampled_step_stats(features, world, coefs, noise, extra=None, *, draws=2000,
+                       seed=0) -> np.ndarray:
+    """(draws, 4): [p50, p90, mean, rank wait] of the n steps of ``features`` as one run
+    measures them, ``draws`` times over: each draw takes a coefficient vector (a row of
+    ``coefs``, in turn) and, for every step, a row of ``noise`` (and its ``extra``) at random
+    (see :func:`noisy_step_stats`); p50 and p90 are numpy's linear quantiles of the n step
+    times, as measured. Their spread is how much a run of n steps scatters about
+    :func:`noisy_step_stats`' figures."""
+    from ..errors import BucketoptError
+
+    world = int(world)
+    noise, extra = _check_noise(noise, extra, world)
+    coefs = np.atleast_2d(np.asarray(coefs, dtype=np.float64))
+    if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) \
+            or not 1 <= draws <= 1_000_000:
+        raise BucketoptError(f"draws must be an integer in [1, 1,000,000]; got {draws!r}.",
+                             param="draws")
+    rng = np.random.default_rng(seed)
+    base = np.stack([_rank_times(features, c, world) for c in coefs])  # (sets, steps, world)
+    out = np.empty((draws, 4))
+    block = max(1, 4_000_000 // max(base.shape[1] * world, 1))
+    for lo in range(0, draws, block):
+        n = min(block, draws - lo)
+        rows = rng.integers(0, noise.shape[0], (n, base.shape[1]))
+        times = base[np.arange(lo, lo + n) % coefs.shape[0]] * noise[rows]
+        slowest = times.max(axis=2)
+        step = slowest + extra[rows]
+        out[lo:lo + n, 0:2] = np.quantile(step, [0.5, 0.9], axis=1).T
+        out[lo:lo + n, 2] = step.mean(axis=1)
+        out[lo:lo + n, 3] = (step - times.mean(axis=2)).mean(axis=1)
+    return out
+
+
+def scatter_rows(busy, wait, predicted) -> tuple:
+    """(noise, extra) for :func:`noisy_step_stats` from steps timed in lockstep (every rank
+    the same shape): ``busy`` and ``wait``, (K, world) seconds, each rank's step less its
+    barrier wait, and that wait; ``predicted`` (K,), the cost model's time of each step's shape.
+    A row's factors are the ranks' busy times over the prediction; its extra, the ranks' mean
+    wait less what the factors make them wait (the slowest busy time less the mean), so that
+    with the same coefficients every measured step is reproduced exactly: its time (the mean
+    over ranks of busy + wait) and its mean wait.
+
+    Examples
+    --------
+    >>> noise, extra = scatter_rows([[1.0, 2.0]], [[1.25, 0.25]], [2.0])
+    >>> noise.tolist(), extra.tolist()
+    ([[0.5, 1.0]], [0.25])
+    """
+    busy = np.asarray(busy, dtype=np.float64)
+    wait = np.asarray(wait, dtype=np.float64)
+    predicted = np.asarray(predicted, dtype=np.float64)
+    noise = busy / predicted[:, None]
+    extra = wait.mean(axis=1) - (busy.max(axis=1) - busy.mean(axis=1))
+    return noise, extra

@@ -500,27 +500,56 @@ def _warnings(seconds, predicted, shapes, plan, sampler, verdicts, load, threads
     return out
 
 
-def predict_ranked_steps(features, world, cost_model, claim) -> dict:
+def predict_ranked_steps(features, world, cost_model, claim, *, noise=None, extra=None,
+                         draws=2000, seed=0) -> dict:
     """The predicted step figures of batches with ``features`` in step order over ``world``
     ranks (a step waits for its slowest rank): ``step_time_p50``, ``step_time_p90``,
     ``step_time_mean`` and ``rank_wait_s``, each ``{"value", "interval",
     "coefficient_interval"}``; the step times' intervals widened by ``claim`` (a fraction), the
-    wait's by ``claim`` x the mean step (a wait is a difference of step times)."""
+    wait's by ``claim`` x the mean step (a wait is a difference of step times).
+
+    ``noise`` (optional): the ranks' measured scatter, a (K, ``world``) array of factors
+    (measured time / the cost model's, one row per measured step, the ranks together), with
+    ``extra`` (K,) seconds every rank waited in that step beyond the slowest (see
+    :func:`bucketopt.cost.steps.noisy_step_stats`). The values are then the expected figures
+    of steps whose rank times are multiplied by a random row, and the interval before widening
+    is the central ``coverage`` share of the figures that runs of these n steps measure
+    (:func:`~bucketopt.cost.steps.sampled_step_stats`: ``draws`` runs, each with one of the
+    profile's coefficient sets and fresh rows), the point held; its entries add
+    ``sample_interval`` (that share, before widening). The claimed error then widens the wait
+    as it widens the step times, by ``claim`` of its ends: it is an error of a shape's time, and
+    the ranks of one step run close shapes (one bucket's batches, rows of about the budget), so
+    it moves their times, and the differences between them, alike."""
     from ..cost.coverage import coefficient_sets as _sets
     from ..cost.coverage import interval
     from ..cost.steps import KEYS as STEP_KEYS
-    from ..cost.steps import step_stats
+    from ..cost.steps import noisy_step_stats, sampled_step_stats, step_stats
 
-    stats = step_stats(np.asarray(features, dtype=np.float64), int(world))
-    point = stats([cost_model.alpha, cost_model.beta, cost_model.gamma])
+    features = np.asarray(features, dtype=np.float64)
+    world = int(world)
+    coef = [cost_model.alpha, cost_model.beta, cost_model.gamma]
+    if noise is None:
+        stats = step_stats(features, world)
+    else:
+        def stats(c):
+            return noisy_step_stats(features, world, c, noise, extra)
+    point = stats(coef)
     sets, coverage = _sets(cost_model)
     per_set = np.array([stats(c) for c in sets]).reshape(-1, len(STEP_KEYS))
+    sampled = None
+    if noise is not None:
+        sampled = sampled_step_stats(features, world, sets if sets.size else [coef], noise,
+                                     extra, draws=draws, seed=seed)
     out = {}
     for i, key in enumerate(STEP_KEYS):
         low, high = interval(per_set[:, i], point[i], coverage)
-        if key == "rank_wait_s":
+        entry = {"value": point[i], "coefficient_interval": [low, high]}
+        if sampled is not None:
+            entry["sample_interval"] = interval(sampled[:, i], point[i], coverage)
+            low, high = entry["sample_interval"]
+        if key == "rank_wait_s" and noise is None:
             widened = [max(0.0, low - claim * point[2]), high + claim * point[2]]
         else:
-            widened = [low * (1 - claim), high * (1 + claim)]
-        out[key] = {"value": point[i], "interval": widened, "coefficient_interval": [low, high]}
+            widened = [max(0.0, low * (1 - claim)), high * (1 + claim)]
+        out[key] = {"value": point[i], "interval": widened, **entry}
     return out
