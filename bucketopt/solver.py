@@ -30,6 +30,7 @@ from .solution import Solution, make_solution, with_notes
 from .validate import (
     DEFAULT_PAD,
     DEFAULT_SYNC_BUCKETS,
+    DEFAULT_WORLD_SIZE,
     MAX_SWEEP_KS,
     check_number,
     shown,
@@ -165,9 +166,10 @@ def _run(request: SolveRequest, ks=None) -> _Run:
 
 
 def solve(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min_share=0.0,
-          max_share=1.0, align=1, profile=None, world_size=1, epochs=1, min_fill=0.0,
-          sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None, overflow="truncate", exact=False,
-          memory=None, memory_headroom=None, gpu_memory=None, grid=None) -> Solution:
+          max_share=1.0, align=1, profile=None, world_size=DEFAULT_WORLD_SIZE, epochs=1,
+          min_fill=0.0, sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None, overflow="truncate",
+          exact=False, memory=None, memory_headroom=None, gpu_memory=None,
+          grid=None) -> Solution:
     """Optimal bucket boundaries over all sets of at most ``k`` buckets, with a proof.
 
     ``Solution.optimality`` says what is proven: ``exact`` (the value is the minimum over every
@@ -394,9 +396,9 @@ def _gain_per_bucket(criterion, value, following, buckets):
 
 
 def sweep(lengths, ks, *, token_budget=None, pad=DEFAULT_PAD, objective=None, min_share=0.0,
-          max_share=1.0, align=1, profile=None, world_size=1, epochs=1, tolerance=0.01,
-          criterion=None, min_fill=0.0, sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None,
-          overflow="truncate", exact=False, memory=None, memory_headroom=None,
+          max_share=1.0, align=1, profile=None, world_size=DEFAULT_WORLD_SIZE, epochs=1,
+          tolerance=0.01, criterion=None, min_fill=0.0, sync_buckets=DEFAULT_SYNC_BUCKETS,
+          max_length=None, overflow="truncate", exact=False, memory=None, memory_headroom=None,
           gpu_memory=None) -> Sweep:
     """The optimum for every k in ``ks`` from a single DP run up to ``max(ks)``.
 
@@ -460,8 +462,8 @@ def sweep(lengths, ks, *, token_budget=None, pad=DEFAULT_PAD, objective=None, mi
 
 
 def evaluate(lengths, boundaries, *, token_budget=None, pad=DEFAULT_PAD, profile=None,
-             world_size=1, epochs=1, sync_buckets=DEFAULT_SYNC_BUCKETS, max_length=None,
-             overflow="truncate", memory=None, memory_headroom=None,
+             world_size=DEFAULT_WORLD_SIZE, epochs=1, sync_buckets=DEFAULT_SYNC_BUCKETS,
+             max_length=None, overflow="truncate", memory=None, memory_headroom=None,
              gpu_memory=None) -> Solution:
     """The same statistics as :func:`solve` for boundaries chosen elsewhere (e.g. a heuristic).
 

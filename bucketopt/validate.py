@@ -55,8 +55,11 @@ INT64_MAX = 2**63 - 1
 # - objective: time with a hardware profile, padding without one (:func:`default_objective`);
 # - sync_buckets: True, the sampler's order (every rank takes the same bucket at each
 #   micro-step), which the time objective plans for and every Ktok/s prediction assumes;
-# - packing: "fixed", batches of B_k = floor(T / b_k) samples (or the memory model's sizes).
+# - packing: "fixed", batches of B_k = floor(T / b_k) samples (or the memory model's sizes);
+# - world size: 1 rank from Python (world_size=None: the profile's world size); the CLI's
+#   commands pass None without --gpus, every one of them.
 DEFAULT_PAD = "edge"
+DEFAULT_WORLD_SIZE = 1
 DEFAULT_SYNC_BUCKETS = True
 DEFAULT_PACKING = "fixed"
 # The paddings of a plan: to the bucket's edge, or to each batch's longest member.

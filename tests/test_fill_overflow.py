@@ -148,7 +148,7 @@ def test_cli_solve_reports_fill_and_notes(tmp_path, capsys):
 def test_compare_puts_the_padding_optimum_beside_solves_time_plan_with_a_profile():
     lengths = heavy_tail(8_000)
     profile = dict(alpha=0.05, beta=1e-5, gamma=1e-9, token_budget=65_536, world_size=4)
-    c = bucketopt.compare(lengths, 4, profile=profile, diversity=False)
+    c = bucketopt.compare(lengths, 4, profile=profile, world_size=None, diversity=False)
     rows = c.strategies
     assert {"bucketed", "bucketed-padding"} <= set(rows)
     timed = bucketopt.solve(lengths, 4, token_budget=65_536, profile=profile, world_size=None)

@@ -18,6 +18,7 @@ from bucketopt.validate import (
     DEFAULT_PACKING,
     DEFAULT_PAD,
     DEFAULT_SYNC_BUCKETS,
+    DEFAULT_WORLD_SIZE,
     default_objective,
 )
 
@@ -159,6 +160,8 @@ def test_one_set_of_defaults():
         assert params["sync_buckets"].default is DEFAULT_SYNC_BUCKETS, fn
     assert inspect.signature(bucketopt.BucketBatchSampler).parameters["packing"].default \
         == DEFAULT_PACKING
+    for fn in (bucketopt.solve, bucketopt.sweep, bucketopt.evaluate, bucketopt.compare):
+        assert inspect.signature(fn).parameters["world_size"].default == DEFAULT_WORLD_SIZE, fn
     assert solve["objective"].default is None  # resolved by default_objective
     assert (default_objective(None), default_objective(PROFILE)) == ("padding", "time")
     from bucketopt.cli import build_parser
@@ -248,3 +251,14 @@ def test_a_batch_padding_sweep_gives_solves_rows_or_says_it_does_not(data):
     for k, sol in zip(longer.ks, longer.solutions):
         noted = any("not refined" in w for w in sol.warnings)
         assert noted == (k != longer.recommended_k), k
+
+
+def test_python_defaults_give_one_answer_with_a_profile(data):
+    """No world size given: solve and compare's bucketed row plan for the same ranks (the
+    default's), so they find the same boundaries and predict the same Ktok/s."""
+    lengths, _ = data
+    sol = bucketopt.solve(lengths, K, token_budget=BUDGET, profile=PROFILE)
+    row = bucketopt.compare(lengths, K, token_budget=BUDGET, profile=PROFILE, diversity=False,
+                            rules=()).strategies["bucketed"]
+    assert tuple(row["boundaries"]) == tuple(sol.boundaries)
+    assert row["ktok_per_s"] == pytest.approx(sol.ktok_per_s)

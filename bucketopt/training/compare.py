@@ -17,7 +17,13 @@ from ..cost.steps import KEYS as STEP_KEYS
 from ..data.histogram import as_histogram, validate_lengths
 from ..errors import BucketoptError
 from ..heuristics import RULES
-from ..validate import DEFAULT_PAD, DEFAULT_SYNC_BUCKETS, check_k, check_world_size
+from ..validate import (
+    DEFAULT_PAD,
+    DEFAULT_SYNC_BUCKETS,
+    DEFAULT_WORLD_SIZE,
+    check_k,
+    check_world_size,
+)
 from .rows import strategy_row
 
 MAX_SIMULATIONS = 1000
@@ -177,7 +183,8 @@ def budget_plan(hist, k, memory, *, profile, pad=DEFAULT_PAD, world_size=None, e
 
 
 def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulations=1, rules=RULES,
-            profile=None, world_size=None, epochs=1, grad_accum=1, diversity=True,
+            profile=None, world_size=DEFAULT_WORLD_SIZE, epochs=1, grad_accum=1,
+            diversity=True,
             sampler=False, simulated_samples=SIMULATED_SAMPLES, progress=False,
             memory=None, memory_headroom=None, gpu_memory=None, plan=None,
             allow_other_lengths=False, **solver_kwargs) -> Comparison:
