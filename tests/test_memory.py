@@ -339,3 +339,29 @@ def test_sweep_rows_follow_the_memory_model():
         assert list(sol.batch_sizes) == model.batch_size(sol.boundaries).tolist()
         alone = bucketopt.solve(lengths, sol.k, memory=HAND_MODEL, pad="batch")
         assert sol.padded_tokens == pytest.approx(alone.padded_tokens)
+
+
+def test_compares_memory_row_is_solves_plan_for_the_same_flags():
+    """With a memory model and a token budget both, solve sizes each bucket by the memory model
+    and the budget (s b <= T too): compare's bucketed-memory row is that plan; without a budget,
+    the memory model's sizes alone."""
+    import bucketopt
+
+    rng = np.random.default_rng(12)
+    lengths = rng.integers(16, 2048, size=3000)
+    profile = dict(alpha=0.05, beta=2e-5, gamma=1e-9, world_size=2)
+    model = MemoryModel(**HAND_MODEL)
+    for budget in (4096, None):
+        sol = bucketopt.solve(lengths, 3, token_budget=budget, memory=HAND_MODEL,
+                              profile=profile, world_size=None)
+        row = bucketopt.compare(lengths, 3, token_budget=budget, memory=HAND_MODEL,
+                                profile=profile, world_size=None, diversity=False,
+                                rules=()).strategies["bucketed-memory"]
+        assert (row["boundaries"], row["batch_sizes"]) == (list(sol.boundaries),
+                                                           list(sol.batch_sizes))
+        by_memory = model.batch_size(sol.boundaries)
+        if budget is None:
+            assert list(sol.batch_sizes) == by_memory.tolist()
+        else:  # the budget binds on some bucket here: a row that ignored it would differ
+            capped = np.minimum(by_memory, budget // np.asarray(sol.boundaries))
+            assert list(sol.batch_sizes) == capped.tolist() != by_memory.tolist()

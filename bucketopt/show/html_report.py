@@ -68,7 +68,8 @@ def report(lengths, k=None, *, plan=None, verify=None, ks=None, seed=0, simulati
            allow_other_lengths=False, source=None, figures=True, **solver_kwargs) -> Report:
     """The report of ``lengths`` planned with at most ``k`` buckets (what
     :func:`~bucketopt.solve` returns for the same options, which is also :func:`compare`'s
-    ``bucketed`` row but with a memory model), or of a ``plan`` (a dict from
+    ``bucketed`` row, or its ``bucketed-memory`` row with a memory model), or of a ``plan`` (a
+    dict from
     ``Solution.to_plan()`` or a plan path, whose settings replace the solver options, as in
     ``compare --plan``).
 

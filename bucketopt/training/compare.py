@@ -215,9 +215,10 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
     :func:`solve`.
 
     ``memory`` (with a ``profile``): two more rows, ``bucketed-memory`` (the time-optimal plan
-    whose batch sizes come from the memory model) and ``bucketed-budget-fit`` (the best plan of
-    one token budget whose every batch fits the same capacity, :func:`budget_plan`), each with
-    its Ktok/s; without ``token_budget`` the other strategies run under that budget.
+    whose batch sizes come from the memory model, and from ``token_budget`` too when one is
+    given: :func:`solve`'s plan for the same arguments) and ``bucketed-budget-fit`` (the best
+    plan of one token budget whose every batch fits the same capacity, :func:`budget_plan`),
+    each with its Ktok/s; without ``token_budget`` the other strategies run under that budget.
 
     Scale: the analytic figures come from the histogram, and so does the sorted row (its
     greedy batches are runs of equal lengths: the same batches a per-sample simulation builds).
@@ -340,9 +341,11 @@ def compare(lengths, k, *, token_budget=None, pad=DEFAULT_PAD, seed=0, simulatio
         if fit_plan is None:
             raise BucketoptError("no token budget on the searched grid gives a plan whose every "
                                  "batch fits the memory model.")
-        memory_plan = solve(hist, k, pad=pad, objective="time", profile=profile,
-                            world_size=cost_model.world_size, epochs=epochs, memory=mem,
-                            **memory_kwargs)
+        # solve()'s plan for the same flags: memory batch sizes, capped by the token budget
+        # when one is given (s b <= T as well)
+        memory_plan = solve(hist, k, token_budget=token_budget, pad=pad, objective="time",
+                            profile=profile, world_size=cost_model.world_size, epochs=epochs,
+                            memory=mem, **memory_kwargs)
         if token_budget is None:
             token_budget = fit_plan.token_budget
     if token_budget is None:
