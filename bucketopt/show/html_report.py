@@ -69,9 +69,8 @@ def report(lengths, k=None, *, plan=None, verify=None, ks=None, seed=0, simulati
     """The report of ``lengths`` planned with at most ``k`` buckets (what
     :func:`~bucketopt.solve` returns for the same options, which is also :func:`compare`'s
     ``bucketed`` row, or its ``bucketed-memory`` row with a memory model), or of a ``plan`` (a
-    dict from
-    ``Solution.to_plan()`` or a plan path, whose settings replace the solver options, as in
-    ``compare --plan``).
+    dict from ``Solution.to_plan()`` or a plan path, whose settings replace the solver options,
+    as in ``compare --plan``).
 
     ``solver_kwargs``: ``token_budget``, ``pad``, ``objective``, ``profile``, ``world_size``,
     ``epochs``, ``min_share``, ``max_share``, ``align``, ``min_fill``, ``max_length``,
