@@ -215,7 +215,8 @@ def compile_ahead(calls) -> Ahead:
     from numba.core import config
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if os.environ.get(_AHEAD) == "0" or config.DISABLE_JIT or (cpus or 1) < 2:
+    if os.environ.get(_AHEAD) == "0" or config.DISABLE_JIT or (cpus or 1) < 2 \
+            or not _python_executable():
         return Ahead(None)
     jobs = []
     for kernel, args in calls:
@@ -243,6 +244,15 @@ def compile_ahead(calls) -> Ahead:
     except OSError:
         return Ahead(None)
     return Ahead(child)
+
+
+def _python_executable() -> bool:
+    """Whether ``sys.executable`` runs Python scripts: not where Python is embedded in another
+    program (which it then names) or frozen into an application."""
+    from pathlib import Path
+
+    name = Path(sys.executable or "").name.lower()
+    return not getattr(sys, "frozen", False) and name.startswith(("python", "pypy"))
 
 
 def _compile_jobs() -> None:

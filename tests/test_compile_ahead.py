@@ -4,6 +4,7 @@ and a child that is off, fails or is not needed changes nothing but who compiles
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -135,3 +136,39 @@ def test_a_child_that_fails_leaves_the_compile_to_the_caller():
     ahead.wait()  # returns; nothing raised
     assert child.returncode == 3
     ahead.wait()  # a second wait: nothing left
+
+
+def test_nothing_starts_where_it_cannot_or_should_not(monkeypatch):
+    """Off by the environment, one CPU, or an executable that is not Python (embedded, frozen):
+    no child, and the kernel compiles when called, as always."""
+    from bucketopt.objectives._time_kernels import bucket_features
+    from bucketopt.objectives.synced import TimeArrays, kernel_args
+
+    arrays = TimeArrays(bucketopt.Histogram.from_lengths([5, 7, 7, 9]), "batch")
+    calls = [(bucket_features, kernel_args(arrays, 0, 2, 9, 2, 1))]
+    started = []
+    class Child:  # what Popen would start
+        def __init__(self, *args, **kwargs):
+            started.append(args)
+            self.stdin = io.BytesIO()
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", Child)
+    monkeypatch.setattr(jit, "_cold", lambda kernel, sig: True)
+    for name, value in (("env", "0"), ("exe", "/usr/bin/blender"), ("frozen", True)):
+        with monkeypatch.context() as m:
+            if name == "env":
+                m.setenv("BUCKETOPT_COMPILE_AHEAD", "0")
+            elif name == "exe":
+                m.setattr(sys, "executable", value)
+            else:
+                m.setattr(sys, "frozen", value, raising=False)
+            assert jit.compile_ahead(calls)._child is None, name
+    assert jit.compile_ahead(calls)._child is not None and len(started) == 1  # (the control)
+    started.clear()
+    if hasattr(os, "sched_getaffinity"):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+        assert jit.compile_ahead(calls)._child is None
+    assert not started
