@@ -231,14 +231,16 @@ def compile_ahead(calls) -> Ahead:
             jobs.append({"kernel": f"{func.__module__}:{func.__qualname__}", "args": descs})
     if not jobs:
         return Ahead(None)
-    root = str(Path(__file__).resolve().parents[1])  # where this bucketopt is imported from
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+    root = str(Path(__file__).resolve().parents[1])  # where this bucketopt is imported from:
+    # the child imports the same one (its kernels' cache entries are those of its sources),
+    # putting the folder first only when its own path lacks it (a checkout run from elsewhere;
+    # never site-packages ahead of the standard library)
+    code = ("import sys\nif sys.argv[1] not in sys.path: sys.path.insert(0, sys.argv[1])\n"
+            "from bucketopt.jit import _compile_jobs\n_compile_jobs()\n")
     try:
         child = subprocess.Popen(
-            [sys.executable, "-c", "from bucketopt.jit import _compile_jobs; _compile_jobs()"],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env=env)
+            [sys.executable, "-c", code, root], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         child.stdin.write(json.dumps(jobs).encode())
         child.stdin.close()
     except OSError:
