@@ -224,8 +224,8 @@ def compile_ahead(calls) -> Ahead:
             sig = _signature(kernel, args)
             descs = [describe(a) for a in args]
             same = _signature(kernel, [placeholder(d) for d in descs]) == sig
-        except (TypeError, ValueError):
-            continue
+        except Exception:  # not a kernel, or an argument without a placeholder: compiling
+            continue  # ahead is only ever a saving, never a reason for a call to fail
         if same and _cold(kernel, sig):
             func = kernel.py_func
             jobs.append({"kernel": f"{func.__module__}:{func.__qualname__}", "args": descs})
