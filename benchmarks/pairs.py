@@ -18,6 +18,12 @@ the 2-D solve (k = 12, 6 x 2, 30 x 2, k = 60) against the 1-D solve of the summe
 the same number of buckets, timed side by side in one run (interleaved, best of 3 each, kernels
 compiled first; the 2-D time includes building the pair histogram from the array):
 the ratio is the figure (the machine is shared, absolute seconds drift).
+
+Dynamic padding: the exact rectangle DP (pad="batch") on the 3,000 speech pairs of docs/pairs.md
+(49 x 42 distinct lengths, token budget 2,048), k = 8 and a 4 x 3 grid: the best of 3 CPU seconds
+(``time.process_time``) each, kernels compiled first. Its cost is millions of bin costs, each
+two or four expected maxima (bucketopt.orderstats.expected_max): compare it across checkouts in
+one run (benchmarks/checkouts_speed.py's way), not across machines.
 """
 
 from __future__ import annotations
@@ -102,6 +108,21 @@ def speed_rows(samples: int, repeat: int = 3) -> list:
     return rows
 
 
+def dynamic_rows(repeat: int = 3) -> list:
+    small = paired_lengths("speech", 3000, seed=1) // [4, 2] + 1
+    rows = []
+    for label, k, grid in (("k=8", 8, None), ("4x3", None, (4, 3))):
+        sol = bucketopt.solve(small, k, grid=grid, pad="batch", token_budget=2048)  # compiled
+        best = float("inf")
+        for _ in range(repeat):
+            start = time.process_time()
+            bucketopt.solve(small, k, grid=grid, pad="batch", token_budget=2048)
+            best = min(best, time.process_time() - start)
+        rows.append({"plan": label, "pairs": len(small), "cpu_seconds": best,
+                     "padding": sol.padding_fraction})
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=200_000)
@@ -110,8 +131,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     padding = padding_rows(args.samples)
     speed = speed_rows(args.speed_samples)
+    dynamic = dynamic_rows()
     if args.json:
-        json.dump({"padding": padding, "speed": speed}, sys.stdout, indent=2)
+        json.dump({"padding": padding, "speed": speed, "dynamic": dynamic}, sys.stdout, indent=2)
         print()
         return 0
     print(f"padding on {args.samples:,} pairs per shape (share of computed tokens)")
@@ -129,6 +151,10 @@ def main(argv=None) -> int:
     for r in speed:
         print(f"{r['shape']:<12}{r['plan']:<6}{r['distinct_pairs']:>9,}{r['seconds_2d']:>8.2f}"
               f"{r['seconds_1d']:>8.3f}{r['ratio']:>7.1f}")
+    print("\ndynamic padding (pad=\"batch\", exact), 3,000 speech pairs, token budget 2,048")
+    print(f"{'plan':<6}{'CPU s':>8}{'padding':>9}")
+    for r in dynamic:
+        print(f"{r['plan']:<6}{r['cpu_seconds']:>8.3f}{r['padding']:>9.2%}")
     return 0
 
 

@@ -23,7 +23,11 @@ provably negligible. Here:
   :func:`walk_moments_capped` (E[M] and E[M^2]).
 
 numba kernels, arrays and numbers in (the tables and the Python helpers excepted); the callers
-validate first.
+validate first. The walks of E[M] allocate nothing and are compiled without numba's reference
+counting (``_nrt=False``): the atomic increments and decrements it takes on every array argument
+cost more than a short walk, and callers run millions. The flag is set here, not left to the
+callers: numba compiles a kernel that does not set it with the setting of the kernel that first
+calls it, so the same walk would otherwise run with or without the counts as compiles happened.
 """
 
 from __future__ import annotations
@@ -259,7 +263,20 @@ def binom_ratio(a, c, s, lf_hi, lf_lo):
 
 # ---- the walks: E[M] and E[M^2] from the top down ------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _walk_down(values, prefix_count, base, n, s, const, lf_hi, lf_lo, t):
+    # One length down a walk of E[M], to values[t]: (p, v, term) with v = values[t],
+    # p = C(a, s) / C(n, s) for the a samples up to v and term = (next length - v) p; p = -1
+    # once a < s (no s draws have their longest below: the walk ends).
+    a = prefix_count[t + 1] - base
+    if a < s:
+        return -1.0, 0.0, 0.0
+    p = np.exp(_log_ratio(a, n, s, const, lf_hi, lf_lo))
+    v = float(values[t])
+    return p, v, (float(values[t + 1]) - v) * p
+
+
+@njit(cache=True, _nrt=False)
 def expected_max(values, prefix_count, lf_hi, lf_lo, lo, hi, s):
     """E[longest of s samples drawn without replacement] from the distinct lengths
     ``values[lo:hi]`` (``prefix_count``: prefix counts over values, index 0 empty).
@@ -274,9 +291,19 @@ def expected_max(values, prefix_count, lf_hi, lf_lo, lo, hi, s):
         return top
     if s <= 0:
         return 0.0
-    # the walk with no cap: it stops once the rest, at most (v - bottom) p, is below 1e-16 top
-    acc, _ = walk_max_capped(values, prefix_count, lf_hi, lf_lo, lo, hi, s, 1.0, 0.0, np.inf,
-                             1e-16 * top, np.inf)
+    # walk_max_capped's walk with no cap (the same terms, the same stop), in a loop small enough
+    # for the compiler to inline where the walks are short and many (the 2-D bins)
+    tol = 1e-16 * top
+    bottom = float(values[lo])
+    const = _ratio_constant(n, s, lf_hi, lf_lo)
+    acc = 0.0
+    for t in range(hi - 2, lo - 1, -1):
+        p, v, term = _walk_down(values, prefix_count, base, n, s, const, lf_hi, lf_lo, t)
+        if p < 0.0:
+            break
+        acc += term
+        if (v - bottom) * p <= tol:  # the rest is at most (v - bottom) p
+            break
     return top - acc
 
 
@@ -287,7 +314,7 @@ EXACT_STEPS = 16
 BLOCK = 64
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def walk_max_capped(values, prefix_count, lf_hi, lf_lo, lo, hi, s, weight, fixed, cap, tol,
                     span):
     """sum_{v < top} gap(v) C(c(v), s) / C(N, s) over the bucket ``values[lo:hi]`` (N > s >= 1).
@@ -295,7 +322,7 @@ def walk_max_capped(values, prefix_count, lf_hi, lf_lo, lo, hi, s, weight, fixed
     The bucket's cost is ``fixed + weight * (top - sum)``. Returns (sum, True) to within
     ``tol / weight``, or (an upper bound of the sum, False) once that bound proves the cost above
     ``cap``. ``span`` >= the sum (top - mean). With ``cap`` infinite it is the plain walk of
-    :func:`expected_max`.
+    :func:`expected_max` (which runs it in its own loop: the same terms, the same stop).
     """
     base = prefix_count[lo]
     n = prefix_count[hi] - base
@@ -305,12 +332,10 @@ def walk_max_capped(values, prefix_count, lf_hi, lf_lo, lo, hi, s, weight, fixed
     acc = 0.0
     check = EXACT_STEPS
     for t in range(hi - 2, lo - 1, -1):
-        a = prefix_count[t + 1] - base
-        if a < s:
+        p, v, term = _walk_down(values, prefix_count, base, n, s, const, lf_hi, lf_lo, t)
+        if p < 0.0:
             break
-        p = np.exp(_log_ratio(a, n, s, const, lf_hi, lf_lo))
-        v = float(values[t])
-        acc += (float(values[t + 1]) - v) * p
+        acc += term
         rest = min((v - bottom) * p, span - acc)
         if weight * rest <= tol:
             break

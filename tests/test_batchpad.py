@@ -314,6 +314,30 @@ def test_table_and_stirling_walks_agree(xs, size, scale):
                expected_max(hist.values, pc, none, none, 0, m, s)) < 1e-12
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 3000), min_size=2, max_size=200), st.integers(1, 50), st.data())
+def test_expected_max_is_the_uncapped_walk_bit_for_bit(xs, scale, data):
+    # expected_max runs walk_max_capped's walk with no cap in a loop of its own: the same value,
+    # to the last bit, on any range of a bucket, through either log-factorial table or Stirling.
+    from bucketopt.orderstats import expected_max, log_factorials, walk_max_capped, walk_tables
+
+    hist = Histogram.from_lengths(xs)
+    hist = Histogram(hist.values, hist.counts * scale)
+    pc, _ = _prefix_sums(hist)
+    lo = data.draw(st.integers(0, hist.m - 1))
+    hi = data.draw(st.integers(lo + 1, hist.m))
+    n = int(pc[hi] - pc[lo])
+    assume(n >= 2)
+    s = data.draw(st.integers(1, n - 1))
+    top = float(hist.values[hi - 1])
+    none = np.zeros(1)
+    for lf_hi, lf_lo in (walk_tables(hist.n), log_factorials(hist.n), (none, none)):
+        acc, exact = walk_max_capped(hist.values, pc, lf_hi, lf_lo, lo, hi, s, 1.0, 0.0, np.inf,
+                                     1e-16 * top, np.inf)
+        assert exact
+        assert expected_max(hist.values, pc, lf_hi, lf_lo, lo, hi, s) == top - acc
+
+
 def test_more_samples_than_the_old_table_allowed():
     # 70 million samples over 40 lengths: no table, memory does not grow with n.
     from fractions import Fraction

@@ -35,14 +35,16 @@ KIND_TIME = 2  # seconds of static-shape batches (edge padding) under the pair c
 LINEAR_TIME = 3  # the linear relaxation of KIND_TIME (Monge inner pass; a lower bound)
 
 
-@njit(cache=True)
-def marginal_max(values, counts, lo, hi, s, lf_hi, lf_lo, scratch):
-    """E[longest of s samples drawn without replacement] from a marginal: ``counts[t]``
-    samples of length ``values[t]`` for t = lo..hi (values ascending, zero counts allowed), by
-    :func:`bucketopt.orderstats.expected_max` (``lf_hi``, ``lf_lo``: the log(k!) table of
-    :func:`bucketopt.orderstats.log_factorials`) over the lengths present. ``scratch``: int64
-    (2, at least hi - lo + 2), overwritten (those lengths, their prefix counts)."""
-    present, prefix = scratch[0], scratch[1]
+# The kernels a bin's cost runs through, millions of times a solve, are compiled without numba's
+# reference counting (``_nrt=False``, as orderstats' walks are): they allocate nothing, and the
+# counts they would take on every array they are passed and every view they make (atomic
+# increments and decrements, several per call and call level) cost more than the order
+# statistics themselves. Their callers hold the arrays.
+
+@njit(cache=True, _nrt=False)
+def present_lengths(values, counts, lo, hi, present, prefix):
+    """The lengths of a marginal that are present (``counts[t] > 0`` for t = lo..hi, values
+    ascending) into ``present[:m]``, their prefix counts into ``prefix[:m + 1]``; returns m."""
     m = 0
     prefix[0] = 0
     for t in range(lo, hi + 1):
@@ -50,20 +52,38 @@ def marginal_max(values, counts, lo, hi, s, lf_hi, lf_lo, scratch):
             present[m] = values[t]
             prefix[m + 1] = prefix[m] + counts[t]
             m += 1
-    if m == 0 or s <= 0:
+    return m
+
+
+@njit(cache=True, _nrt=False)
+def _longest(marg, lo, hi, s, lf_hi, lf_lo):
+    # E[longest of s draws] from the lengths marg[0][lo..hi] (all present; marg[1] their prefix
+    # counts, index 0 empty): 0 for no length or no draw
+    if hi < lo or s <= 0:
         return 0.0
-    return expected_max(present, prefix, lf_hi, lf_lo, 0, m, s)
+    return expected_max(marg[0], marg[1], lf_hi, lf_lo, lo, hi + 1, s)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
+def marginal_max(values, counts, lo, hi, s, lf_hi, lf_lo, scratch):
+    """E[longest of s samples drawn without replacement] from a marginal: ``counts[t]``
+    samples of length ``values[t]`` for t = lo..hi (values ascending, zero counts allowed), by
+    :func:`bucketopt.orderstats.expected_max` (``lf_hi``, ``lf_lo``: the log(k!) table of
+    :func:`bucketopt.orderstats.log_factorials`) over the lengths present. ``scratch``: int64
+    (2, at least hi - lo + 2), overwritten (those lengths, their prefix counts)."""
+    m = present_lengths(values, counts, lo, hi, scratch[0], scratch[1])
+    return _longest((scratch[0], scratch[1]), 0, m - 1, s, lf_hi, lf_lo)
+
+
+@njit(cache=True, _nrt=False)
 def rect_cost(kind, params, e0, e1, N, real, a_marg, alo, ahi, b_marg, ulo, uhi):
     """Cost of one bin: N samples, ``real`` tokens (inputs + outputs), edges (e0, e1); its
-    input marginal ``a_marg = (values, counts, scratch)`` over ``alo..ahi`` and its output
-    marginal ``b_marg`` over ``ulo..uhi`` (``scratch``: int64 (2, one more than values), for
-    :func:`marginal_max`). ``params``: token budget, alpha, beta_in, beta_out, gamma_in,
-    gamma_out, gamma_cross, world size, then (dynamic padding) the log(k!) table for k = 0..n,
-    its hi parts then its lo parts (:func:`bucketopt.orderstats.log_factorials`).
-    FINF when the budget holds no sample of this shape."""
+    input marginal ``a_marg = (lengths, prefix counts)``: the lengths alo..ahi, all present
+    (:func:`present_lengths`), and its output marginal ``b_marg``, the same over ``ulo..uhi``.
+    ``params``: token budget, alpha, beta_in, beta_out, gamma_in, gamma_out, gamma_cross, world
+    size, then (dynamic padding) the log(k!) table for k = 0..n, its hi parts then its lo parts
+    (:func:`bucketopt.orderstats.log_factorials`). FINF when the budget holds no sample of this
+    shape."""
     B = np.int64(params[0]) // (e0 + e1)
     if B < 1:
         return FINF
@@ -75,13 +95,11 @@ def rect_cost(kind, params, e0, e1, N, real, a_marg, alo, ahi, b_marg, ulo, uhi)
         lf_lo = params[8 + half:]
         comp = 0.0
         if q > 0:
-            comp += q * B * (
-                marginal_max(a_marg[0], a_marg[1], alo, ahi, B, lf_hi, lf_lo, a_marg[2])
-                + marginal_max(b_marg[0], b_marg[1], ulo, uhi, B, lf_hi, lf_lo, b_marg[2]))
+            comp += q * B * (_longest(a_marg, alo, ahi, B, lf_hi, lf_lo)
+                             + _longest(b_marg, ulo, uhi, B, lf_hi, lf_lo))
         if r > 0:
-            comp += r * (
-                marginal_max(a_marg[0], a_marg[1], alo, ahi, r, lf_hi, lf_lo, a_marg[2])
-                + marginal_max(b_marg[0], b_marg[1], ulo, uhi, r, lf_hi, lf_lo, b_marg[2]))
+            comp += r * (_longest(a_marg, alo, ahi, r, lf_hi, lf_lo)
+                         + _longest(b_marg, ulo, uhi, r, lf_hi, lf_lo))
         return comp - real
     per = (params[2] * e0 + params[3] * e1 + params[4] * e0 * e0 + params[5] * e1 * e1
            + params[6] * e0 * e1)
@@ -92,13 +110,27 @@ def rect_cost(kind, params, e0, e1, N, real, a_marg, alo, ahi, b_marg, ulo, uhi)
 
 
 @njit(cache=True)
-def rect_matrix(i, j, kind, params, a_values, cols, present, p, R, acnt):
+def rect_scratch(ma, mb):
+    """The int64 work arrays of :func:`rect_matrix` for ``ma`` distinct inputs and ``mb``
+    distinct outputs: the input counts (zeros), the present inputs and their prefix counts, the
+    outputs' prefix counts."""
+    return (np.zeros(ma, dtype=np.int64), np.empty(ma, dtype=np.int64),
+            np.empty(ma + 1, dtype=np.int64), np.empty(mb + 1, dtype=np.int64))
+
+
+@njit(cache=True)
+def rect_matrix(i, j, kind, params, a_values, cols, present, p, R, scratch):
     """``R[u, v]``: the cost (:func:`rect_cost`) of the bin made of present outputs u+1..v of
     the input range i..j; ``cols = (b_ptr, b_a, b_count)``, ``present = (pv, pc, pidx)``,
-    ``acnt``: int64 scratch over the inputs."""
+    ``scratch``: :func:`rect_scratch`."""
     b_ptr, b_a, b_count = cols
     pv, pc, pidx = present
-    scratch = np.empty((2, max(a_values.size, pv.size) + 1), dtype=np.int64)
+    acnt, a_present, a_prefix, b_prefix = scratch
+    a_marg = (a_present, a_prefix)
+    b_marg = (pv, b_prefix)  # every output present: its prefix counts once for all u, v
+    b_prefix[0] = 0
+    for v in range(p):
+        b_prefix[v + 1] = b_prefix[v] + pc[v]
     for u in range(p):
         for t in range(i, j + 1):
             acnt[t] = 0
@@ -107,9 +139,8 @@ def rect_matrix(i, j, kind, params, a_values, cols, present, p, R, acnt):
         for v in range(u + 1, p + 1):
             if kind == KIND_TIME:  # static shapes: the count is all the cost needs
                 N += pc[v - 1]
-                R[u, v] = rect_cost(kind, params, a_values[j], pv[v - 1], N, 0,
-                                    (a_values, acnt, scratch), i, j, (pv, pc, scratch), u,
-                                    v - 1)
+                R[u, v] = rect_cost(kind, params, a_values[j], pv[v - 1], N, 0, a_marg, 0, -1,
+                                    b_marg, u, v - 1)
                 continue
             bi = pidx[v - 1]
             for e in range(b_ptr[bi], b_ptr[bi + 1]):
@@ -118,9 +149,9 @@ def rect_matrix(i, j, kind, params, a_values, cols, present, p, R, acnt):
                     acnt[a] += b_count[e]
                     N += b_count[e]
                     real += b_count[e] * (a_values[a] + pv[v - 1])
-            R[u, v] = rect_cost(kind, params, a_values[j], pv[v - 1], N, real,
-                                (a_values, acnt, scratch), i, j, (pv, pc, scratch), u,
-                                    v - 1)
+            m = present_lengths(a_values, acnt, i, j, a_present, a_prefix)
+            R[u, v] = rect_cost(kind, params, a_values[j], pv[v - 1], N, real, a_marg, 0,
+                                m - 1, b_marg, u, v - 1)
 
 
 # ---- the linear relaxation of time (Monge, fast) -------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import njit
-from .bin_costs import EDGE, LINEAR_TIME, rect_matrix
+from .bin_costs import EDGE, LINEAR_TIME, rect_matrix, rect_scratch
 from .sub_buckets import arg_cuts, inner_general, inner_monge, monge_weights
 
 
@@ -93,7 +93,7 @@ def outer_dp(rows, cols, k2, grid, mode, params, F, big):
     sv = np.empty(mb, dtype=F.dtype)
     work = (np.empty(mb + 1, dtype=F.dtype), np.empty(mb + 1, dtype=F.dtype),
             np.empty(mb + 1, dtype=np.int64), np.empty(mb + 1, dtype=F.dtype))
-    acnt = np.zeros(ma, dtype=np.int64)
+    scratch = rect_scratch(ma, mb)
     D = np.empty(max(layers, k2) + 2, dtype=F.dtype)
     noarg = np.empty((1, 1), dtype=np.int64)
     state = np.empty(4, dtype=np.int64)
@@ -114,7 +114,7 @@ def outer_dp(rows, cols, k2, grid, mode, params, F, big):
                     extra = a_values[j] * state[2] - state[3]  # the inputs' edge padding
             else:
                 R = np.empty((p + 1, p + 1))
-                rect_matrix(i, j, mode, params, a_values, cols, (pv, pc, pidx), p, R, acnt)
+                rect_matrix(i, j, mode, params, a_values, cols, (pv, pc, pidx), p, R, scratch)
                 inner_general(R, p, mmax, D, work[0], work[1], noarg, False)
             _relax(F, arg_i, arg_m, i, j, D, mmax, grid, big, extra)
     return arg_i, arg_m
@@ -153,7 +153,7 @@ def cuts(i, j, m, rows, cols, mode, params, big):
         inner_monge(gv, pc, sv, p, m, np.full(m + 2, big), work, arg, True, big)
     else:
         R = np.empty((p + 1, p + 1))
-        acnt = np.zeros(a_values.size, dtype=np.int64)
-        rect_matrix(i, j, mode, params, a_values, cols, (pv, pc, pidx), p, R, acnt)
+        rect_matrix(i, j, mode, params, a_values, cols, (pv, pc, pidx), p, R,
+                    rect_scratch(a_values.size, b_values.size))
         inner_general(R, p, m, np.empty(m + 2), np.empty(p + 1), np.empty(p + 1), arg, True)
     return pv[arg_cuts(arg, m, p)]

@@ -227,9 +227,8 @@ def _bin_statistics(hist: PairHistogram, bins, token_budget, pad, model):
         if model is not None:
             params = model.params(token_budget)
             empty = np.zeros(1, dtype=np.int64)
-            none = np.zeros((2, 1), dtype=np.int64)
-            seconds[t] = rect_cost(KIND_TIME, params, e0, e1, n, 0, (empty, empty, none), 0,
-                                   -1, (empty, empty, none), 0, -1)
+            seconds[t] = rect_cost(KIND_TIME, params, e0, e1, n, 0, (empty, empty), 0, -1,
+                                   (empty, empty), 0, -1)
     lost = idx < 0
     unassigned = int(c[lost].sum())
     lost_tokens = int(np.sum((a[lost] + b[lost]) * c[lost]))
