@@ -21,7 +21,7 @@ import threading
 from numba import njit
 from numba.core import event
 
-__all__ = ["COMPILING", "njit"]
+__all__ = ["COMPILING", "NO_REFCOUNTS", "njit"]
 
 COMPILING = "bucketopt: compiling kernels, first run only (numba caches them for later runs)"
 _STATE = {"announced": False}
@@ -59,6 +59,21 @@ class _Announcer(event.Listener):
 
 
 event.register("numba:compile", _Announcer())
+
+
+def _no_refcounts() -> dict:
+    """numba's option that compiles a kernel without reference counting (``_nrt=False``: no
+    atomic increment and decrement of every array passed or viewed), for the few small kernels
+    that allocate nothing and run millions of times a solve (the walks of
+    :mod:`bucketopt.orderstats`, the 2-D bins' costs). The option is numba's own and private: a
+    numba without it gets ``{}``, and those kernels count references as every other does (the
+    same results, slower)."""
+    from numba.core.cpu import CPUTargetOptions
+
+    return {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
+
+
+NO_REFCOUNTS = _no_refcounts()
 
 
 # Compiling ahead, in a second process. numba compiles one kernel at a time in a process (a

@@ -24,10 +24,11 @@ provably negligible. Here:
 
 numba kernels, arrays and numbers in (the tables and the Python helpers excepted); the callers
 validate first. The walks of E[M] allocate nothing and are compiled without numba's reference
-counting (``_nrt=False``): the atomic increments and decrements it takes on every array argument
-cost more than a short walk, and callers run millions. The flag is set here, not left to the
-callers: numba compiles a kernel that does not set it with the setting of the kernel that first
-calls it, so the same walk would otherwise run with or without the counts as compiles happened.
+counting (:data:`bucketopt.jit.NO_REFCOUNTS`): the atomic increments and decrements it takes on
+every array argument cost more than a short walk, and callers run millions. The flag is set here,
+not left to the callers: numba compiles a kernel that does not set it with the setting of the
+kernel that first calls it, so the same walk would otherwise run with or without the counts as
+compiles happened.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import math
 import numpy as np
 
 from .errors import BucketoptError
-from .jit import njit
+from .jit import NO_REFCOUNTS, njit
 
 # Below this argument the Stirling series is not used (its truncation error at 100 is < 1e-17).
 STIRLING_MIN = 100
@@ -276,7 +277,7 @@ def _walk_down(values, prefix_count, base, n, s, const, lf_hi, lf_lo, t):
     return p, v, (float(values[t + 1]) - v) * p
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **NO_REFCOUNTS)
 def expected_max(values, prefix_count, lf_hi, lf_lo, lo, hi, s):
     """E[longest of s samples drawn without replacement] from the distinct lengths
     ``values[lo:hi]`` (``prefix_count``: prefix counts over values, index 0 empty).
@@ -314,7 +315,7 @@ EXACT_STEPS = 16
 BLOCK = 64
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **NO_REFCOUNTS)
 def walk_max_capped(values, prefix_count, lf_hi, lf_lo, lo, hi, s, weight, fixed, cap, tol,
                     span):
     """sum_{v < top} gap(v) C(c(v), s) / C(N, s) over the bucket ``values[lo:hi]`` (N > s >= 1).

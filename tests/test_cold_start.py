@@ -127,3 +127,16 @@ def test_small_searches_give_numpys_results():
             v = a.dtype.type(v) if trial % 2 == 0 and float(v).is_integer() else float(v)
             assert search_left(a, v) == np.searchsorted(a, v, side="left")
             assert search_right(a, v) == np.searchsorted(a, v, side="right")
+
+
+def test_no_refcounts_is_numbas_option_where_it_has_one():
+    """The walks and 2-D bin costs compile without reference counting where this numba offers
+    it (its private ``_nrt`` option), and the kernels carry the setting."""
+    from numba.core.cpu import CPUTargetOptions
+
+    from bucketopt.orderstats import expected_max
+
+    expected = {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
+    assert expected == jit.NO_REFCOUNTS
+    assert all(expected_max.targetoptions.get(key) == value
+               for key, value in jit.NO_REFCOUNTS.items())

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import njit
+from ..jit import NO_REFCOUNTS, njit
 from ..orderstats import expected_max
 
 INF = np.int64(2**62)
@@ -36,12 +36,12 @@ LINEAR_TIME = 3  # the linear relaxation of KIND_TIME (Monge inner pass; a lower
 
 
 # The kernels a bin's cost runs through, millions of times a solve, are compiled without numba's
-# reference counting (``_nrt=False``, as orderstats' walks are): they allocate nothing, and the
-# counts they would take on every array they are passed and every view they make (atomic
-# increments and decrements, several per call and call level) cost more than the order
+# reference counting (:data:`bucketopt.jit.NO_REFCOUNTS`, as orderstats' walks are): they allocate
+# nothing, and the counts they would take on every array they are passed and every view they make
+# (atomic increments and decrements, several per call and call level) cost more than the order
 # statistics themselves. Their callers hold the arrays.
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **NO_REFCOUNTS)
 def present_lengths(values, counts, lo, hi, present, prefix):
     """The lengths of a marginal that are present (``counts[t] > 0`` for t = lo..hi, values
     ascending) into ``present[:m]``, their prefix counts into ``prefix[:m + 1]``; returns m."""
@@ -55,7 +55,7 @@ def present_lengths(values, counts, lo, hi, present, prefix):
     return m
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **NO_REFCOUNTS)
 def _longest(marg, lo, hi, s, lf_hi, lf_lo):
     # E[longest of s draws] from the lengths marg[0][lo..hi] (all present; marg[1] their prefix
     # counts, index 0 empty): 0 for no length or no draw
@@ -64,7 +64,7 @@ def _longest(marg, lo, hi, s, lf_hi, lf_lo):
     return expected_max(marg[0], marg[1], lf_hi, lf_lo, lo, hi + 1, s)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **NO_REFCOUNTS)
 def marginal_max(values, counts, lo, hi, s, lf_hi, lf_lo, scratch):
     """E[longest of s samples drawn without replacement] from a marginal: ``counts[t]``
     samples of length ``values[t]`` for t = lo..hi (values ascending, zero counts allowed), by
@@ -75,7 +75,7 @@ def marginal_max(values, counts, lo, hi, s, lf_hi, lf_lo, scratch):
     return _longest((scratch[0], scratch[1]), 0, m - 1, s, lf_hi, lf_lo)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **NO_REFCOUNTS)
 def rect_cost(kind, params, e0, e1, N, real, a_marg, alo, ahi, b_marg, ulo, uhi):
     """Cost of one bin: N samples, ``real`` tokens (inputs + outputs), edges (e0, e1); its
     input marginal ``a_marg = (lengths, prefix counts)``: the lengths alo..ahi, all present
