@@ -235,13 +235,15 @@ def compile_ahead(calls) -> Ahead:
         return Ahead(None)
     jobs = []
     for kernel, args in calls:
-        try:
+        try:  # (a warm kernel stops at _cold: nothing described on the solves that follow)
             sig = _signature(kernel, args)
+            if not _cold(kernel, sig):
+                continue
             descs = [describe(a) for a in args]
             same = _signature(kernel, [placeholder(d) for d in descs]) == sig
         except Exception:  # not a kernel, or an argument without a placeholder: compiling
             continue  # ahead is only ever a saving, never a reason for a call to fail
-        if same and _cold(kernel, sig):
+        if same:
             func = kernel.py_func
             jobs.append({"kernel": f"{func.__module__}:{func.__qualname__}", "args": descs})
     if not jobs:
