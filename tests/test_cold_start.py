@@ -140,3 +140,26 @@ def test_no_refcounts_is_numbas_option_where_it_has_one():
     assert expected == jit.NO_REFCOUNTS
     assert all(expected_max.targetoptions.get(key) == value
                for key, value in jit.NO_REFCOUNTS.items())
+
+
+def test_group_indices_by_its_search_give_numpys_grouping():
+    """The simulator's grouping without a lookup table (a binary search per sample, by
+    ``sorting.search_left``) against numpy's stable sort by ``searchsorted``, lengths up to the
+    last edge, and every length above it in the last group."""
+    import numpy as np
+
+    from bucketopt.training._sim_kernels import group_indices
+
+    rng = np.random.default_rng(3)
+    empty = np.zeros(0, dtype=np.int64)
+    for _ in range(200):
+        edges = np.unique(rng.integers(1, 60, int(rng.integers(1, 8)))).astype(np.int64)
+        lengths = rng.integers(1, edges[-1] + 1, int(rng.integers(0, 50))).astype(np.int64)
+        idx = rng.permutation(lengths.size).astype(np.int64)
+        keys = np.searchsorted(edges, lengths[idx])
+        out, counts = group_indices(idx, lengths, edges, empty)
+        assert np.array_equal(out, idx[np.argsort(keys, kind="stable")])
+        assert np.array_equal(counts, np.bincount(keys, minlength=edges.size))
+        over = lengths + edges[-1]  # above every edge: the last group, in order
+        out, counts = group_indices(idx, over, edges, empty)
+        assert np.array_equal(out, idx) and counts[-1] == idx.size

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import njit
+from ..sorting import search_left
 
 
 @njit(cache=True)
@@ -129,14 +130,9 @@ def sorted_greedy(values, counts, token_budget):
 
 @njit(cache=True)
 def _first_at_least(edges, v):
-    lo, hi = 0, edges.size - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if edges[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    # the first edge >= v, the last edge where none is (a length above every edge: the last
+    # group)
+    return min(search_left(edges, v), edges.size - 1)
 
 
 @njit(cache=True)
